@@ -1,0 +1,104 @@
+// The thread-local autocast state, the cast rules and the weight-cast cache.
+#include "amp/autocast.h"
+
+#include <unordered_map>
+
+#include "autograd/grad_mode.h"
+
+namespace hg::amp {
+
+namespace {
+
+struct CachedCast {
+  std::weak_ptr<TensorImpl> source;  // to notice a freed source whose address was reused
+  uint64_t source_version;           // to notice in-place updates (e.g. an optimizer step)
+  Tensor cast;
+};
+
+struct AutocastState {
+  bool enabled = false;
+  DType dtype = f16;
+  int depth = 0;  // nesting of Autocast guards; the cache lives while depth > 0
+  std::unordered_map<const TensorImpl*, CachedCast> cache;
+};
+
+thread_local AutocastState t_state;
+
+// PyTorch's rule: only f32 leaves that require grad are worth caching (weights), and only while
+// recording: a cast made under NoGradGuard has no graph and must not be reused with one.
+bool cacheable(const Tensor& t, DType target) {
+  return is_16bit_floating(target) && t.dtype() == f32 && t.requires_grad() && t.is_leaf() &&
+         GradMode::is_enabled();
+}
+
+Tensor cast(const Tensor& t, DType target) {
+  if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == f64 || t.dtype() == target) return t;
+  if (!cacheable(t, target)) return t.to(target);
+  const uint64_t version = t.impl()->storage->version();
+  auto it = t_state.cache.find(t.impl());
+  if (it != t_state.cache.end() && !it->second.source.expired() && it->second.source_version == version &&
+      it->second.cast.dtype() == target)
+    return it->second.cast;
+  Tensor lowered = t.to(target);
+  t_state.cache[t.impl()] = CachedCast{t.impl_ptr(), version, lowered};
+  return lowered;
+}
+
+DType widest_floating(std::span<Tensor> inputs) {
+  std::optional<DType> widest;
+  for (const Tensor& t : inputs)
+    if (t.defined() && is_floating(t.dtype())) widest = widest ? promote_types(*widest, t.dtype()) : t.dtype();
+  return widest.value_or(f32);
+}
+
+}  // namespace
+
+bool is_enabled() { return t_state.enabled; }
+DType autocast_dtype() { return t_state.dtype; }
+
+Autocast::Autocast(DType dtype, bool enabled) : previous_enabled_(t_state.enabled), previous_dtype_(t_state.dtype) {
+  HG_CHECK(!enabled || is_16bit_floating(dtype), "Autocast: the autocast dtype must be f16 or bf16, got ", dtype);
+  t_state.enabled = enabled;
+  t_state.dtype = dtype;
+  ++t_state.depth;
+}
+
+Autocast::~Autocast() {
+  if (--t_state.depth == 0) t_state.cache.clear();
+  t_state.enabled = previous_enabled_;
+  t_state.dtype = previous_dtype_;
+}
+
+namespace detail {
+
+bool active() { return t_state.enabled; }
+
+size_t cache_size() { return t_state.cache.size(); }
+
+void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
+  if (!t_state.enabled) return;
+  const std::optional<CastPolicy> policy = find_policy(op);
+  HG_CHECK(policy.has_value(), "autocast: op '", op, "' has no cast policy, and halfgrad does not guess one. "
+           "Choose with hg::amp::set_policy(\"", op, "\", p) where p is CastPolicy::Lower (run in ",
+           t_state.dtype, "), F32 (run in f32), Promote (widest input dtype) or Keep (inputs as they are)");
+  // Autocast is off while casting, so the casts themselves are never re-cast.
+  switch (*policy) {
+    case CastPolicy::Lower:
+      for (Tensor& t : inputs) t = cast(t, t_state.dtype);
+      break;
+    case CastPolicy::F32:
+      for (Tensor& t : inputs) t = cast(t, f32);
+      break;
+    case CastPolicy::Promote: {
+      const DType widest = widest_floating(inputs);
+      for (Tensor& t : inputs) t = cast(t, widest);
+      break;
+    }
+    case CastPolicy::Keep:
+      break;
+  }
+}
+
+}  // namespace detail
+
+}  // namespace hg::amp

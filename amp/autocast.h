@@ -1,0 +1,56 @@
+// Autocast: a thread-local region in which ops cast their floating inputs by the policy table
+// (amp/policy.h) before they compute. PyTorch's torch.autocast, as an RAII guard:
+//
+//   { hg::amp::Autocast ac(hg::f16);          // matmul/linear/conv2d in f16, softmax/loss in f32
+//     loss = hg::cross_entropy(model(x), y); }
+//   { hg::amp::Autocast off(hg::f16, false); ... }   // turned off inside an enabled region
+//
+// Every op's first step is `auto [a, b] = amp::prepare("op", a_in, b_in);` which does nothing
+// outside a region. f32 leaf weights are cast once per outermost region (the weight-cast cache)
+// and casts are differentiable, so an f32 weight receives an f32 gradient.
+#pragma once
+#include <array>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "amp/policy.h"
+#include "core/tensor.h"
+
+namespace hg::amp {
+
+bool is_enabled();        // inside an enabled Autocast region on this thread
+DType autocast_dtype();   // the lower dtype of the innermost region (f16 outside any)
+
+class Autocast {
+ public:
+  explicit Autocast(DType dtype = f16, bool enabled = true);
+  ~Autocast();
+  Autocast(const Autocast&) = delete;
+  Autocast& operator=(const Autocast&) = delete;
+
+ private:
+  bool previous_enabled_;
+  DType previous_dtype_;
+};
+
+namespace detail {
+bool active();  // autocast on, or a PrecisionReport recording: prepare has work to do
+void prepare_inputs(std::string_view op, std::span<Tensor> inputs);
+size_t cache_size();  // entries in this thread's weight-cast cache (for tests)
+}  // namespace detail
+
+// Step 2 of every op: returns the inputs cast by `op`'s policy (undefined tensors pass through).
+template <class... Ts>
+std::array<Tensor, sizeof...(Ts)> prepare(std::string_view op, const Ts&... inputs) {
+  std::array<Tensor, sizeof...(Ts)> prepared{inputs...};
+  if (detail::active()) detail::prepare_inputs(op, prepared);
+  return prepared;
+}
+
+inline std::vector<Tensor> prepare_all(std::string_view op, std::vector<Tensor> inputs) {
+  if (detail::active()) detail::prepare_inputs(op, inputs);
+  return inputs;
+}
+
+}  // namespace hg::amp

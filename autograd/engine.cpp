@@ -1,0 +1,82 @@
+// The backward engine. It orders every node reachable from the root so that each node runs after
+// all the nodes that feed it a gradient (reverse DFS post-order: deterministic, since edges are
+// visited in input order), sums the gradients arriving at each node, runs each node once and
+// frees it, so the memory of the graph comes back as backward proceeds.
+#include <algorithm>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "ops/elementwise.h"
+
+namespace hg::autograd {
+
+namespace {
+
+// Root first; every node appears before the nodes of its inputs.
+std::vector<Node*> topological_order(Node* root) {
+  std::vector<Node*> post_order;
+  std::unordered_set<Node*> visited{root};
+  std::vector<std::pair<Node*, size_t>> stack{{root, 0}};  // (node, next edge to visit)
+  while (!stack.empty()) {
+    auto& [node, edge] = stack.back();
+    if (edge < node->next().size()) {
+      Node* child = node->next()[edge++].get();
+      if (child != nullptr && visited.insert(child).second) stack.emplace_back(child, 0);
+    } else {
+      post_order.push_back(node);
+      stack.pop_back();
+    }
+  }
+  std::reverse(post_order.begin(), post_order.end());
+  return post_order;
+}
+
+Tensor initial_gradient(const Tensor& root, const Tensor& grad) {
+  if (!grad.defined()) {
+    HG_CHECK(root.numel() == 1, "backward: grad can be implicitly created only for scalar outputs, but the "
+             "output has shape ", root.shape(), "; pass a gradient of that shape");
+    return ones(root.shape(), root.options());
+  }
+  HG_CHECK(grad.shape() == root.shape(), "backward: gradient of shape ", grad.shape(),
+           " does not match the output's shape ", root.shape());
+  HG_CHECK(grad.device() == root.device(), "backward: gradient on ", grad.device(), " for an output on ",
+           root.device());
+  return grad.dtype() == root.dtype() ? grad : grad.to(root.dtype());
+}
+
+}  // namespace
+
+void run_backward(const Tensor& root, const Tensor& grad) {
+  HG_CHECK(root.requires_grad(), "backward: the tensor does not require grad and has no grad_fn "
+           "(did you forget requires_grad_() on the inputs, or run the forward under NoGradGuard?)");
+  NoGradGuard no_grad;  // backward closures are ops too; they must not record
+  const Tensor g0 = initial_gradient(root, grad);
+  const std::shared_ptr<Node> root_node = gradient_edge(root);
+
+  std::unordered_map<Node*, Tensor> pending;  // summed gradient waiting at each node
+  pending[root_node.get()] = g0;
+  for (Node* node : topological_order(root_node.get())) {
+    auto it = pending.find(node);
+    if (it == pending.end()) continue;  // every path to it carried "no gradient"
+    const Tensor g = std::move(it->second);
+    pending.erase(it);
+    HG_CHECK(g.shape() == node->output_shape(), "backward: '", node->name(), "' received a gradient of shape ",
+             g.shape(), " for an output of shape ", node->output_shape());
+    std::vector<Tensor> input_grads = node->apply(g);
+    if (dynamic_cast<AccumulateGrad*>(node) == nullptr) {
+      HG_CHECK(input_grads.size() == node->next().size(), "backward: '", node->name(), "' returned ",
+               input_grads.size(), " gradients for ", node->next().size(), " inputs");
+      node->release();
+    }
+    for (size_t i = 0; i < node->next().size(); ++i) {
+      Node* next = node->next()[i].get();
+      if (next == nullptr || !input_grads[i].defined()) continue;
+      Tensor& slot = pending[next];
+      slot = slot.defined() ? slot + input_grads[i] : input_grads[i];
+    }
+  }
+}
+
+}  // namespace hg::autograd

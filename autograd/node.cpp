@@ -1,0 +1,97 @@
+// Graph nodes, saved tensors and recording.
+#include "autograd/node.h"
+#include "ops/elementwise.h"
+
+#include "autograd/grad_mode.h"
+#include "core/copy.h"
+
+namespace hg {
+
+namespace {
+thread_local bool t_grad_enabled = true;
+}
+bool GradMode::is_enabled() { return t_grad_enabled; }
+void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
+
+namespace autograd {
+
+// ---- SavedTensor -------------------------------------------------------------------------------
+
+SavedTensor::SavedTensor(const Tensor& t, std::string_view op) : op_(op) {
+  if (!t.defined()) return;
+  alias_ = t.detach();
+  version_ = t.impl()->storage->version();
+}
+
+Tensor SavedTensor::get() const {
+  if (!alias_.defined()) return alias_;
+  const uint64_t now = alias_.impl()->storage->version();
+  HG_CHECK(now == version_, "backward: a tensor of shape ", alias_.shape(), " saved by '", op_,
+           "' for its backward was modified by an in-place operation (version ", now, ", expected ", version_,
+           "). Clone it before modifying it, or modify a copy.");
+  return alias_;
+}
+
+// ---- Node --------------------------------------------------------------------------------------
+
+Node::Node(std::string name, std::vector<std::shared_ptr<Node>> next, Backward backward, const Tensor& output)
+    : name_(std::move(name)),
+      next_(std::move(next)),
+      backward_(std::move(backward)),
+      output_shape_(output.shape()),
+      output_dtype_(output.dtype()) {}
+
+std::vector<Tensor> Node::apply(const Tensor& grad_output) {
+  HG_CHECK(!released_, "backward: trying to backward through the graph a second time (the graph of '", name_,
+           "' was freed by the first backward). Run the forward pass again.");
+  return backward_(grad_output);
+}
+
+AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
+    : Node("AccumulateGrad", {}, nullptr, Tensor(leaf)), leaf_(std::move(leaf)) {}
+
+std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+  Tensor leaf(leaf_);
+  Tensor g = grad_output.dtype() == leaf.dtype() ? grad_output : grad_output.to(leaf.dtype());
+  if (!leaf_->grad) {
+    // Keep the incoming buffer when nobody else can see it; otherwise own a copy, so that later
+    // accumulation in place never writes into a tensor the user holds.
+    const bool exclusive = g.is_contiguous() && g.impl()->storage.use_count() == 1;
+    leaf_->grad = (exclusive ? g.detach() : g.clone()).impl_ptr();
+  } else {
+    Tensor(leaf_->grad).add_(g);
+  }
+  return {};
+}
+
+// ---- recording ---------------------------------------------------------------------------------
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!GradMode::is_enabled()) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+std::shared_ptr<Node> gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return nullptr;
+  if (t.grad_fn()) return t.grad_fn();
+  std::shared_ptr<Node> accumulator = t.impl()->grad_accumulator.lock();
+  if (!accumulator) {
+    accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
+    t.impl()->grad_accumulator = accumulator;
+  }
+  return accumulator;
+}
+
+void record(std::string name, Tensor& output, const std::vector<Tensor>& inputs, Node::Backward backward) {
+  if (!needs_grad(inputs)) return;
+  std::vector<std::shared_ptr<Node>> next;
+  next.reserve(inputs.size());
+  for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
+  output.impl()->grad_fn = std::make_shared<Node>(std::move(name), std::move(next), std::move(backward), output);
+  output.impl()->requires_grad = true;
+}
+
+}  // namespace autograd
+}  // namespace hg

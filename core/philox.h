@@ -1,0 +1,64 @@
+// Philox4x32-10 (Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC 2011): a
+// counter-based generator. Random number k of a stream is a pure function of (seed, k), so any
+// thread -- or a CUDA thread -- computes it directly, and results do not depend on thread count
+// or device. Usable from host and device code.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define HG_PHILOX_HD __host__ __device__ __forceinline__
+#else
+#define HG_PHILOX_HD inline
+#endif
+
+namespace hg::philox {
+
+struct Block {
+  uint32_t v[4];
+};
+
+HG_PHILOX_HD Block generate(uint64_t seed, uint64_t counter) {
+  constexpr uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;    // round multipliers
+  constexpr uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;  // key schedule increments
+  uint32_t c0 = uint32_t(counter), c1 = uint32_t(counter >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
+  for (int round = 0; round < 10; ++round) {
+    const uint64_t p0 = uint64_t(kMul0) * c0, p1 = uint64_t(kMul1) * c2;
+    const uint32_t hi0 = uint32_t(p0 >> 32), lo0 = uint32_t(p0), hi1 = uint32_t(p1 >> 32), lo1 = uint32_t(p1);
+    c0 = hi1 ^ c1 ^ k0;
+    c1 = lo1;
+    c2 = hi0 ^ c3 ^ k1;
+    c3 = lo0;
+    k0 += kWeyl0;
+    k1 += kWeyl1;
+  }
+  return Block{{c0, c1, c2, c3}};
+}
+
+// Element i of a uniform tensor uses word i%4 of block i/4, keeping `bits` bits: the result is
+// a multiple of 2^-bits in [0, 1), exactly representable in the target dtype (24 bits for f32,
+// 11 for f16, 8 for bf16, 32 for f64), so rounding can never produce 1.0.
+HG_PHILOX_HD double uniform(uint64_t seed, uint64_t offset, uint64_t i, int bits) {
+  const uint32_t word = generate(seed, offset + i / 4).v[i % 4];
+  return double(word >> (32 - bits)) * std::ldexp(1.0, -bits);
+}
+
+// Element i of a normal tensor: Box-Muller on words (2*(i%2), 2*(i%2)+1) of block i/2, in
+// double so that CPU and CUDA round to the same float.
+HG_PHILOX_HD double normal(uint64_t seed, uint64_t offset, uint64_t i) {
+  const Block b = generate(seed, offset + i / 2);
+  const uint32_t w0 = b.v[2 * (i % 2)], w1 = b.v[2 * (i % 2) + 1];
+  const double u1 = (double(w0) + 1.0) * 2.3283064365386963e-10;  // (0, 1]: log(u1) is finite
+  const double u2 = double(w1) * 2.3283064365386963e-10;           // [0, 1)
+  return std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2);
+}
+
+// Element i of an integer tensor in [low, high): 64 random bits modulo the range.
+HG_PHILOX_HD int64_t integer(uint64_t seed, uint64_t offset, uint64_t i, int64_t low, int64_t high) {
+  const Block b = generate(seed, offset + i / 2);
+  const uint64_t bits = (uint64_t(b.v[2 * (i % 2)]) << 32) | b.v[2 * (i % 2) + 1];
+  return int64_t(uint64_t(low) + bits % (uint64_t(high) - uint64_t(low)));
+}
+
+}  // namespace hg::philox

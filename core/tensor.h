@@ -1,0 +1,175 @@
+// hg::Tensor: a cheap handle (copies share the same data) to an n-d array with a dtype, a device,
+// strides into a shared Storage, and the autograd fields (requires_grad, grad, grad_fn).
+//
+//   hg::Tensor x = hg::randn({2, 3}, {.requires_grad = true});
+//   hg::Tensor y = (x * x).sum() ... ;   y.backward();   x.grad();
+//
+// Methods that are ops (to, reshape, transpose, operators ...) are declared here for the familiar
+// spelling and defined with their op family in ops/ (e.g. Tensor::to in ops/cast.cpp).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <iosfwd>
+#include <memory>
+#include <vector>
+
+#include "core/device.h"
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/half.h"
+#include "core/shape.h"
+#include "core/storage.h"
+#include "core/visit.h"
+
+namespace hg {
+
+namespace autograd {
+class Node;
+}
+
+struct TensorOptions {
+  DType dtype = f32;
+  Device device = Device::cpu();
+  bool requires_grad = false;
+};
+
+// What a Tensor handle points to. Views share `storage` and differ in shape/strides/offset.
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;       // in elements
+  int64_t offset = 0;  // in elements, from storage->data()
+  DType dtype = f32;
+
+  // ---- autograd ----
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<autograd::Node> grad_fn;          // the op that produced this tensor (null for leaves)
+  std::weak_ptr<autograd::Node> grad_accumulator;   // a leaf's AccumulateGrad node, while a graph uses it
+};
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  // ---- metadata ----
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return checked().shape; }
+  const Shape& strides() const { return checked().strides; }
+  int64_t size(int dim) const;
+  int dim() const { return shape().ndim(); }
+  int64_t numel() const;
+  DType dtype() const { return checked().dtype; }
+  Device device() const { return checked().storage->device(); }
+  int64_t storage_offset() const { return checked().offset; }
+  bool is_contiguous() const;
+  TensorOptions options() const { return {dtype(), device(), false}; }
+
+  // ---- conversions and views (ops; defined in ops/cast.cpp and ops/shape.cpp) ----
+  Tensor to(DType dtype) const;
+  Tensor to(Device device) const;
+  Tensor contiguous() const;
+  Tensor reshape(Shape shape) const;
+  Tensor view(Shape shape) const;  // like reshape, but throws instead of copying
+  Tensor transpose(int dim0, int dim1) const;
+  Tensor permute(Shape dims) const;
+  Tensor flatten(int start_dim = 0, int end_dim = -1) const;
+  Tensor t() const { return transpose(0, 1); }
+  Tensor clone() const;
+  Tensor detach() const;  // same data, no autograd history
+
+  // ---- element access (copies to the CPU and converts as needed) ----
+  template <class T> T item() const;
+  template <class T> std::vector<T> to_vector() const;
+  template <class T> T* data_ptr() const;  // T must be the tensor's own element type
+  void* raw_data() const;                   // address of element 0 (device memory on CUDA)
+
+  // ---- autograd ----
+  bool requires_grad() const { return checked().requires_grad; }
+  Tensor& requires_grad_(bool requires_grad = true);
+  Tensor grad() const;
+  void set_grad(const Tensor& grad) const;  // replaces .grad() (optimizers, GradScaler)
+  bool is_leaf() const { return checked().grad_fn == nullptr; }
+  const std::shared_ptr<autograd::Node>& grad_fn() const { return checked().grad_fn; }
+  void backward(const Tensor& grad = {}) const;
+
+  // ---- in-place writes: not recorded by autograd; they bump the version counter ----
+  Tensor& zero_();
+  Tensor& fill_(double value);
+  Tensor& copy_(const Tensor& src);                  // broadcasts and converts src into this
+  Tensor& add_(const Tensor& other, double alpha = 1.0);  // this += alpha * other
+  Tensor& mul_(double factor);
+
+  // ---- plumbing for ops ----
+  TensorImpl* impl() const { return impl_.get(); }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  bool is_same(const Tensor& other) const { return impl_ == other.impl_; }
+
+ private:
+  TensorImpl& checked() const {
+    HG_CHECK(impl_ != nullptr, "tensor: operation on an undefined tensor");
+    return *impl_;
+  }
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
+// ---- factories ----
+Tensor empty(Shape shape, TensorOptions options = {});
+Tensor zeros(Shape shape, TensorOptions options = {});
+Tensor ones(Shape shape, TensorOptions options = {});
+Tensor full(Shape shape, double value, TensorOptions options = {});
+Tensor arange(int64_t n, TensorOptions options = {});  // 0, 1, ..., n-1 in options.dtype
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);
+// Copies `values` into a new tensor. Without options the dtype is T's; with options the values
+// are converted to options.dtype.
+template <class T> Tensor from_vector(const std::vector<T>& values, Shape shape);
+template <class T> Tensor from_vector(const std::vector<T>& values, Shape shape, TensorOptions options);
+// A view of existing memory: shape/strides/offset over `base`'s storage (no copy, no autograd).
+Tensor as_strided(const Tensor& base, Shape shape, Shape strides, int64_t offset);
+
+// ---- template definitions ----
+
+namespace detail {
+void check_dtype_matches(const Tensor& t, DType expected, std::string_view what);
+// Copies the tensor to a contiguous CPU buffer of dtype `dtype` (for item/to_vector).
+Tensor to_cpu_contiguous(const Tensor& t, DType dtype);
+}  // namespace detail
+
+template <class T> T* Tensor::data_ptr() const {
+  detail::check_dtype_matches(*this, dtype_of<T>(), "data_ptr");
+  return static_cast<T*>(raw_data());
+}
+
+template <class T> T Tensor::item() const {
+  HG_CHECK(numel() == 1, "item: a tensor with ", numel(), " elements (shape ", shape(),
+           ") cannot be converted to a scalar");
+  return *detail::to_cpu_contiguous(*this, dtype_of<T>()).template data_ptr<T>();
+}
+
+template <class T> std::vector<T> Tensor::to_vector() const {
+  const Tensor c = detail::to_cpu_contiguous(*this, dtype_of<T>());
+  const T* p = c.template data_ptr<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+
+template <class T> Tensor from_vector(const std::vector<T>& values, Shape shape) {
+  const int64_t n = checked_numel(shape, "from_vector");
+  HG_CHECK(int64_t(values.size()) == n, "from_vector: ", values.size(), " values do not fill shape ",
+           shape, " (", n, " elements)");
+  Tensor t = empty(shape, {.dtype = dtype_of<T>()});
+  std::copy(values.begin(), values.end(), t.data_ptr<T>());
+  return t;
+}
+
+template <class T> Tensor from_vector(const std::vector<T>& values, Shape shape, TensorOptions options) {
+  Tensor t = from_vector(values, std::move(shape)).to(options.dtype).to(options.device);
+  if (options.requires_grad) t.requires_grad_(true);
+  return t;
+}
+
+}  // namespace hg

@@ -1,0 +1,91 @@
+// CUDA twin of detail::map_elementwise: out[i] = f(a[i], b[i], ...) for T in {f32, f64, f16,
+// bf16, i32, i64, u8}, loading T, computing in float (16-bit) or T, storing T. Contiguous
+// operands take a plain grid-stride loop; broadcast or strided ones go through the indexer.
+// Explicit instantiations at the end: one line per functor of ops/math/ that ops use.
+#include "core/cuda/device_math.cuh"
+#include "ops/cuda/launch.cuh"
+#include "ops/elementwise_kernel.h"
+#include "ops/math/activation.h"
+#include "ops/math/elementwise.h"
+
+namespace hg::detail {
+
+namespace {
+
+template <class T, size_t N>
+struct Pointers {
+  T* out;
+  const T* in[N > 0 ? N : 1];
+};
+
+template <class T, size_t N, class F, size_t... K>
+__device__ __forceinline__ void apply_at(const Pointers<T, N>& p, const int64_t (&off)[N + 1], const F& f,
+                                         std::index_sequence<K...>) {
+  p.out[off[0]] = cuda_detail::from_acc<T>(f(cuda_detail::to_acc(p.in[K][off[K + 1]])...));
+}
+
+template <class T, size_t N, class F>
+__global__ void map_contiguous(Pointers<T, N> p, int64_t numel, F f) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[N + 1];
+    for (size_t k = 0; k <= N; ++k) off[k] = i;
+    apply_at<T, N>(p, off, f, std::make_index_sequence<N>{});
+  }
+}
+
+template <class T, size_t N, class F>
+__global__ void map_strided(Pointers<T, N> p, int64_t numel, cuda_detail::StridedIndexer<int(N) + 1> ix, F f) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t off[N + 1];
+    ix.offsets(i, off);
+    apply_at<T, N>(p, off, f, std::make_index_sequence<N>{});
+  }
+}
+
+}  // namespace
+
+template <size_t N, class F>
+void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f) {
+  check_cuda_device(out.device(), "elementwise op");
+  bool contiguous = out.is_contiguous();
+  for (const Tensor& t : inputs) {
+    HG_CHECK(t.device() == out.device(), "elementwise op: expected all tensors on ", out.device(), ", found ", t.device());
+    contiguous = contiguous && t.is_contiguous() && t.shape() == out.shape();
+  }
+  const int64_t numel = out.numel();
+  visit_dtype(out.dtype(), [&]<class T> {
+    Pointers<T, N> p{static_cast<T*>(out.raw_data()), {}};
+    for (size_t k = 0; k < N; ++k) p.in[k] = static_cast<const T*>(inputs[k].raw_data());
+    if (contiguous) {
+      map_contiguous<T, N, F><<<cuda_detail::blocks_for(numel), cuda_detail::kThreads>>>(p, numel, f);
+    } else {
+      const auto ix = cuda_detail::make_indexer<int(N) + 1>(out, inputs.data(), int(N));
+      map_strided<T, N, F><<<cuda_detail::blocks_for(numel), cuda_detail::kThreads>>>(p, numel, ix, f);
+    }
+  });
+  HG_CUDA_CHECK(cudaGetLastError());
+}
+
+// ---- instantiations: every functor an op hands to cuda_map_elementwise ----------------------
+
+template void cuda_map_elementwise<2, math::Add>(const Tensor&, const std::array<Tensor, 2>&, const math::Add&);
+template void cuda_map_elementwise<2, math::Sub>(const Tensor&, const std::array<Tensor, 2>&, const math::Sub&);
+template void cuda_map_elementwise<2, math::Mul>(const Tensor&, const std::array<Tensor, 2>&, const math::Mul&);
+template void cuda_map_elementwise<2, math::Div>(const Tensor&, const std::array<Tensor, 2>&, const math::Div&);
+template void cuda_map_elementwise<2, math::Equal>(const Tensor&, const std::array<Tensor, 2>&, const math::Equal&);
+template void cuda_map_elementwise<2, math::AddScaled>(const Tensor&, const std::array<Tensor, 2>&, const math::AddScaled&);
+template void cuda_map_elementwise<2, math::PowScalarGrad>(const Tensor&, const std::array<Tensor, 2>&, const math::PowScalarGrad&);
+template void cuda_map_elementwise<2, math::ClampGrad>(const Tensor&, const std::array<Tensor, 2>&, const math::ClampGrad&);
+template void cuda_map_elementwise<1, math::Neg>(const Tensor&, const std::array<Tensor, 1>&, const math::Neg&);
+template void cuda_map_elementwise<1, math::Exp>(const Tensor&, const std::array<Tensor, 1>&, const math::Exp&);
+template void cuda_map_elementwise<1, math::Log>(const Tensor&, const std::array<Tensor, 1>&, const math::Log&);
+template void cuda_map_elementwise<1, math::Sqrt>(const Tensor&, const std::array<Tensor, 1>&, const math::Sqrt&);
+template void cuda_map_elementwise<1, math::Abs>(const Tensor&, const std::array<Tensor, 1>&, const math::Abs&);
+template void cuda_map_elementwise<1, math::Sign>(const Tensor&, const std::array<Tensor, 1>&, const math::Sign&);
+template void cuda_map_elementwise<1, math::AddScalar>(const Tensor&, const std::array<Tensor, 1>&, const math::AddScalar&);
+template void cuda_map_elementwise<1, math::MulScalar>(const Tensor&, const std::array<Tensor, 1>&, const math::MulScalar&);
+template void cuda_map_elementwise<1, math::DivScalar>(const Tensor&, const std::array<Tensor, 1>&, const math::DivScalar&);
+template void cuda_map_elementwise<1, math::PowScalar>(const Tensor&, const std::array<Tensor, 1>&, const math::PowScalar&);
+template void cuda_map_elementwise<1, math::Clamp>(const Tensor&, const std::array<Tensor, 1>&, const math::Clamp&);
+
+}  // namespace hg::detail

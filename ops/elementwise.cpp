@@ -1,0 +1,233 @@
+// Elementwise arithmetic: add sub mul div (tensor and scalar), neg exp log sqrt pow abs clamp.
+// Each op: check -> amp::prepare -> kernel (map_elementwise over the functors in
+// ops/math/elementwise.h, or the CUDA twin) -> record the backward written right below.
+#include "ops/elementwise.h"
+
+#include <cmath>
+
+#include "amp/autocast.h"
+#include "autograd/node.h"
+#include "ops/elementwise_kernel.h"
+#include "ops/math/elementwise.h"
+#include "ops/reduce.h"
+
+namespace hg {
+
+using autograd::record;
+using autograd::SavedTensor;
+
+namespace detail {
+
+void check_same_device(std::string_view op, const Tensor& a, const Tensor& b) {
+  HG_CHECK(a.device() == b.device(), op, ": expected all tensors to be on the same device, but found at least "
+           "two devices, ", a.device(), " and ", b.device(), "!");
+}
+
+DType scalar_result_dtype(DType tensor_dtype, double scalar) {
+  if (is_floating(tensor_dtype)) return tensor_dtype;
+  return scalar == std::trunc(scalar) ? tensor_dtype : f32;
+}
+
+}  // namespace detail
+
+namespace {
+
+// ---- kernels: one entry, the functor decides the math ----------------------------------------
+
+// out = f(inputs...) for same-dtype inputs broadcast to `shape`.
+template <size_t N, class F>
+Tensor map_new(const Shape& shape, const std::array<Tensor, N>& inputs, const F& f) {
+  Tensor out = empty(shape, inputs[0].options());
+  if (out.numel() == 0) return out;
+  if (out.device().is_cuda()) {
+    detail::cuda_map_elementwise<N>(out, inputs, f);
+  } else {
+    visit_dtype(out.dtype(), [&]<class T> { detail::map_elementwise<T, N>(out, inputs, f); });
+  }
+  return out;
+}
+
+// Casts both operands to their promoted dtype (differentiably) and returns the broadcast shape.
+std::pair<Tensor, Tensor> promote(std::string_view op, const Tensor& a, const Tensor& b, Shape* shape) {
+  detail::check_same_device(op, a, b);
+  *shape = broadcast_shapes(a.shape(), b.shape(), op);
+  const DType dtype = promote_types(a.dtype(), b.dtype());
+  return {a.to(dtype), b.to(dtype)};
+}
+
+}  // namespace
+
+// ---- add / sub ---------------------------------------------------------------------------------
+
+Tensor add(const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = amp::prepare("add", a_in, b_in);
+  Shape shape;
+  auto [a, b] = promote("add", a0, b0, &shape);
+  Tensor out = map_new<2>(shape, {a, b}, math::Add{});
+  record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
+    return {sum_to(g, sa), sum_to(g, sb)};
+  });
+  return out;
+}
+
+Tensor sub(const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = amp::prepare("sub", a_in, b_in);
+  Shape shape;
+  auto [a, b] = promote("sub", a0, b0, &shape);
+  Tensor out = map_new<2>(shape, {a, b}, math::Sub{});
+  record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
+    return {sum_to(g, sa), sum_to(neg(g), sb)};
+  });
+  return out;
+}
+
+// ---- mul / div ---------------------------------------------------------------------------------
+
+Tensor mul(const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = amp::prepare("mul", a_in, b_in);
+  Shape shape;
+  auto [a, b] = promote("mul", a0, b0, &shape);
+  Tensor out = map_new<2>(shape, {a, b}, math::Mul{});
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  record("mul", out, {a, b},
+         [sa = SavedTensor(need_b ? a : Tensor(), "mul"), sb = SavedTensor(need_a ? b : Tensor(), "mul"),
+          shape_a = a.shape(), shape_b = b.shape()](const Tensor& g) -> std::vector<Tensor> {
+           return {sb.defined() ? sum_to(g * sb.get(), shape_a) : Tensor(),
+                   sa.defined() ? sum_to(g * sa.get(), shape_b) : Tensor()};
+         });
+  return out;
+}
+
+Tensor div(const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = amp::prepare("div", a_in, b_in);
+  Shape shape;
+  auto [a, b] = promote("div", a0, b0, &shape);
+  HG_CHECK(is_floating(a.dtype()), "div: integer division is not supported (got ", a.dtype(),
+           "); convert to a floating dtype first");
+  Tensor out = map_new<2>(shape, {a, b}, math::Div{});
+  record("div", out, {a, b},
+         [sa = SavedTensor(a, "div"), sb = SavedTensor(b, "div")](const Tensor& g) -> std::vector<Tensor> {
+           const Tensor b = sb.get();
+           const Tensor ga = g / b;  // d(a/b)/da = 1/b ;  d(a/b)/db = -a/b^2 = -(g/b) * a/b
+           return {sum_to(ga, sa.get().shape()), sum_to(neg(ga * sa.get() / b), b.shape())};
+         });
+  return out;
+}
+
+// ---- with a scalar -----------------------------------------------------------------------------
+
+namespace {
+template <class F>
+Tensor scalar_op(std::string_view op, const Tensor& x_in, double s, const F& f, double grad_factor) {
+  auto [x0] = amp::prepare(op, x_in);
+  const Tensor x = x0.to(detail::scalar_result_dtype(x0.dtype(), s));
+  Tensor out = map_new<1>(x.shape(), {x}, f);
+  record(std::string(op), out, {x}, [grad_factor](const Tensor& g) -> std::vector<Tensor> {
+    return {grad_factor == 1.0 ? g : g * grad_factor};
+  });
+  return out;
+}
+}  // namespace
+
+Tensor add(const Tensor& a, double b) { return scalar_op("add", a, b, math::AddScalar{b}, 1.0); }
+Tensor sub(const Tensor& a, double b) { return scalar_op("sub", a, -b, math::AddScalar{-b}, 1.0); }
+Tensor mul(const Tensor& a, double b) { return scalar_op("mul", a, b, math::MulScalar{b}, b); }
+Tensor div(const Tensor& a, double b) {
+  const Tensor x = is_floating(a.dtype()) ? a : a.to(f32);  // division never stays integer
+  return scalar_op("div", x, b, math::DivScalar{b}, 1.0 / b);
+}
+
+// ---- unary -------------------------------------------------------------------------------------
+
+Tensor neg(const Tensor& x_in) {
+  auto [x] = amp::prepare("neg", x_in);
+  Tensor out = map_new<1>(x.shape(), {x}, math::Neg{});
+  record("neg", out, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {neg(g)}; });
+  return out;
+}
+
+Tensor exp(const Tensor& x_in) {
+  auto [x] = amp::prepare("exp", x_in);
+  HG_CHECK(is_floating(x.dtype()), "exp: expected a floating tensor, got ", x.dtype());
+  Tensor out = map_new<1>(x.shape(), {x}, math::Exp{});
+  record("exp", out, {x}, [y = SavedTensor(out, "exp")](const Tensor& g) -> std::vector<Tensor> {
+    return {g * y.get()};
+  });
+  return out;
+}
+
+Tensor log(const Tensor& x_in) {
+  auto [x] = amp::prepare("log", x_in);
+  HG_CHECK(is_floating(x.dtype()), "log: expected a floating tensor, got ", x.dtype());
+  Tensor out = map_new<1>(x.shape(), {x}, math::Log{});
+  record("log", out, {x}, [sx = SavedTensor(x, "log")](const Tensor& g) -> std::vector<Tensor> {
+    return {g / sx.get()};
+  });
+  return out;
+}
+
+Tensor sqrt(const Tensor& x_in) {
+  auto [x] = amp::prepare("sqrt", x_in);
+  HG_CHECK(is_floating(x.dtype()), "sqrt: expected a floating tensor, got ", x.dtype());
+  Tensor out = map_new<1>(x.shape(), {x}, math::Sqrt{});
+  record("sqrt", out, {x}, [y = SavedTensor(out, "sqrt")](const Tensor& g) -> std::vector<Tensor> {
+    return {g / (y.get() * 2.0)};
+  });
+  return out;
+}
+
+Tensor pow(const Tensor& x_in, double exponent) {
+  auto [x] = amp::prepare("pow", x_in);
+  HG_CHECK(is_floating(x.dtype()), "pow: expected a floating tensor, got ", x.dtype());
+  Tensor out = map_new<1>(x.shape(), {x}, math::PowScalar{exponent});
+  record("pow", out, {x}, [sx = SavedTensor(x, "pow"), exponent](const Tensor& g) -> std::vector<Tensor> {
+    const Tensor x = sx.get();
+    return {map_new<2>(x.shape(), {x, g}, math::PowScalarGrad{exponent})};
+  });
+  return out;
+}
+
+Tensor abs(const Tensor& x_in) {
+  auto [x] = amp::prepare("abs", x_in);
+  Tensor out = map_new<1>(x.shape(), {x}, math::Abs{});
+  record("abs", out, {x}, [sx = SavedTensor(x, "abs")](const Tensor& g) -> std::vector<Tensor> {
+    const Tensor x = sx.get();
+    return {g * map_new<1>(x.shape(), {x}, math::Sign{})};
+  });
+  return out;
+}
+
+Tensor clamp(const Tensor& x_in, double min, double max) {
+  auto [x] = amp::prepare("clamp", x_in);
+  HG_CHECK(!(min > max), "clamp: min (", min, ") must not exceed max (", max, ")");
+  Tensor out = map_new<1>(x.shape(), {x}, math::Clamp{min, max});
+  record("clamp", out, {x}, [sx = SavedTensor(x, "clamp"), min, max](const Tensor& g) -> std::vector<Tensor> {
+    const Tensor x = sx.get();
+    return {map_new<2>(x.shape(), {x, g}, math::ClampGrad{min, max})};
+  });
+  return out;
+}
+
+Tensor eq(const Tensor& a_in, const Tensor& b_in) {
+  Shape shape;
+  auto [a, b] = promote("eq", a_in.detach(), b_in.detach(), &shape);
+  return map_new<2>(shape, {a, b}, math::Equal{});
+}
+
+// ---- operators ---------------------------------------------------------------------------------
+
+Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+Tensor operator+(const Tensor& a, double b) { return add(a, b); }
+Tensor operator-(const Tensor& a, double b) { return sub(a, b); }
+Tensor operator*(const Tensor& a, double b) { return mul(a, b); }
+Tensor operator/(const Tensor& a, double b) { return div(a, b); }
+Tensor operator+(double a, const Tensor& b) { return add(b, a); }
+Tensor operator-(double a, const Tensor& b) { return add(neg(b), a); }
+Tensor operator*(double a, const Tensor& b) { return mul(b, a); }
+Tensor operator/(double a, const Tensor& b) { return mul(pow(b, -1.0), a); }
+Tensor operator-(const Tensor& x) { return neg(x); }
+
+}  // namespace hg

@@ -1,0 +1,53 @@
+// Elementwise arithmetic with NumPy broadcasting and PyTorch's type promotion
+// (f16 + f32 -> f32, bf16 + f16 -> f32, int + float -> float; see promote_types in core/dtype.h).
+// All are differentiable; a broadcast input gets its gradient summed back to its own shape.
+#pragma once
+#include "core/tensor.h"
+
+namespace hg {
+
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+
+// With a scalar: the result keeps the tensor's dtype when it is floating (a "weak" scalar, as
+// in PyTorch); an integer tensor with a fractional scalar gives f32.
+Tensor add(const Tensor& a, double b);
+Tensor sub(const Tensor& a, double b);
+Tensor mul(const Tensor& a, double b);
+Tensor div(const Tensor& a, double b);
+
+Tensor neg(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor pow(const Tensor& x, double exponent);
+Tensor abs(const Tensor& x);
+Tensor clamp(const Tensor& x, double min, double max);
+
+Tensor operator+(const Tensor& a, const Tensor& b);
+Tensor operator-(const Tensor& a, const Tensor& b);
+Tensor operator*(const Tensor& a, const Tensor& b);
+Tensor operator/(const Tensor& a, const Tensor& b);
+Tensor operator+(const Tensor& a, double b);
+Tensor operator-(const Tensor& a, double b);
+Tensor operator*(const Tensor& a, double b);
+Tensor operator/(const Tensor& a, double b);
+Tensor operator+(double a, const Tensor& b);
+Tensor operator-(double a, const Tensor& b);
+Tensor operator*(double a, const Tensor& b);
+Tensor operator/(double a, const Tensor& b);
+Tensor operator-(const Tensor& x);
+
+// Not differentiable: 1 where a == b else 0, in the promoted dtype (masks in backward passes).
+Tensor eq(const Tensor& a, const Tensor& b);
+
+namespace detail {
+// Device/dtype checks shared by the binary ops: same device, with torch's message.
+void check_same_device(std::string_view op, const Tensor& a, const Tensor& b);
+// Result dtype of `t op scalar`.
+DType scalar_result_dtype(DType tensor_dtype, double scalar);
+}  // namespace detail
+
+}  // namespace hg

@@ -1,0 +1,92 @@
+// map_elementwise<T>(out, {a, b, ...}, f): out[i] = f(a[i], b[i], ...) on the CPU, for inputs
+// broadcast to out's shape with any strides. All operands hold T; f computes in Acc<T>.
+//
+// Work goes in chunks of 256 elements: 16-bit inputs are widened to float chunks with the SIMD
+// converters, f runs over plain float arrays (so the compiler vectorises it), and the result is
+// rounded back once. f32/f64 contiguous operands are used in place, without copies.
+#pragma once
+#include <array>
+#include <utility>
+
+#include "core/copy.h"
+#include "core/cuda/cuda_copy.h"
+#include "core/loops.h"
+#include "core/parallel.h"
+#include "core/tensor.h"
+
+namespace hg::detail {
+
+inline constexpr int64_t kChunk = 256;
+
+template <class T>
+const Acc<T>* load_chunk(const char* p, int64_t step, int64_t m, Acc<T>* buffer) {
+  if constexpr (std::is_same_v<T, Acc<T>>) {
+    if (step == int64_t(sizeof(T))) return reinterpret_cast<const T*>(p);
+    for (int64_t i = 0; i < m; ++i) buffer[i] = *reinterpret_cast<const T*>(p + i * step);
+  } else {
+    if (step == int64_t(sizeof(T))) {
+      convert_to_float(reinterpret_cast<const T*>(p), buffer, size_t(m));
+    } else {
+      for (int64_t i = 0; i < m; ++i) buffer[i] = float(*reinterpret_cast<const T*>(p + i * step));
+    }
+  }
+  return buffer;
+}
+
+template <class T>
+void store_chunk(const Acc<T>* values, char* p, int64_t step, int64_t m) {
+  if constexpr (!std::is_same_v<T, Acc<T>>) {
+    if (step == int64_t(sizeof(T))) return convert_from_float(values, reinterpret_cast<T*>(p), size_t(m));
+  }
+  for (int64_t i = 0; i < m; ++i) *reinterpret_cast<T*>(p + i * step) = T(values[i]);
+}
+
+template <class T, size_t N, class F>
+void map_run(const std::array<char*, N + 1>& p, int64_t n, const std::array<int64_t, N + 1>& step, const F& f) {
+  using A = Acc<T>;
+  alignas(64) A inputs[N][kChunk];
+  alignas(64) A results[kChunk];
+  for (int64_t j = 0; j < n; j += kChunk) {
+    const int64_t m = std::min(kChunk, n - j);
+    const A* src[N];
+    for (size_t k = 0; k < N; ++k) src[k] = load_chunk<T>(p[k + 1] + j * step[k + 1], step[k + 1], m, inputs[k]);
+    const bool in_place = std::is_same_v<T, A> && step[0] == int64_t(sizeof(T));
+    A* dst = in_place ? reinterpret_cast<A*>(p[0] + j * step[0]) : results;
+    [&]<size_t... K>(std::index_sequence<K...>) {
+      for (int64_t i = 0; i < m; ++i) dst[i] = f(src[K][i]...);
+    }(std::make_index_sequence<N>{});
+    if (!in_place) store_chunk<T>(results, p[0] + j * step[0], step[0], m);
+  }
+}
+
+template <class T, size_t N, class F>
+void map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f) {
+  std::array<char*, N + 1> base{static_cast<char*>(out.raw_data())};
+  std::array<Shape, N + 1> strides{out.strides()};
+  std::array<int64_t, N + 1> sizes;
+  sizes.fill(int64_t(sizeof(T)));
+  for (size_t k = 0; k < N; ++k) {
+    base[k + 1] = static_cast<char*>(inputs[k].raw_data());
+    strides[k + 1] = broadcast_strides(inputs[k], out.shape());
+  }
+  const StridedWalk<N + 1> walk(out.shape(), base, strides, sizes);
+  parallel_for(0, walk.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    walk.walk(begin, end, [&](const std::array<char*, N + 1>& p, int64_t n, const std::array<int64_t, N + 1>& s) {
+      map_run<T, N>(p, n, s, f);
+    });
+  });
+}
+
+// The CUDA twin (ops/cuda/elementwise.cu instantiates it for every functor in ops/math/). A
+// CPU-only build gets a version that throws "built without CUDA".
+#if defined(HG_WITH_CUDA)
+template <size_t N, class F>
+void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f);
+#else
+template <size_t N, class F>
+void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>&, const F&) {
+  check_cuda_device(out.device(), "elementwise op");
+}
+#endif
+
+}  // namespace hg::detail

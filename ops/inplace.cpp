@@ -1,0 +1,75 @@
+// In-place writes: zero_, fill_, copy_, add_, mul_. They are for optimizers, gradient
+// accumulation and initialisation, so autograd does not record them: on a tensor that requires
+// grad they are an error while grad mode is on (wrap them in NoGradGuard). Each bumps the
+// storage's version counter, which is how backward notices a saved tensor was overwritten.
+#include "autograd/grad_mode.h"
+#include "core/convert.h"
+#include "core/copy.h"
+#include "core/cuda/cuda_copy.h"
+#include "ops/elementwise.h"
+#include "ops/elementwise_kernel.h"
+#include "ops/math/elementwise.h"
+
+namespace hg {
+
+namespace {
+void check_writable(const Tensor& t, std::string_view op) {
+  HG_CHECK(!(GradMode::is_enabled() && t.requires_grad()), op, ": in-place operation on a tensor that requires "
+           "grad (shape ", t.shape(), "); wrap it in hg::NoGradGuard, or use the out-of-place op");
+}
+
+// A 0-d tensor holding `value` converted to `dtype`, on `device`.
+Tensor scalar_tensor(double value, DType dtype, Device device) {
+  Tensor s = empty({}, {.dtype = dtype});
+  visit_dtype(dtype, [&]<class T> { *s.data_ptr<T>() = detail::convert_value<T>(value); });
+  return s.to(device);
+}
+}  // namespace
+
+Tensor& Tensor::fill_(double value) {
+  check_writable(*this, "fill_");
+  detail::copy_into(*this, scalar_tensor(value, dtype(), device()));
+  impl()->storage->bump_version();
+  return *this;
+}
+
+Tensor& Tensor::zero_() { return fill_(0.0); }
+
+Tensor& Tensor::copy_(const Tensor& src) {
+  check_writable(*this, "copy_");
+  detail::copy_into(*this, src);
+  impl()->storage->bump_version();
+  return *this;
+}
+
+Tensor& Tensor::add_(const Tensor& other, double alpha) {
+  check_writable(*this, "add_");
+  detail::check_same_device("add_", *this, other);
+  HG_CHECK(broadcast_shapes(shape(), other.shape(), "add_") == shape(), "add_: cannot add shape ", other.shape(),
+           " into shape ", shape());
+  const Tensor b = other.detach().to(dtype());
+  if (numel() > 0) {
+    if (device().is_cuda()) {
+      detail::cuda_map_elementwise<2>(*this, {*this, b}, math::AddScaled{alpha});
+    } else {
+      visit_dtype(dtype(), [&]<class T> { detail::map_elementwise<T, 2>(*this, {*this, b}, math::AddScaled{alpha}); });
+    }
+  }
+  impl()->storage->bump_version();
+  return *this;
+}
+
+Tensor& Tensor::mul_(double factor) {
+  check_writable(*this, "mul_");
+  if (numel() > 0) {
+    if (device().is_cuda()) {
+      detail::cuda_map_elementwise<1>(*this, {*this}, math::MulScalar{factor});
+    } else {
+      visit_dtype(dtype(), [&]<class T> { detail::map_elementwise<T, 1>(*this, {*this}, math::MulScalar{factor}); });
+    }
+  }
+  impl()->storage->bump_version();
+  return *this;
+}
+
+}  // namespace hg

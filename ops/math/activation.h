@@ -1,0 +1,56 @@
+// Scalar formulas of the activations (ops/activation.cpp, ops/cuda/activation.cu). Each has the
+// forward f(x) and the backward dx = f'(x) * g, written from x (or from y = f(x) where cheaper).
+#pragma once
+#include "ops/math/common.h"
+
+namespace hg::math {
+
+// NOTE: relu(NaN) must be NaN, so the test is "x < 0 -> 0", not "x > 0 -> x".
+struct Relu {
+  template <class A> HG_HD static A fwd(A x) { return x < A(0) ? A(0) : x; }
+  template <class A> HG_HD static A bwd(A x, A g) { return x > A(0) ? g : A(0); }
+};
+
+struct Sigmoid {
+  template <class A> HG_HD static A fwd(A x) { return A(1) / (A(1) + std::exp(-x)); }
+  template <class A> HG_HD static A bwd_from_y(A y, A g) { return g * y * (A(1) - y); }
+};
+
+struct Tanh {
+  template <class A> HG_HD static A fwd(A x) { return std::tanh(x); }
+  template <class A> HG_HD static A bwd_from_y(A y, A g) { return g * (A(1) - y * y); }
+};
+
+struct Silu {  // x * sigmoid(x)
+  template <class A> HG_HD static A fwd(A x) { return x / (A(1) + std::exp(-x)); }
+  template <class A> HG_HD static A bwd(A x, A g) {
+    const A s = A(1) / (A(1) + std::exp(-x));
+    return g * s * (A(1) + x * (A(1) - s));
+  }
+};
+
+// The exact GELU, x * Phi(x) with the normal CDF Phi (PyTorch's default, approximate='none').
+struct Gelu {
+  template <class A> HG_HD static A fwd(A x) { return A(0.5) * x * (A(1) + std::erf(x * A(0.70710678118654752440))); }
+  template <class A> HG_HD static A bwd(A x, A g) {
+    const A cdf = A(0.5) * (A(1) + std::erf(x * A(0.70710678118654752440)));
+    const A pdf = std::exp(A(-0.5) * x * x) * A(0.39894228040143267794);  // 1/sqrt(2*pi)
+    return g * (cdf + x * pdf);
+  }
+};
+
+}  // namespace hg::math
+
+namespace hg::math {
+// Adapters that turn an activation's static fwd/bwd into the functors the elementwise kernels
+// take (CPU: ops/elementwise_kernel.h, CUDA: ops/cuda/elementwise.cu).
+template <class Op> struct Forward {
+  template <class A> HG_HD A operator()(A x) const { return Op::fwd(x); }
+};
+template <class Op> struct BackwardFromInput {
+  template <class A> HG_HD A operator()(A x, A g) const { return Op::bwd(x, g); }
+};
+template <class Op> struct BackwardFromOutput {
+  template <class A> HG_HD A operator()(A y, A g) const { return Op::bwd_from_y(y, g); }
+};
+}  // namespace hg::math

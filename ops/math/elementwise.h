@@ -1,0 +1,72 @@
+// Scalar formulas of the elementwise ops (ops/elementwise.cpp, ops/cuda/elementwise.cu).
+// A is the compute type: float for f32/f16/bf16 storage, double for f64.
+#pragma once
+#include <type_traits>
+
+#include "ops/math/common.h"
+
+namespace hg::math {
+
+struct Add { template <class A> HG_HD A operator()(A a, A b) const { return a + b; } };
+struct Sub { template <class A> HG_HD A operator()(A a, A b) const { return a - b; } };
+struct Mul { template <class A> HG_HD A operator()(A a, A b) const { return a * b; } };
+struct Div { template <class A> HG_HD A operator()(A a, A b) const { return a / b; } };
+struct Neg { template <class A> HG_HD A operator()(A a) const { return -a; } };
+struct Exp { template <class A> HG_HD A operator()(A a) const { return std::exp(a); } };
+struct Log { template <class A> HG_HD A operator()(A a) const { return std::log(a); } };
+struct Sqrt { template <class A> HG_HD A operator()(A a) const { return std::sqrt(a); } };
+struct Abs {
+  template <class A> HG_HD A operator()(A a) const {
+    if constexpr (std::is_unsigned_v<A>) return a;
+    else return a < A(0) ? -a : a;
+  }
+};
+// Sign with sign(0) = 0 (the subgradient PyTorch uses for abs at 0). NaN stays NaN.
+struct Sign {
+  template <class A> HG_HD A operator()(A a) const {
+    if constexpr (std::is_unsigned_v<A>) return a > A(0) ? A(1) : A(0);
+    else return a > A(0) ? A(1) : a < A(0) ? A(-1) : a * A(0);
+  }
+};
+
+struct AddScalar { double s; template <class A> HG_HD A operator()(A a) const { return a + A(s); } };
+struct MulScalar { double s; template <class A> HG_HD A operator()(A a) const { return a * A(s); } };
+struct DivScalar { double s; template <class A> HG_HD A operator()(A a) const { return a / A(s); } };
+struct PowScalar {
+  double exponent;
+  template <class A> HG_HD A operator()(A a) const {
+    if (exponent == 2.0) return a * a;  // the common case, exact and fast
+    return std::pow(a, A(exponent));
+  }
+};
+// d/da a^e = e * a^(e-1), written with PowScalar so e = 1 or 2 stay exact.
+struct PowScalarGrad {
+  double exponent;
+  template <class A> HG_HD A operator()(A a, A g) const {
+    if (exponent == 0.0) return A(0);
+    if (exponent == 2.0) return A(2) * a * g;
+    return A(exponent) * std::pow(a, A(exponent - 1.0)) * g;
+  }
+};
+// NOTE: NaN must survive clamping (std::min/max would drop it): comparisons with NaN are false.
+struct Clamp {
+  double lo, hi;
+  template <class A> HG_HD A operator()(A a) const { return a < A(lo) ? A(lo) : a > A(hi) ? A(hi) : a; }
+};
+// Gradient passes where lo <= a <= hi (PyTorch's convention at the bounds).
+struct ClampGrad {
+  double lo, hi;
+  template <class A> HG_HD A operator()(A a, A g) const { return (a >= A(lo) && a <= A(hi)) ? g : A(0); }
+};
+// 1.0 where a == b, else 0.0 (masks for amax's backward).
+struct Equal { template <class A> HG_HD A operator()(A a, A b) const { return a == b ? A(1) : A(0); } };
+
+}  // namespace hg::math
+
+namespace hg::math {
+// a + alpha * b: the in-place accumulation behind Tensor::add_ (gradients, optimizers).
+struct AddScaled {
+  double alpha;
+  template <class A> HG_HD A operator()(A a, A b) const { return a + A(alpha) * b; }
+};
+}  // namespace hg::math

@@ -1,0 +1,22 @@
+# Installs halfgrad from HG_BUILD_DIR into a scratch prefix, then configures, builds and runs the
+# consumer project against it. Any failing step fails the test.
+file(REMOVE_RECURSE ${HG_WORK_DIR})
+function(run_step what)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "${what} failed (${rc}):\n${out}\n${err}")
+  endif()
+  set(step_output "${out}" PARENT_SCOPE)
+endfunction()
+run_step("install" ${CMAKE_COMMAND} --install ${HG_BUILD_DIR} --prefix ${HG_WORK_DIR}/prefix)
+if(NOT EXISTS ${HG_WORK_DIR}/prefix/include/halfgrad/halfgrad.h)
+  message(FATAL_ERROR "install: include/halfgrad/halfgrad.h is missing")
+endif()
+run_step("configure" ${CMAKE_COMMAND} -S ${HG_CONSUMER_SOURCE} -B ${HG_WORK_DIR}/build
+         -DCMAKE_PREFIX_PATH=${HG_WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
+run_step("build" ${CMAKE_COMMAND} --build ${HG_WORK_DIR}/build)
+run_step("run" ${HG_WORK_DIR}/build/consumer)
+if(NOT step_output MATCHES "consumer ok 12")
+  message(FATAL_ERROR "consumer printed: ${step_output}")
+endif()
+message(STATUS "install tree OK: ${step_output}")

@@ -1,0 +1,139 @@
+// safetensors: round trips of every dtype, 0-d and zero-size tensors and metadata (scenario 26);
+// truncation at every byte offset and each format rule violated once (scenario 27), each a
+// specific hg::Error; atomic saves.
+#include <bit>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "test_support.h"
+
+using hg::Tensor;
+
+namespace {
+
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+
+// A file with header `json` (padded to 8) followed by `data_bytes` zero bytes.
+std::string make_file(const std::string& json, size_t data_bytes, bool pad = true) {
+  std::string header = json;
+  if (pad) header.append((8 - header.size() % 8) % 8, ' ');
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[size_t(i)] = char((uint64_t(header.size()) >> (8 * i)) & 0xff);
+  return bytes + header + std::string(data_bytes, '\0');
+}
+
+void expect_load_error(const std::string& bytes, const std::string& needle) {
+  const std::string path = hg_test::temp_path("bad.safetensors");
+  write_bytes(path, bytes);
+  CHECK_THROWS_HG(hg::load(path), needle.c_str());
+}
+
+std::map<std::string, Tensor> every_dtype() {
+  hg::manual_seed(0);
+  std::map<std::string, Tensor> tensors;
+  for (const hg::DTypeInfo& info : hg::kDTypeTable) {
+    tensors["t_" + std::string(info.name)] =
+        info.is_floating ? hg::randn({3, 5}, {.dtype = info.dtype}) : hg::randint(0, 100, {7}, {.dtype = info.dtype});
+  }
+  tensors["scalar"] = hg::full({}, 3.25);
+  tensors["empty"] = hg::empty({0, 4}, {.dtype = hg::bf16});
+  tensors["strided"] = hg::arange(12).reshape({3, 4}).t();  // saved contiguous
+  return tensors;
+}
+
+}  // namespace
+
+TEST_CASE("safetensors.round_trip_is_bitwise_for_every_dtype") {
+  const auto tensors = every_dtype();
+  const std::string path = hg_test::temp_path("all.safetensors");
+  hg::save(path, tensors, {{"format", "pt"}, {"note", "h\u00e9llo \"quoted\""}});
+  const hg::SafetensorsContents back = hg::load_with_metadata(path);
+  CHECK(back.metadata.at("format") == "pt");
+  CHECK(back.metadata.at("note") == "h\u00e9llo \"quoted\"");
+  REQUIRE(back.tensors.size() == tensors.size());
+  for (const auto& [name, t] : tensors) {
+    CAPTURE(name);
+    const Tensor& r = back.tensors.at(name);
+    CHECK(r.dtype() == t.dtype());
+    CHECK(r.shape() == t.shape());
+    const Tensor c = t.contiguous();
+    CHECK(std::memcmp(r.raw_data(), c.raw_data(), size_t(c.numel()) * hg::element_size(c.dtype())) == 0);
+  }
+  // Header length is a multiple of 8 and the padding is spaces.
+  const std::string bytes = read_bytes(path);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  CHECK(n % 8 == 0);
+  CHECK(bytes[8] == '{');
+  CHECK(bytes.find_last_not_of(' ', 8 + n - 1) < 8 + n);
+}
+
+TEST_CASE("safetensors.empty_file_has_the_reference_layout") {
+  const std::string path = hg_test::temp_path("empty.safetensors");
+  hg::save(path, {});
+  CHECK(read_bytes(path) == std::string("\x08\0\0\0\0\0\0\0{}      ", 16));
+  CHECK(hg::load(path).empty());
+}
+
+TEST_CASE("safetensors.truncation_at_every_byte_is_an_error") {
+  const std::string path = hg_test::temp_path("small.safetensors");
+  hg::save(path, {{"a", hg::arange(3)}, {"b", hg::ones({2}, {.dtype = hg::i64})}});
+  const std::string whole = read_bytes(path);
+  const std::string cut = hg_test::temp_path("cut.safetensors");
+  for (size_t n = 0; n < whole.size(); ++n) {
+    CAPTURE(n);
+    write_bytes(cut, whole.substr(0, n));
+    CHECK_THROWS_AS(hg::load(cut), hg::Error);
+  }
+  write_bytes(cut, whole);
+  CHECK(hg::load(cut).size() == 2);
+}
+
+TEST_CASE("safetensors.each_rule_violated_is_a_specific_error") {
+  const std::string ok_entry = R"("a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]})";
+  expect_load_error(std::string("\x10\0\0\0\0\0\0\0{}", 10), "larger than the");            // N > file
+  expect_load_error(std::string("\x40\x23\x05\x06\0\0\0\0{}", 10), "exceeds the 100 MB limit");  // N = 101,000,000
+  expect_load_error(make_file("{\"a\":\xff}", 0), "not valid UTF-8");
+  expect_load_error(make_file("[1,2]", 0), "must be a JSON object");
+  expect_load_error(make_file("{not json}", 0), "invalid JSON header");
+  expect_load_error(make_file("{" + ok_entry + "," + ok_entry + "}", 8), "duplicate key");
+  expect_load_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12), "overlaps");
+  expect_load_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[12,20]}})", 20), "leaves a hole");
+  expect_load_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})", 12), "leaves a hole");
+  expect_load_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})", 8), "is before begin");
+  expect_load_error(make_file(R"({"a":{"dtype":"F32","shape":[4294967296,4294967296,4294967296],"data_offsets":[0,8]}})", 8), "more elements than fit");
+  expect_load_error(make_file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", 8), "needs 12");
+  expect_load_error(make_file("{" + ok_entry + "}", 9), "trailing bytes");
+  expect_load_error(make_file(R"({"a":{"dtype":"C64","shape":[2],"data_offsets":[0,8]}})", 8), "unknown or unsupported dtype \"C64\"");
+  expect_load_error(make_file(R"({"__metadata__":{"k":1}})", 0), "is not a string");
+  expect_load_error(make_file(R"({"a":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", 8), "non-negative integers");
+  expect_load_error(make_file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8],"x":1}})", 8), "exactly the keys");
+  // A claimed size far beyond the file is refused before any allocation.
+  const int64_t before = hg::memory::allocated();
+  expect_load_error(make_file(R"({"a":{"dtype":"F64","shape":[1000000000],"data_offsets":[0,8000000000]}})", 8), "file truncated");
+  CHECK(hg::memory::allocated() == before);
+  CHECK_THROWS_HG(hg::load(hg_test::temp_path("does_not_exist.safetensors")), "cannot open");
+}
+
+TEST_CASE("safetensors.save_is_atomic_and_leaves_no_temporaries") {
+  const std::string path = hg_test::temp_path("atomic.safetensors");
+  hg::save(path, {{"w", hg::ones({4})}});
+  // A failing save (undefined tensor) leaves the previous file intact.
+  CHECK_THROWS_HG(hg::save(path, {{"w", Tensor()}}), "undefined");
+  CHECK(hg::load(path).at("w").to_vector<float>() == std::vector<float>(4, 1.f));
+  hg::save(path, {{"w", hg::zeros({2})}});
+  CHECK(hg::load(path).at("w").numel() == 2);
+  int temporaries = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::filesystem::path(path).parent_path()))
+    temporaries += entry.path().string().find(".tmp.") != std::string::npos;
+  CHECK(temporaries == 0);
+}

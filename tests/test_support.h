@@ -1,0 +1,54 @@
+// Test helpers shared by every tests/test_<area>.cpp:
+//   * assert_close(actual, expected) with TESTING.md's T(dtype) tolerances and PyTorch's
+//     mismatch message ("Mismatched elements: k / n; greatest absolute difference ... at index ...");
+//   * cuda_available() for `TEST_CASE("..." * doctest::skip(!hg_test::cuda_available()))`;
+//   * temp_path() for files the tests write.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <optional>
+#include <string>
+
+#include "halfgrad.h"
+
+namespace hg_test {
+
+struct Tolerance {
+  double rtol;
+  double atol;
+};
+
+// PyTorch's assert_close defaults (TESTING.md's T(dtype)).
+Tolerance tolerance_for(hg::DType dtype);
+
+// Empty when |actual - expected| <= atol + rtol*|expected| everywhere (NaN == NaN when
+// equal_nan), else PyTorch's mismatch report. Compared in f64 on the CPU.
+std::optional<std::string> compare(const hg::Tensor& actual, const hg::Tensor& expected, Tolerance tol,
+                                   bool equal_nan = false);
+
+bool cuda_available();
+std::string temp_path(const std::string& name);
+
+}  // namespace hg_test
+
+// CHECK that two tensors are close with T(dtype of expected), or an explicit tolerance.
+#define CHECK_CLOSE(actual, expected)                                                                      \
+  do {                                                                                                     \
+    const auto hg_report_ = ::hg_test::compare((actual), (expected), ::hg_test::tolerance_for((expected).dtype())); \
+    CHECK_MESSAGE(!hg_report_.has_value(), hg_report_.value_or(""));                                       \
+  } while (0)
+
+#define CHECK_CLOSE_TOL(actual, expected, rtol_, atol_)                                                    \
+  do {                                                                                                     \
+    const auto hg_report_ = ::hg_test::compare((actual), (expected), ::hg_test::Tolerance{rtol_, atol_});   \
+    CHECK_MESSAGE(!hg_report_.has_value(), hg_report_.value_or(""));                                       \
+  } while (0)
+
+#define CHECK_CLOSE_NAN(actual, expected)                                                                  \
+  do {                                                                                                     \
+    const auto hg_report_ = ::hg_test::compare((actual), (expected), ::hg_test::tolerance_for((expected).dtype()), true); \
+    CHECK_MESSAGE(!hg_report_.has_value(), hg_report_.value_or(""));                                       \
+  } while (0)
+
+// CHECK that `expr` throws hg::Error whose message contains `needle`.
+#define CHECK_THROWS_HG(expr, needle) CHECK_THROWS_WITH_AS(expr, doctest::Contains(needle), hg::Error)
