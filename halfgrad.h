@@ -31,12 +31,23 @@
 #include "core/storage.h"
 #include "core/tensor.h"
 
+#include "autograd/function.h"
 #include "autograd/grad_mode.h"
+#include "autograd/gradcheck.h"
 #include "autograd/node.h"
 
+#include "ops/activation.h"
+#include "ops/conv.h"
+#include "ops/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/embedding.h"
+#include "ops/linalg.h"
+#include "ops/loss.h"
+#include "ops/norm.h"
+#include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
+#include "ops/softmax.h"
 
 #include "amp/autocast.h"
 #include "amp/policy.h"

@@ -19,6 +19,7 @@ struct AutocastState {
   bool enabled = false;
   DType dtype = f16;
   int depth = 0;  // nesting of Autocast guards; the cache lives while depth > 0
+  int backward_depth = 0;  // autograd::backward_depth() when the innermost region was opened
   std::unordered_map<const TensorImpl*, CachedCast> cache;
 };
 
@@ -53,13 +54,17 @@ DType widest_floating(std::span<Tensor> inputs) {
 
 }  // namespace
 
-bool is_enabled() { return t_state.enabled; }
+bool is_enabled() { return t_state.enabled && t_state.backward_depth == autograd::backward_depth(); }
 DType autocast_dtype() { return t_state.dtype; }
 
-Autocast::Autocast(DType dtype, bool enabled) : previous_enabled_(t_state.enabled), previous_dtype_(t_state.dtype) {
+Autocast::Autocast(DType dtype, bool enabled)
+    : previous_enabled_(t_state.enabled),
+      previous_dtype_(t_state.dtype),
+      previous_backward_depth_(t_state.backward_depth) {
   HG_CHECK(!enabled || is_16bit_floating(dtype), "Autocast: the autocast dtype must be f16 or bf16, got ", dtype);
   t_state.enabled = enabled;
   t_state.dtype = dtype;
+  t_state.backward_depth = autograd::backward_depth();
   ++t_state.depth;
 }
 
@@ -67,16 +72,17 @@ Autocast::~Autocast() {
   if (--t_state.depth == 0) t_state.cache.clear();
   t_state.enabled = previous_enabled_;
   t_state.dtype = previous_dtype_;
+  t_state.backward_depth = previous_backward_depth_;
 }
 
 namespace detail {
 
-bool active() { return t_state.enabled; }
+bool active() { return is_enabled(); }
 
 size_t cache_size() { return t_state.cache.size(); }
 
 void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
-  if (!t_state.enabled) return;
+  if (!is_enabled()) return;
   const std::optional<CastPolicy> policy = find_policy(op);
   HG_CHECK(policy.has_value(), "autocast: op '", op, "' has no cast policy, and halfgrad does not guess one. "
            "Choose with hg::amp::set_policy(\"", op, "\", p) where p is CastPolicy::Lower (run in ",

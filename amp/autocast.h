@@ -19,7 +19,7 @@
 
 namespace hg::amp {
 
-bool is_enabled();        // inside an enabled Autocast region on this thread
+bool is_enabled();        // inside an enabled Autocast region on this thread (and not in a backward it surrounds)
 DType autocast_dtype();   // the lower dtype of the innermost region (f16 outside any)
 
 class Autocast {
@@ -32,6 +32,7 @@ class Autocast {
  private:
   bool previous_enabled_;
   DType previous_dtype_;
+  int previous_backward_depth_;
 };
 
 namespace detail {

@@ -52,6 +52,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   HG_CHECK(root.requires_grad(), "backward: the tensor does not require grad and has no grad_fn "
            "(did you forget requires_grad_() on the inputs, or run the forward under NoGradGuard?)");
   NoGradGuard no_grad;  // backward closures are ops too; they must not record
+  autograd::BackwardScope in_backward;  // ... and must not be re-cast by the forward's autocast region
   const Tensor g0 = initial_gradient(root, grad);
   const std::shared_ptr<Node> root_node = gradient_edge(root);
 

@@ -22,4 +22,19 @@ class NoGradGuard {
   bool previous_;
 };
 
+namespace autograd {
+// How many backward passes this thread is running (0 outside backward). An autocast region
+// applies only at the depth it was opened at, so the ops inside a backward are never re-cast by
+// the region that surrounded the forward (PyTorch: backward runs in the forward's dtypes).
+int backward_depth();
+
+class BackwardScope {
+ public:
+  BackwardScope();
+  ~BackwardScope();
+  BackwardScope(const BackwardScope&) = delete;
+  BackwardScope& operator=(const BackwardScope&) = delete;
+};
+}  // namespace autograd
+
 }  // namespace hg

@@ -13,6 +13,13 @@ thread_local bool t_grad_enabled = true;
 bool GradMode::is_enabled() { return t_grad_enabled; }
 void GradMode::set_enabled(bool enabled) { t_grad_enabled = enabled; }
 
+namespace {
+thread_local int t_backward_depth = 0;
+}
+int autograd::backward_depth() { return t_backward_depth; }
+autograd::BackwardScope::BackwardScope() { ++t_backward_depth; }
+autograd::BackwardScope::~BackwardScope() { --t_backward_depth; }
+
 namespace autograd {
 
 // ---- SavedTensor -------------------------------------------------------------------------------

@@ -12,4 +12,36 @@ enum class ReduceKind { Sum, Mean, Max, ArgMax };
 // x viewed as contiguous (outer, reduce, inner) -> out (outer, inner).
 void reduce(ReduceKind kind, const Tensor& x, const Tensor& out, int64_t outer, int64_t reduce, int64_t inner);
 
+// out[b] = a[b] @ b[b] through cuBLASLt (2-D operands broadcast over the batch).
+void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
+// out (rows, out_features) = x2 @ w^T (+ bias), bias fused as a cuBLASLt epilogue.
+void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const Tensor& out);
+
+// conv2d through cuDNN; undefined gradient outputs are skipped.
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out, int64_t stride,
+                    int64_t padding);
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad, int64_t stride, int64_t padding,
+                     const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_bias);
+
+// softmax / log_softmax of contiguous x viewed as (outer, D, inner) along D.
+void softmax(const Tensor& x, const Tensor& out, int64_t outer, int64_t D, int64_t inner, bool log);
+void softmax_backward(const Tensor& y, const Tensor& g, const Tensor& dx, int64_t outer, int64_t D, int64_t inner, bool log);
+
+// Fused softmax + NLL with label smoothing; targets were validated on the host. Returns the
+// 0-d mean loss over `valid` rows; the backward writes d(loss)/d(logits) scaled by g (0-d).
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, double label_smoothing, int64_t ignore_index,
+                             int64_t valid);
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& grad_output,
+                            double label_smoothing, int64_t ignore_index, int64_t valid, const Tensor& grad_logits);
+
+// Pooling on contiguous NCHW tensors; `where` (i32) holds each maximum's index in its plane.
+void max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where, int kernel, int stride);
+void max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x);
+void avg_pool2d_forward(const Tensor& x, const Tensor& out, int kernel, int stride);
+void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, int kernel, int stride);
+
+// out[i] = keep(i) ? in[i] / (1 - p) : 0 with keep(i) = Philox uniform(seed, offset + i) >= p:
+// bitwise the same mask as the CPU.
+void dropout(const Tensor& in, const Tensor& out, double p, uint64_t seed, uint64_t offset);
+
 }  // namespace hg::cuda_ops

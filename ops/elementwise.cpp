@@ -32,20 +32,7 @@ DType scalar_result_dtype(DType tensor_dtype, double scalar) {
 
 namespace {
 
-// ---- kernels: one entry, the functor decides the math ----------------------------------------
-
-// out = f(inputs...) for same-dtype inputs broadcast to `shape`.
-template <size_t N, class F>
-Tensor map_new(const Shape& shape, const std::array<Tensor, N>& inputs, const F& f) {
-  Tensor out = empty(shape, inputs[0].options());
-  if (out.numel() == 0) return out;
-  if (out.device().is_cuda()) {
-    detail::cuda_map_elementwise<N>(out, inputs, f);
-  } else {
-    visit_dtype(out.dtype(), [&]<class T> { detail::map_elementwise<T, N>(out, inputs, f); });
-  }
-  return out;
-}
+using detail::map_to_new;
 
 // Casts both operands to their promoted dtype (differentiably) and returns the broadcast shape.
 std::pair<Tensor, Tensor> promote(std::string_view op, const Tensor& a, const Tensor& b, Shape* shape) {
@@ -63,7 +50,7 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare("add", a_in, b_in);
   Shape shape;
   auto [a, b] = promote("add", a0, b0, &shape);
-  Tensor out = map_new<2>(shape, {a, b}, math::Add{});
+  Tensor out = map_to_new<2>(shape, {a, b}, math::Add{});
   record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
     return {sum_to(g, sa), sum_to(g, sb)};
   });
@@ -74,7 +61,7 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare("sub", a_in, b_in);
   Shape shape;
   auto [a, b] = promote("sub", a0, b0, &shape);
-  Tensor out = map_new<2>(shape, {a, b}, math::Sub{});
+  Tensor out = map_to_new<2>(shape, {a, b}, math::Sub{});
   record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
     return {sum_to(g, sa), sum_to(neg(g), sb)};
   });
@@ -87,7 +74,7 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare("mul", a_in, b_in);
   Shape shape;
   auto [a, b] = promote("mul", a0, b0, &shape);
-  Tensor out = map_new<2>(shape, {a, b}, math::Mul{});
+  Tensor out = map_to_new<2>(shape, {a, b}, math::Mul{});
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   record("mul", out, {a, b},
          [sa = SavedTensor(need_b ? a : Tensor(), "mul"), sb = SavedTensor(need_a ? b : Tensor(), "mul"),
@@ -104,12 +91,12 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = promote("div", a0, b0, &shape);
   HG_CHECK(is_floating(a.dtype()), "div: integer division is not supported (got ", a.dtype(),
            "); convert to a floating dtype first");
-  Tensor out = map_new<2>(shape, {a, b}, math::Div{});
+  Tensor out = map_to_new<2>(shape, {a, b}, math::Div{});
   record("div", out, {a, b},
          [sa = SavedTensor(a, "div"), sb = SavedTensor(b, "div")](const Tensor& g) -> std::vector<Tensor> {
-           const Tensor b = sb.get();
-           const Tensor ga = g / b;  // d(a/b)/da = 1/b ;  d(a/b)/db = -a/b^2 = -(g/b) * a/b
-           return {sum_to(ga, sa.get().shape()), sum_to(neg(ga * sa.get() / b), b.shape())};
+           const Tensor a = sa.get(), b = sb.get();
+           const Shape& shape = g.shape();
+           return {sum_to(g / b, a.shape()), sum_to(map_to_new<3>(shape, {a, b, g}, math::DivGradDenominator{}), b.shape())};
          });
   return out;
 }
@@ -121,7 +108,7 @@ template <class F>
 Tensor scalar_op(std::string_view op, const Tensor& x_in, double s, const F& f, double grad_factor) {
   auto [x0] = amp::prepare(op, x_in);
   const Tensor x = x0.to(detail::scalar_result_dtype(x0.dtype(), s));
-  Tensor out = map_new<1>(x.shape(), {x}, f);
+  Tensor out = map_to_new<1>(x.shape(), {x}, f);
   record(std::string(op), out, {x}, [grad_factor](const Tensor& g) -> std::vector<Tensor> {
     return {grad_factor == 1.0 ? g : g * grad_factor};
   });
@@ -141,7 +128,7 @@ Tensor div(const Tensor& a, double b) {
 
 Tensor neg(const Tensor& x_in) {
   auto [x] = amp::prepare("neg", x_in);
-  Tensor out = map_new<1>(x.shape(), {x}, math::Neg{});
+  Tensor out = map_to_new<1>(x.shape(), {x}, math::Neg{});
   record("neg", out, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {neg(g)}; });
   return out;
 }
@@ -149,7 +136,7 @@ Tensor neg(const Tensor& x_in) {
 Tensor exp(const Tensor& x_in) {
   auto [x] = amp::prepare("exp", x_in);
   HG_CHECK(is_floating(x.dtype()), "exp: expected a floating tensor, got ", x.dtype());
-  Tensor out = map_new<1>(x.shape(), {x}, math::Exp{});
+  Tensor out = map_to_new<1>(x.shape(), {x}, math::Exp{});
   record("exp", out, {x}, [y = SavedTensor(out, "exp")](const Tensor& g) -> std::vector<Tensor> {
     return {g * y.get()};
   });
@@ -159,7 +146,7 @@ Tensor exp(const Tensor& x_in) {
 Tensor log(const Tensor& x_in) {
   auto [x] = amp::prepare("log", x_in);
   HG_CHECK(is_floating(x.dtype()), "log: expected a floating tensor, got ", x.dtype());
-  Tensor out = map_new<1>(x.shape(), {x}, math::Log{});
+  Tensor out = map_to_new<1>(x.shape(), {x}, math::Log{});
   record("log", out, {x}, [sx = SavedTensor(x, "log")](const Tensor& g) -> std::vector<Tensor> {
     return {g / sx.get()};
   });
@@ -169,7 +156,7 @@ Tensor log(const Tensor& x_in) {
 Tensor sqrt(const Tensor& x_in) {
   auto [x] = amp::prepare("sqrt", x_in);
   HG_CHECK(is_floating(x.dtype()), "sqrt: expected a floating tensor, got ", x.dtype());
-  Tensor out = map_new<1>(x.shape(), {x}, math::Sqrt{});
+  Tensor out = map_to_new<1>(x.shape(), {x}, math::Sqrt{});
   record("sqrt", out, {x}, [y = SavedTensor(out, "sqrt")](const Tensor& g) -> std::vector<Tensor> {
     return {g / (y.get() * 2.0)};
   });
@@ -179,20 +166,20 @@ Tensor sqrt(const Tensor& x_in) {
 Tensor pow(const Tensor& x_in, double exponent) {
   auto [x] = amp::prepare("pow", x_in);
   HG_CHECK(is_floating(x.dtype()), "pow: expected a floating tensor, got ", x.dtype());
-  Tensor out = map_new<1>(x.shape(), {x}, math::PowScalar{exponent});
+  Tensor out = map_to_new<1>(x.shape(), {x}, math::PowScalar{exponent});
   record("pow", out, {x}, [sx = SavedTensor(x, "pow"), exponent](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
-    return {map_new<2>(x.shape(), {x, g}, math::PowScalarGrad{exponent})};
+    return {map_to_new<2>(x.shape(), {x, g}, math::PowScalarGrad{exponent})};
   });
   return out;
 }
 
 Tensor abs(const Tensor& x_in) {
   auto [x] = amp::prepare("abs", x_in);
-  Tensor out = map_new<1>(x.shape(), {x}, math::Abs{});
+  Tensor out = map_to_new<1>(x.shape(), {x}, math::Abs{});
   record("abs", out, {x}, [sx = SavedTensor(x, "abs")](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
-    return {g * map_new<1>(x.shape(), {x}, math::Sign{})};
+    return {g * map_to_new<1>(x.shape(), {x}, math::Sign{})};
   });
   return out;
 }
@@ -200,10 +187,10 @@ Tensor abs(const Tensor& x_in) {
 Tensor clamp(const Tensor& x_in, double min, double max) {
   auto [x] = amp::prepare("clamp", x_in);
   HG_CHECK(!(min > max), "clamp: min (", min, ") must not exceed max (", max, ")");
-  Tensor out = map_new<1>(x.shape(), {x}, math::Clamp{min, max});
+  Tensor out = map_to_new<1>(x.shape(), {x}, math::Clamp{min, max});
   record("clamp", out, {x}, [sx = SavedTensor(x, "clamp"), min, max](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
-    return {map_new<2>(x.shape(), {x, g}, math::ClampGrad{min, max})};
+    return {map_to_new<2>(x.shape(), {x, g}, math::ClampGrad{min, max})};
   });
   return out;
 }
@@ -211,7 +198,7 @@ Tensor clamp(const Tensor& x_in, double min, double max) {
 Tensor eq(const Tensor& a_in, const Tensor& b_in) {
   Shape shape;
   auto [a, b] = promote("eq", a_in.detach(), b_in.detach(), &shape);
-  return map_new<2>(shape, {a, b}, math::Equal{});
+  return map_to_new<2>(shape, {a, b}, math::Equal{});
 }
 
 // ---- operators ---------------------------------------------------------------------------------

@@ -89,4 +89,15 @@ void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>&, const
 }
 #endif
 
+// out = f(inputs...) into a new tensor of `shape` (inputs broadcast to it), on the inputs'
+// device, in inputs[0]'s dtype: the entry point the op families use.
+template <size_t N, class F>
+Tensor map_to_new(const Shape& shape, const std::array<Tensor, N>& inputs, const F& f) {
+  Tensor out = empty(shape, inputs[0].options());
+  if (out.numel() == 0) return out;
+  if (out.device().is_cuda()) cuda_map_elementwise<N>(out, inputs, f);
+  else visit_dtype(out.dtype(), [&]<class T> { map_elementwise<T, N>(out, inputs, f); });
+  return out;
+}
+
 }  // namespace hg::detail

@@ -66,7 +66,7 @@ TEST_CASE("safetensors.round_trip_is_bitwise_for_every_dtype") {
     CHECK(r.dtype() == t.dtype());
     CHECK(r.shape() == t.shape());
     const Tensor c = t.contiguous();
-    CHECK(std::memcmp(r.raw_data(), c.raw_data(), size_t(c.numel()) * hg::element_size(c.dtype())) == 0);
+    if (c.numel() > 0) CHECK(std::memcmp(r.raw_data(), c.raw_data(), size_t(c.numel()) * hg::element_size(c.dtype())) == 0);
   }
   // Header length is a multiple of 8 and the padding is spaces.
   const std::string bytes = read_bytes(path);

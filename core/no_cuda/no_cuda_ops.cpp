@@ -9,4 +9,41 @@ void reduce(ReduceKind, const Tensor& x, const Tensor&, int64_t, int64_t, int64_
   detail::check_cuda_device(x.device(), "reduce");
 }
 
+void batched_gemm(const Tensor& a, const Tensor&, const Tensor&) { detail::check_cuda_device(a.device(), "matmul"); }
+void linear_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&) {
+  detail::check_cuda_device(x.device(), "linear");
+}
+
+void conv2d_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) {
+  detail::check_cuda_device(x.device(), "conv2d");
+}
+void conv2d_backward(const Tensor& x, const Tensor&, const Tensor&, int64_t, int64_t, const Tensor&, const Tensor&,
+                     const Tensor&) {
+  detail::check_cuda_device(x.device(), "conv2d");
+}
+
+void softmax(const Tensor& x, const Tensor&, int64_t, int64_t, int64_t, bool) {
+  detail::check_cuda_device(x.device(), "softmax");
+}
+void softmax_backward(const Tensor& y, const Tensor&, const Tensor&, int64_t, int64_t, int64_t, bool) {
+  detail::check_cuda_device(y.device(), "softmax");
+}
+
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor&, double, int64_t, int64_t) {
+  detail::check_cuda_device(logits.device(), "cross_entropy");
+  return {};
+}
+void cross_entropy_backward(const Tensor& logits, const Tensor&, const Tensor&, double, int64_t, int64_t, const Tensor&) {
+  detail::check_cuda_device(logits.device(), "cross_entropy");
+}
+
+void max_pool2d_forward(const Tensor& x, const Tensor&, const Tensor&, int, int) {
+  detail::check_cuda_device(x.device(), "max_pool2d");
+}
+void max_pool2d_backward(const Tensor& g, const Tensor&, const Tensor&) { detail::check_cuda_device(g.device(), "max_pool2d"); }
+void avg_pool2d_forward(const Tensor& x, const Tensor&, int, int) { detail::check_cuda_device(x.device(), "avg_pool2d"); }
+void avg_pool2d_backward(const Tensor& g, const Tensor&, int, int) { detail::check_cuda_device(g.device(), "avg_pool2d"); }
+
+void dropout(const Tensor& in, const Tensor&, double, uint64_t, uint64_t) { detail::check_cuda_device(in.device(), "dropout"); }
+
 }  // namespace hg::cuda_ops

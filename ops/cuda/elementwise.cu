@@ -76,6 +76,7 @@ template void cuda_map_elementwise<2, math::Equal>(const Tensor&, const std::arr
 template void cuda_map_elementwise<2, math::AddScaled>(const Tensor&, const std::array<Tensor, 2>&, const math::AddScaled&);
 template void cuda_map_elementwise<2, math::PowScalarGrad>(const Tensor&, const std::array<Tensor, 2>&, const math::PowScalarGrad&);
 template void cuda_map_elementwise<2, math::ClampGrad>(const Tensor&, const std::array<Tensor, 2>&, const math::ClampGrad&);
+template void cuda_map_elementwise<3, math::DivGradDenominator>(const Tensor&, const std::array<Tensor, 3>&, const math::DivGradDenominator&);
 template void cuda_map_elementwise<1, math::Neg>(const Tensor&, const std::array<Tensor, 1>&, const math::Neg&);
 template void cuda_map_elementwise<1, math::Exp>(const Tensor&, const std::array<Tensor, 1>&, const math::Exp&);
 template void cuda_map_elementwise<1, math::Log>(const Tensor&, const std::array<Tensor, 1>&, const math::Log&);
@@ -88,4 +89,18 @@ template void cuda_map_elementwise<1, math::DivScalar>(const Tensor&, const std:
 template void cuda_map_elementwise<1, math::PowScalar>(const Tensor&, const std::array<Tensor, 1>&, const math::PowScalar&);
 template void cuda_map_elementwise<1, math::Clamp>(const Tensor&, const std::array<Tensor, 1>&, const math::Clamp&);
 
+}  // namespace hg::detail
+
+namespace hg::detail {
+// Activations (ops/activation.cpp).
+template void cuda_map_elementwise<1, math::Forward<math::Relu>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::Relu>&);
+template void cuda_map_elementwise<1, math::Forward<math::Gelu>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::Gelu>&);
+template void cuda_map_elementwise<1, math::Forward<math::Silu>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::Silu>&);
+template void cuda_map_elementwise<1, math::Forward<math::Sigmoid>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::Sigmoid>&);
+template void cuda_map_elementwise<1, math::Forward<math::Tanh>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::Tanh>&);
+template void cuda_map_elementwise<2, math::BackwardFromInput<math::Relu>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromInput<math::Relu>&);
+template void cuda_map_elementwise<2, math::BackwardFromInput<math::Gelu>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromInput<math::Gelu>&);
+template void cuda_map_elementwise<2, math::BackwardFromInput<math::Silu>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromInput<math::Silu>&);
+template void cuda_map_elementwise<2, math::BackwardFromOutput<math::Sigmoid>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromOutput<math::Sigmoid>&);
+template void cuda_map_elementwise<2, math::BackwardFromOutput<math::Tanh>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromOutput<math::Tanh>&);
 }  // namespace hg::detail

@@ -58,6 +58,10 @@ struct ClampGrad {
   double lo, hi;
   template <class A> HG_HD A operator()(A a, A g) const { return (a >= A(lo) && a <= A(hi)) ? g : A(0); }
 };
+// d(a/b)/db * g = -g * a / b^2, in one rounding (a chain of 16-bit ops would round three times).
+struct DivGradDenominator {
+  template <class A> HG_HD A operator()(A a, A b, A g) const { return -g * a / (b * b); }
+};
 // 1.0 where a == b, else 0.0 (masks for amax's backward).
 struct Equal { template <class A> HG_HD A operator()(A a, A b) const { return a == b ? A(1) : A(0); } };
 

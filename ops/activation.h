@@ -1,0 +1,14 @@
+// Activations: relu, gelu (exact, erf-based: PyTorch's default), silu, sigmoid, tanh.
+// Differentiable; 16-bit inputs are computed in f32 and rounded once.
+#pragma once
+#include "core/tensor.h"
+
+namespace hg {
+
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);
+Tensor silu(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor tanh(const Tensor& x);
+
+}  // namespace hg

@@ -1,0 +1,158 @@
+// matmul and linear: shape checks, batching and broadcasting around the GEMM of ops/gemm.h
+// (ops/cuda/linalg.cpp sends the same calls to cuBLASLt). Backwards are matmuls of the gradient
+// with transposed views of the saved operands (no copies).
+#include "ops/linalg.h"
+
+#include "amp/autocast.h"
+#include "autograd/node.h"
+#include "core/parallel.h"
+#include "ops/cuda_ops.h"
+#include "ops/elementwise.h"
+#include "ops/gemm.h"
+#include "ops/reduce.h"
+#include "ops/shape.h"
+
+namespace hg {
+
+using autograd::record;
+using autograd::SavedTensor;
+
+namespace {
+
+std::string dims_text(const Tensor& t) {
+  std::string s;
+  for (int d = 0; d < t.dim(); ++d) {
+    if (d > 0) s += 'x';
+    s += std::to_string(t.shape()[d]);
+  }
+  return s;
+}
+
+// A GEMM operand: `t` itself when its rows or columns are contiguous, else a contiguous copy.
+Tensor gemm_operand(const Tensor& t) {
+  const int n = t.dim();
+  return detail::gemm_ready(t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]) ? t
+                                                                                                         : t.contiguous();
+}
+
+// out[b] = a[b] @ b[b] for every batch b (a size-1 or missing batch dim broadcasts).
+void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const int64_t batches = out.dim() == 3 ? out.shape()[0] : 1;
+  const int64_t M = out.shape()[out.dim() - 2], N = out.shape()[out.dim() - 1];
+  const int64_t K = a.shape()[a.dim() - 1];
+  const auto view_of = [](const Tensor& t, int64_t batch) {
+    const int n = t.dim();
+    const bool batched = n == 3 && t.shape()[0] > 1;
+    const char* base = static_cast<const char*>(t.raw_data()) +
+                       (batched ? batch * t.strides()[0] * int64_t(element_size(t.dtype())) : 0);
+    return detail::matrix_view(base, t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]);
+  };
+  if (out.device().is_cuda()) return cuda_ops::batched_gemm(a, b, out);
+  const int64_t out_step = M * N * int64_t(element_size(out.dtype()));
+  // NOTE: small matrices run one batch per thread; large ones let Eigen use the threads inside.
+  const int64_t grain = M * N * K >= (int64_t(1) << 21) ? batches : 1;
+  parallel_for(0, batches, grain, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      detail::gemm(out.dtype(), view_of(a, i), view_of(b, i), static_cast<char*>(out.raw_data()) + i * out_step, false);
+  });
+}
+
+}  // namespace
+
+// ---- matmul --------------------------------------------------------------------------------------
+
+namespace {
+Tensor matmul_prepared(const Tensor& a0, const Tensor& b0);
+}
+
+Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = amp::prepare("matmul", a_in, b_in);
+  return matmul_prepared(a0, b0);
+}
+
+namespace {
+Tensor matmul_prepared(const Tensor& a0, const Tensor& b0) {
+  detail::check_same_device("matmul", a0, b0);
+  HG_CHECK((a0.dim() == 2 || a0.dim() == 3) && (b0.dim() == 2 || b0.dim() == 3), "matmul: expected 2-D or 3-D "
+           "operands, got shapes ", a0.shape(), " and ", b0.shape());
+  HG_CHECK(a0.shape()[a0.dim() - 1] == b0.shape()[b0.dim() - 2], "matmul: mat1 and mat2 shapes cannot be multiplied (",
+           dims_text(a0), " and ", dims_text(b0), ")");
+  const DType dtype = promote_types(a0.dtype(), b0.dtype());
+  HG_CHECK(is_floating(dtype), "matmul: expected floating operands, got ", a0.dtype(), " and ", b0.dtype());
+  if (a0.dim() == 3 && b0.dim() == 2) {
+    // (B,M,K)@(K,N) is one (B*M,K)@(K,N) GEMM; its backward then sums over the batch inside the
+    // GEMM's f32 accumulator instead of rounding B partial products.
+    const int64_t B = a0.shape()[0], M = a0.shape()[1];
+    return matmul_prepared(a0.reshape({B * M, a0.shape()[2]}), b0).reshape({B, M, b0.shape()[1]});
+  }
+  const Tensor a = gemm_operand(a0.to(dtype)), b = gemm_operand(b0.to(dtype));
+  Shape shape{a.shape()[a.dim() - 2], b.shape()[b.dim() - 1]};
+  if (a.dim() == 3 || b.dim() == 3) {
+    const int64_t ba = a.dim() == 3 ? a.shape()[0] : 1, bb = b.dim() == 3 ? b.shape()[0] : 1;
+    HG_CHECK(ba == bb || ba == 1 || bb == 1, "matmul: batch sizes ", ba, " and ", bb, " differ (shapes ", a.shape(),
+             " and ", b.shape(), ")");
+    shape.insert(shape.begin(), std::max(ba, bb));
+    if (ba == 0 || bb == 0) shape[0] = 0;
+  }
+  Tensor out = zeros(shape, a.options());  // zeros: K = 0 must give 0, not garbage
+  if (out.numel() > 0 && a.shape()[a.dim() - 1] > 0) batched_gemm(a, b, out);
+  const bool need_a = a.requires_grad(), need_b = b.requires_grad();
+  record("matmul", out, {a, b},
+         [sa = SavedTensor(need_b ? a : Tensor(), "matmul"), sb = SavedTensor(need_a ? b : Tensor(), "matmul"),
+          shape_a = a.shape(), shape_b = b.shape()](const Tensor& g) -> std::vector<Tensor> {
+           Tensor ga, gb;
+           if (sb.defined()) ga = sum_to(matmul(g, sb.get().transpose(-1, -2)), shape_a);
+           if (sa.defined()) gb = sum_to(matmul(sa.get().transpose(-1, -2), g), shape_b);
+           return {ga, gb};
+         });
+  return out;
+}
+}  // namespace
+
+// ---- linear --------------------------------------------------------------------------------------
+
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
+  auto [x0, w0, b0] = amp::prepare("linear", x_in, w_in, b_in);
+  detail::check_same_device("linear", x0, w0);
+  HG_CHECK(w0.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got ", w0.shape());
+  HG_CHECK(x0.dim() >= 1 && x0.shape()[x0.dim() - 1] == w0.shape()[1], "linear: mat1 and mat2 shapes cannot be "
+           "multiplied (input ", x0.shape(), " and weight ", w0.shape(), "^T): in_features is ", w0.shape()[1]);
+  const int64_t in = w0.shape()[1], out_features = w0.shape()[0];
+  if (b0.defined()) {
+    detail::check_same_device("linear", x0, b0);
+    HG_CHECK(b0.dim() == 1 && b0.shape()[0] == out_features, "linear: bias must have shape [", out_features,
+             "], got ", b0.shape());
+  }
+  DType dtype = promote_types(x0.dtype(), w0.dtype());
+  if (b0.defined()) dtype = promote_types(dtype, b0.dtype());
+  HG_CHECK(is_floating(dtype), "linear: expected floating tensors, got ", x0.dtype(), " and ", w0.dtype());
+  const Tensor x = x0.to(dtype), w = w0.to(dtype), b = b0.defined() ? b0.to(dtype) : Tensor();
+
+  const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
+  const Tensor x2 = gemm_operand(x.reshape({rows, in}));
+  Shape out_shape = x.shape();
+  out_shape.back() = out_features;
+  Tensor out = b.defined() ? expand(b.detach(), {rows, out_features}).contiguous() : zeros({rows, out_features}, x.options());
+  if (out.numel() > 0 && in > 0) {
+    if (out.device().is_cuda()) {
+      cuda_ops::linear_forward(x2, w, b, out);
+    } else {
+      detail::gemm(dtype, detail::matrix_view(x2), detail::matrix_view(w.t()), out.raw_data(), /*accumulate=*/b.defined());
+    }
+  }
+  out = out.view(out_shape);
+  record("linear", out, {x, w, b},
+         [sx = SavedTensor(w.requires_grad() ? x2 : Tensor(), "linear"),
+          sw = SavedTensor(x.requires_grad() ? w : Tensor(), "linear"), x_shape = x.shape(), rows, out_features,
+          need_bias = b.defined() && b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
+           const Tensor g2 = g.reshape({rows, out_features});
+           Tensor gx, gw, gb;
+           if (sw.defined()) gx = matmul(g2, sw.get()).reshape(x_shape);
+           if (sx.defined()) gw = matmul(g2.t(), sx.get());
+           if (need_bias) gb = sum(g2, {0});
+           return {gx, gw, gb};
+         });
+  return out;
+}
+
+}  // namespace hg
