@@ -29,8 +29,9 @@ std::vector<double> values_or(const Tensor& t, int64_t n, double fallback) {
   return t.defined() ? t.to_vector<double>() : std::vector<double>(static_cast<size_t>(n), fallback);
 }
 
-Tensor f32_vector(const std::vector<double>& v, Device device) {
-  return from_vector(v, {int64_t(v.size())}, {.dtype = f32, .device = device});
+// Per-channel results in `dtype`, converted straight from the double statistics.
+Tensor vector_tensor(const std::vector<double>& v, DType dtype, Device device) {
+  return from_vector(v, {int64_t(v.size())}, {.dtype = dtype, .device = device});
 }
 
 // ---- batch_norm: groups are channels of x viewed as (N, C, S) -------------------------------------
@@ -133,12 +134,12 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
     if (running_mean.defined()) {
       std::vector<double> rm = running_mean.to_vector<double>();
       for (int64_t c = 0; c < C; ++c) rm[size_t(c)] = (1 - momentum) * rm[size_t(c)] + momentum * mean[size_t(c)];
-      Tensor(running_mean).copy_(f32_vector(rm, x.device()));
+      Tensor(running_mean).copy_(vector_tensor(rm, running_mean.dtype(), x.device()));
     }
     if (running_var.defined()) {
       std::vector<double> rv = running_var.to_vector<double>();
       for (int64_t c = 0; c < C; ++c) rv[size_t(c)] = (1 - momentum) * rv[size_t(c)] + momentum * var[size_t(c)] * unbiased;
-      Tensor(running_var).copy_(f32_vector(rv, x.device()));
+      Tensor(running_var).copy_(vector_tensor(rv, running_var.dtype(), x.device()));
     }
   } else {
     mean = running_mean.to_vector<double>();
@@ -163,7 +164,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
            visit_floating(x.dtype(), "batch_norm", [&]<class T> {
              batch_norm_backward_kernel<T>(x.data_ptr<T>(), g.data_ptr<T>(), l, mean, rstd, w, training, dx.data_ptr<T>(), dw, db);
            });
-           const auto as_param = [&](const std::vector<double>& v) { return f32_vector(v, x.device()).to(w_options.dtype); };
+           const auto as_param = [&](const std::vector<double>& v) { return vector_tensor(v, w_options.dtype, x.device()); };
            return {dx, has_w ? as_param(dw) : Tensor(), has_b ? as_param(db) : Tensor()};
          });
   return out;
@@ -258,7 +259,7 @@ Tensor layer_norm(const Tensor& x_in, Shape normalized_shape, const Tensor& weig
              layer_norm_backward_kernel<T>(x.data_ptr<T>(), g.data_ptr<T>(), rows, D, w, mean, rstd, dx.data_ptr<T>(), dw, db);
            });
            const auto as_param = [&](const std::vector<double>& v) {
-             return f32_vector(v, x.device()).to(w_options.dtype).reshape(normalized_shape);
+             return vector_tensor(v, w_options.dtype, x.device()).reshape(normalized_shape);
            };
            return {dx, has_w ? as_param(dw) : Tensor(), has_b ? as_param(db) : Tensor()};
          });

@@ -1,0 +1,460 @@
+#!/usr/bin/python3
+"""PyTorch-parity fixtures for tests/test_parity.cpp.
+
+For every op case and dtype this writes, into tests/golden/<family>.safetensors:
+  <case>.in<i>        the inputs, already rounded to the case dtype (integer inputs as I64)
+  <case>.grad_out     the upstream gradient given to out.backward()
+  <case>.out          PyTorch's forward result in the case dtype
+  <case>.grad<i>      PyTorch's gradient of differentiable input i
+  <case>.state<i>     input i after the call, for ops that update an input in place
+                      (batch_norm's running_mean / running_var)
+  <case>.out_f64, <case>.grad<i>_f64, <case>.state<i>_f64
+                      the same computed by PyTorch in float64 from the same (rounded) inputs:
+                      the "truth" that 16-bit results are measured against (not stored for
+                      f64 cases, where .out already is the f64 answer)
+and in __metadata__ one JSON string per case:
+  {"op": ..., "dtype": "f32"|"f64"|"f16"|"bf16", "path": "native"|"f32_kernels",
+   "f32_kernels": [aten op, ...], "n_in": k, "grads": [i, ...], "states": [i, ...], "args": {...}}
+"path" says how PyTorch's 16-bit result was made: "native" = only PyTorch's own 16-bit CPU
+kernels ran; "f32_kernels" = torch 1.13's CPU build lacks a 16-bit kernel for the ATen ops listed
+in "f32_kernels", so each of those ran in f32 on the same 16-bit inputs and its result was rounded
+to the 16-bit dtype (what a GPU kernel computing in f32 returns), kernel by kernel, forward and
+backward (see F32Kernels).
+
+torch 1.13 has no safetensors module, so the format is written here with json + struct.
+Everything is seeded from the case name, so a rerun writes byte-identical files:
+
+    /usr/bin/python3 tests/golden/make_golden.py        # Debian's python3 has torch
+"""
+import contextlib
+import json
+import math
+import os
+import struct
+import sys
+import zlib
+
+import torch
+import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_map
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
+ST_DTYPE = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
+            torch.int64: "I64"}
+ALL = ["f32", "f16", "bf16"]
+WITH_F64 = ["f32", "f16", "bf16", "f64"]
+
+
+# ---- safetensors writer ------------------------------------------------------------------------
+
+def tensor_bytes(t):
+    t = t.detach().contiguous().cpu()
+    if t.dtype == torch.bfloat16:  # numpy has no bf16: reinterpret the bits
+        return t.view(torch.int16).numpy().tobytes()
+    return t.numpy().tobytes()
+
+
+def write_safetensors(path, tensors, metadata):
+    assert sys.byteorder == "little"
+    header = {"__metadata__": metadata}
+    blobs, offset = [], 0
+    for name, t in tensors.items():
+        data = tensor_bytes(t)
+        assert len(data) == t.numel() * t.element_size()
+        header[name] = {"dtype": ST_DTYPE[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    with open(path + ".tmp", "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for b in blobs:
+            f.write(b)
+    os.replace(path + ".tmp", path)
+
+
+# ---- inputs ------------------------------------------------------------------------------------
+
+def randn(g, shape, scale=1.0):
+    return torch.randn(shape, generator=g, dtype=torch.float64) * scale
+
+
+def uniform(g, shape, lo, hi):
+    return lo + (hi - lo) * torch.rand(shape, generator=g, dtype=torch.float64)
+
+
+def signed(g, shape, lo, hi):
+    """Random sign times a magnitude in [lo, hi]: keeps values away from 0 (relu/abs kink, div)."""
+    sign = torch.where(torch.rand(shape, generator=g) < 0.5, -1.0, 1.0).double()
+    return sign * uniform(g, shape, lo, hi)
+
+
+def away_from(x, kinks, margin):
+    """Moves every value closer than `margin` to a kink to at least `margin` away."""
+    for k in kinks:
+        d = x - k
+        s = torch.where(d >= 0, 1.0, -1.0).double()
+        x = torch.where(d.abs() < margin, k + s * (margin + d.abs()), x)
+    return x
+
+
+def distinct(g, shape):
+    """Distinct values, exact in f16 and bf16 (8 significant bits), so no max has a tie after
+    rounding: +-(1 + k/128) * 2^e for k < 128, e in -2..1."""
+    n = math.prod(shape)
+    mags = ((1 + torch.arange(128, dtype=torch.float64) / 128)[None, :]
+            * (2.0 ** torch.arange(-2, 2, dtype=torch.float64))[:, None]).flatten()
+    vals = torch.cat([mags, -mags])
+    assert n <= vals.numel()
+    return vals[torch.randperm(vals.numel(), generator=g)[:n]].reshape(shape)
+
+
+def targets(g, n, classes, ignore=None, n_ignored=0):
+    t = torch.randint(0, classes, (n,), generator=g, dtype=torch.int64)
+    if ignore is not None:
+        if 0 <= ignore < classes:
+            t[t == ignore] = (ignore + 1) % classes  # only the chosen slots are ignored
+        t[torch.randperm(n, generator=g)[:n_ignored]] = ignore
+    return t
+
+
+# ---- 16-bit kernels PyTorch's CPU build lacks ----------------------------------------------------
+
+class F32Kernels(TorchDispatchMode):
+    """Runs every ATen kernel (forward and backward) natively; a kernel that torch 1.13's CPU build
+    lacks for the 16-bit dtype (it raises) instead runs in f32 on the widened 16-bit tensors and its
+    results are rounded back to 16 bits. That is what a GPU kernel computing in f32 and storing 16
+    bits returns, kernel by kernel, so e.g. tanh's backward sees the 16-bit saved output, as on a GPU.
+    In-place updates (batch_norm's running stats) are copied back into the 16-bit tensors."""
+
+    def __init__(self, dtype):
+        super().__init__()
+        self.dtype = dtype
+        self.upcast = set()
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        try:
+            return func(*args, **kwargs)
+        except (RuntimeError, NotImplementedError):
+            pass
+        self.upcast.add(str(func.overloadpacket.__name__))
+        originals, widened = [], []
+
+        def up(t):
+            if isinstance(t, torch.Tensor) and t.dtype == self.dtype:
+                originals.append(t)
+                widened.append(t.float())
+                return widened[-1]
+            return torch.float32 if t is self.dtype else t  # dtype arguments (softmax backward)
+
+        result = func(*tree_map(up, args), **tree_map(up, kwargs))
+        for orig, wide in zip(originals, widened):
+            if not torch.equal(wide.to(self.dtype), orig):
+                orig.copy_(wide)  # the kernel updated this input in place
+        return tree_map(lambda t: t.to(self.dtype) if isinstance(t, torch.Tensor) and t.dtype == torch.float32
+                        else t, result)
+
+
+# ---- running one case --------------------------------------------------------------------------
+
+class Family:
+    def __init__(self, name):
+        self.name = name
+        self.tensors = {}
+        self.metadata = {"_family": name, "_generator": "tests/golden/make_golden.py",
+                         "_torch": torch.__version__}
+        self.paths = {}
+
+    def case(self, name, op, dtypes, make_inputs, fn, grads=(), states=(), args=None):
+        """make_inputs(g) -> list of f64 / i64 tensors; fn(inputs) -> output tensor."""
+        for dname in dtypes:
+            self._one(f"{name}_{dname}", op, dname, make_inputs, fn, list(grads), list(states), args or {})
+
+    def _one(self, case, op, dname, make_inputs, fn, grads, states, args):
+        dt = DTYPES[dname]
+        g = torch.Generator().manual_seed(zlib.crc32(case.encode()))
+        inputs = [x.to(dt) if x.is_floating_point() else x for x in make_inputs(g)]
+        out_shape = fn([widen(x, torch.float64).clone() for x in inputs]).shape
+        grad_out = randn(g, out_shape).to(dt) if grads else None
+
+        def run(compute, mode=None):
+            ins = [widen(x, compute).clone() for x in inputs]
+            for i in grads:
+                ins[i].requires_grad_(True)
+            with mode or contextlib.nullcontext():
+                out = fn(ins)
+                if grads:
+                    out.backward(grad_out.to(compute))
+            return out.detach(), [ins[i].grad for i in grads], [ins[i].detach() for i in states]
+
+        mode = F32Kernels(dt) if dt in (torch.float16, torch.bfloat16) else None
+        out, gs, sts = run(dt, mode)
+        assert out.dtype == dt or not out.is_floating_point(), (case, out.dtype)
+        path = "f32_kernels" if mode and mode.upcast else "native"
+        self.paths.setdefault(path, []).append(case)
+
+        t = self.tensors
+        for i, x in enumerate(inputs):
+            t[f"{case}.in{i}"] = x
+        if grads:
+            t[f"{case}.grad_out"] = grad_out
+        t[f"{case}.out"] = out
+        for i, x in zip(grads, gs):
+            t[f"{case}.grad{i}"] = x
+        for i, x in zip(states, sts):
+            t[f"{case}.state{i}"] = x
+        if dt != torch.float64:
+            out64, gs64, sts64 = run(torch.float64)
+            if out64.is_floating_point():
+                t[f"{case}.out_f64"] = out64
+            for i, x in zip(grads, gs64):
+                t[f"{case}.grad{i}_f64"] = x
+            for i, x in zip(states, sts64):
+                t[f"{case}.state{i}_f64"] = x
+        self.metadata[case] = json.dumps({"op": op, "dtype": dname, "path": path, "n_in": len(inputs),
+                                          "grads": grads, "states": states, "args": args,
+                                          "f32_kernels": sorted(mode.upcast) if mode else []},
+                                         separators=(",", ":"))
+
+    def write(self):
+        path = os.path.join(HERE, f"{self.name}.safetensors")
+        write_safetensors(path, self.tensors, self.metadata)
+        size = os.path.getsize(path)
+        n = sum(1 for k in self.metadata if not k.startswith("_"))
+        print(f"{self.name:12s} {n:4d} cases {size / 1024:8.1f} KiB   with f32 kernels: "
+              f"{len(self.paths.get('f32_kernels', []))}")
+        return size
+
+
+def widen(x, dtype):
+    return x.to(dtype) if x.is_floating_point() else x
+
+
+# ---- the cases ---------------------------------------------------------------------------------
+
+def elementwise():
+    f = Family("elementwise")
+    same = lambda g: [randn(g, (3, 23)), randn(g, (3, 23))]
+    bcast = lambda g: [randn(g, (2, 1, 37)), randn(g, (3, 37))]
+    den_same = lambda g: [randn(g, (3, 23)), signed(g, (3, 23), 0.5, 2.0)]
+    den_bcast = lambda g: [randn(g, (2, 1, 37)), signed(g, (3, 37), 0.5, 2.0)]
+    for op, fn in [("add", torch.add), ("sub", torch.sub), ("mul", torch.mul), ("div", torch.div)]:
+        wide = WITH_F64 if op in ("add", "div") else ALL
+        f.case(f"{op}_same", op, wide, den_same if op == "div" else same, lambda x, fn=fn: fn(x[0], x[1]), [0, 1])
+        f.case(f"{op}_bcast", op, WITH_F64 if op == "mul" else ALL, den_bcast if op == "div" else bcast,
+               lambda x, fn=fn: fn(x[0], x[1]), [0, 1])
+    f.case("mul_0d_bcast", "mul", ALL, lambda g: [randn(g, (5, 7)), randn(g, ())], lambda x: x[0] * x[1], [0, 1])
+    f.case("add_1elem", "add", ALL, lambda g: [randn(g, (1,)), randn(g, (1,))], lambda x: x[0] + x[1], [0, 1])
+    for op, s, fn in [("add_scalar", 2.5, torch.add), ("sub_scalar", 0.3, torch.sub),
+                      ("mul_scalar", 0.3, torch.mul), ("div_scalar", 3.0, torch.div)]:
+        f.case(op, op, ALL, lambda g: [randn(g, (67,))], lambda x, s=s, fn=fn: fn(x[0], s), [0], args={"scalar": s})
+    f.case("neg", "neg", ALL, lambda g: [randn(g, (67,))], lambda x: -x[0], [0])
+    f.case("exp", "exp", WITH_F64, lambda g: [uniform(g, (67,), -4, 4)], lambda x: torch.exp(x[0]), [0])
+    f.case("exp_0d", "exp", ALL, lambda g: [randn(g, ())], lambda x: torch.exp(x[0]), [0])
+    f.case("log", "log", ALL, lambda g: [uniform(g, (67,), 0.05, 8)], lambda x: torch.log(x[0]), [0])
+    f.case("sqrt", "sqrt", ALL, lambda g: [uniform(g, (67,), 0.05, 8)], lambda x: torch.sqrt(x[0]), [0])
+    for name, e, make, wide in [("pow2", 2.0, lambda g: [randn(g, (67,), 1.5)], WITH_F64),
+                                ("pow3", 3.0, lambda g: [randn(g, (67,))], ALL),
+                                ("pow_half", 0.5, lambda g: [uniform(g, (67,), 0.05, 8)], ALL),
+                                ("pow_m1_5", -1.5, lambda g: [uniform(g, (67,), 0.25, 4)], ALL)]:
+        f.case(name, "pow", wide, make, lambda x, e=e: torch.pow(x[0], e), [0], args={"exponent": e})
+    f.case("abs", "abs", ALL, lambda g: [signed(g, (67,), 0.05, 3)], lambda x: torch.abs(x[0]), [0])
+    f.case("clamp", "clamp", ALL, lambda g: [away_from(uniform(g, (67,), -2, 2), [-0.5, 0.8], 0.03)],
+           lambda x: torch.clamp(x[0], -0.5, 0.8), [0], args={"min": -0.5, "max": 0.8})
+    return f
+
+
+def activation():
+    f = Family("activation")
+    x = lambda g: [randn(g, (3, 37), 2.0)]
+    f.case("relu", "relu", ALL, lambda g: [signed(g, (3, 37), 0.05, 4)], lambda x: torch.relu(x[0]), [0])
+    f.case("gelu", "gelu", WITH_F64, x, lambda x: F.gelu(x[0]), [0])
+    f.case("silu", "silu", WITH_F64, x, lambda x: F.silu(x[0]), [0])
+    f.case("sigmoid", "sigmoid", ALL, x, lambda x: torch.sigmoid(x[0]), [0])
+    f.case("tanh", "tanh", ALL, x, lambda x: torch.tanh(x[0]), [0])
+    return f
+
+
+def reduce():
+    f = Family("reduce")
+    f.case("sum_all", "sum", ALL, lambda g: [randn(g, (7, 37))], lambda x: x[0].sum(), [0])
+    f.case("sum_dim1", "sum", WITH_F64, lambda g: [randn(g, (5, 37, 3))], lambda x: x[0].sum([1]), [0],
+           args={"dims": [1], "keepdim": False})
+    f.case("sum_dims02_keep", "sum", ALL, lambda g: [randn(g, (3, 5, 33))],
+           lambda x: x[0].sum([0, 2], keepdim=True), [0], args={"dims": [0, 2], "keepdim": True})
+    f.case("mean_all", "mean", WITH_F64, lambda g: [randn(g, (67,))], lambda x: x[0].mean(), [0])
+    f.case("mean_last", "mean", ALL, lambda g: [randn(g, (6, 37))], lambda x: x[0].mean([-1]), [0],
+           args={"dims": [-1], "keepdim": False})
+    f.case("mean_dims01_keep", "mean", ALL, lambda g: [randn(g, (3, 5, 7))],
+           lambda x: x[0].mean([0, 1], keepdim=True), [0], args={"dims": [0, 1], "keepdim": True})
+    f.case("amax_dim1", "amax", ALL, lambda g: [distinct(g, (5, 37, 3))], lambda x: x[0].amax(1), [0],
+           args={"dim": 1, "keepdim": False})
+    f.case("amax_last_keep", "amax", ALL, lambda g: [distinct(g, (6, 37))], lambda x: x[0].amax(-1, keepdim=True),
+           [0], args={"dim": -1, "keepdim": True})
+    f.case("argmax_dim1", "argmax", ALL, lambda g: [distinct(g, (5, 37, 3))], lambda x: x[0].argmax(1),
+           args={"dim": 1})
+    f.case("argmax_dim0", "argmax", ALL, lambda g: [distinct(g, (7, 13))], lambda x: x[0].argmax(0),
+           args={"dim": 0})
+    return f
+
+
+def linalg():
+    f = Family("linalg")
+    mm = lambda x: torch.matmul(x[0], x[1])
+    f.case("mm_small", "matmul", ALL, lambda g: [randn(g, (5, 3)), randn(g, (3, 7))], mm, [0, 1])
+    f.case("mm", "matmul", WITH_F64, lambda g: [randn(g, (9, 33)), randn(g, (33, 11))], mm, [0, 1])
+    f.case("bmm", "matmul", WITH_F64, lambda g: [randn(g, (2, 5, 35)), randn(g, (2, 35, 6))], mm, [0, 1])
+    f.case("bmm_2d", "matmul", ALL, lambda g: [randn(g, (2, 7, 37)), randn(g, (37, 5))], mm, [0, 1])
+    f.case("linear_bias", "linear", WITH_F64, lambda g: [randn(g, (2, 3, 33)), randn(g, (9, 33), 0.2),
+                                                         randn(g, (9,))],
+           lambda x: F.linear(x[0], x[1], x[2]), [0, 1, 2])
+    f.case("linear_nobias", "linear", ALL, lambda g: [randn(g, (11, 20)), randn(g, (9, 20), 0.2)],
+           lambda x: F.linear(x[0], x[1]), [0, 1])
+    return f
+
+
+def softmax():
+    f = Family("softmax")
+    f.case("softmax_last", "softmax", WITH_F64, lambda g: [randn(g, (6, 37), 2.0)],
+           lambda x: torch.softmax(x[0], -1), [0], args={"dim": -1})
+    f.case("softmax_dim0", "softmax", ALL, lambda g: [randn(g, (5, 9), 2.0)],
+           lambda x: torch.softmax(x[0], 0), [0], args={"dim": 0})
+    f.case("softmax_large", "softmax", ALL, lambda g: [randn(g, (4, 37), 30.0)],
+           lambda x: torch.softmax(x[0], -1), [0], args={"dim": -1})
+    f.case("log_softmax_last", "log_softmax", WITH_F64, lambda g: [randn(g, (6, 37), 2.0)],
+           lambda x: torch.log_softmax(x[0], -1), [0], args={"dim": -1})
+    f.case("log_softmax_mid", "log_softmax", ALL, lambda g: [randn(g, (2, 5, 7), 2.0)],
+           lambda x: torch.log_softmax(x[0], 1), [0], args={"dim": 1})
+    return f
+
+
+def loss():
+    f = Family("loss")
+
+    def ce(name, dtypes, ls, ignore, n_ignored):
+        args = {"label_smoothing": ls, "ignore_index": ignore}
+        f.case(name, "cross_entropy", dtypes,
+               lambda g: [randn(g, (13, 37), 2.0), targets(g, 13, 37, ignore, n_ignored)],
+               lambda x: F.cross_entropy(x[0], x[1], label_smoothing=ls, ignore_index=ignore), [0], args=args)
+
+    ce("ce", ALL, 0.0, -100, 0)
+    ce("ce_smooth", WITH_F64, 0.1, -100, 0)
+    ce("ce_ignore", ALL, 0.0, -100, 3)
+    ce("ce_ignore2_smooth", ALL, 0.2, 2, 4)
+    f.case("mse", "mse_loss", WITH_F64, lambda g: [randn(g, (7, 19)), randn(g, (7, 19))],
+           lambda x: F.mse_loss(x[0], x[1]), [0, 1])
+    return f
+
+
+def conv():
+    f = Family("conv2d")
+
+    def c(name, dtypes, x, w, bias, stride, padding):
+        def make(g):
+            ins = [randn(g, x), randn(g, w, 1 / math.sqrt(w[1] * w[2] * w[3]))]
+            return ins + [randn(g, (w[0],))] if bias else ins
+        f.case(name, "conv2d", dtypes, make,
+               lambda t: F.conv2d(t[0], t[1], t[2] if bias else None, stride=stride, padding=padding),
+               [0, 1, 2] if bias else [0, 1], args={"stride": stride, "padding": padding})
+
+    c("conv_s1p0", ALL, (2, 3, 7, 9), (4, 3, 3, 3), True, 1, 0)
+    c("conv_s2p1", WITH_F64, (1, 5, 10, 7), (6, 5, 3, 3), True, 2, 1)
+    c("conv_nobias_p2", ALL, (1, 4, 7, 7), (3, 4, 5, 5), False, 1, 2)
+    c("conv_1x1_c37", ALL, (1, 37, 3, 3), (13, 37, 1, 1), True, 1, 0)
+    return f
+
+
+def pool():
+    f = Family("pool")
+    for name, op, shape, k, s in [("maxpool_k2s2", "max_pool2d", (2, 3, 8, 9), 2, 2),
+                                  ("maxpool_k3s2", "max_pool2d", (1, 4, 11, 11), 3, 2),
+                                  ("avgpool_k2s2", "avg_pool2d", (2, 3, 8, 9), 2, 2),
+                                  ("avgpool_k3s1", "avg_pool2d", (1, 2, 7, 9), 3, 1)]:
+        fn = F.max_pool2d if op == "max_pool2d" else F.avg_pool2d
+        make = (lambda g, shape=shape: [distinct(g, shape)]) if op == "max_pool2d" else \
+               (lambda g, shape=shape: [randn(g, shape)])
+        f.case(name, op, ALL, make, lambda x, fn=fn, k=k, s=s: fn(x[0], k, s), [0],
+               args={"kernel": k, "stride": s})
+    return f
+
+
+def norm():
+    f = Family("norm")
+
+    def bn(name, dtypes, shape, training, momentum, eps, stats=True, affine=True):
+        c = shape[1]
+
+        def make(g):
+            ins = [randn(g, shape, 1.5) + 0.5]
+            if stats:
+                ins += [randn(g, (c,), 0.5), uniform(g, (c,), 0.5, 2.0)]
+            if affine:
+                ins += [1 + randn(g, (c,), 0.3), randn(g, (c,), 0.3)]
+            return ins
+
+        def fn(x):
+            rm, rv = (x[1], x[2]) if stats else (None, None)
+            w, b = (x[-2], x[-1]) if affine else (None, None)
+            return F.batch_norm(x[0], rm, rv, w, b, training=training, momentum=momentum, eps=eps)
+
+        n = 1 + 2 * stats + 2 * affine
+        grads = [0] + ([n - 2, n - 1] if affine else [])
+        f.case(name, "batch_norm", dtypes, make, fn, grads, states=[1, 2] if stats and training else [],
+               args={"training": training, "momentum": momentum, "eps": eps, "stats": stats, "affine": affine})
+
+    bn("bn_train4d", WITH_F64, (4, 3, 5, 7), True, 0.1, 1e-5)
+    bn("bn_eval4d", ALL, (4, 3, 5, 7), False, 0.1, 1e-5)
+    bn("bn_train2d", ALL, (8, 37), True, 0.3, 1e-3)
+    bn("bn_train_noaffine", ALL, (6, 5, 3, 3), True, 0.1, 1e-5, affine=False)
+    bn("bn_train_nostats", ALL, (5, 4, 3, 2), True, 0.1, 1e-5, stats=False)
+
+    def ln(name, dtypes, shape, normalized, eps, affine=True):
+        def make(g):
+            ins = [randn(g, shape, 1.5) + 0.5]
+            return ins + [1 + randn(g, normalized, 0.3), randn(g, normalized, 0.3)] if affine else ins
+        f.case(name, "layer_norm", dtypes, make,
+               lambda x: F.layer_norm(x[0], normalized, *(x[1:] if affine else []), eps=eps),
+               [0, 1, 2] if affine else [0], args={"normalized_shape": list(normalized), "eps": eps, "affine": affine})
+
+    ln("ln_last", WITH_F64, (2, 3, 37), (37,), 1e-5)
+    ln("ln_last2", ALL, (3, 5, 11), (5, 11), 1e-5)
+    ln("ln_noaffine", ALL, (6, 37), (37,), 1e-3, affine=False)
+    return f
+
+
+def embedding():
+    f = Family("embedding")
+    f.case("emb_2d", "embedding", ALL,
+           lambda g: [torch.randint(0, 11, (3, 5), generator=g), randn(g, (11, 37))],
+           lambda x: F.embedding(x[0], x[1]), [1])
+    f.case("emb_1d_repeats", "embedding", ALL,  # 19 lookups into 5 rows: gradients accumulate
+           lambda g: [torch.randint(0, 5, (19,), generator=g), randn(g, (5, 33))],
+           lambda x: F.embedding(x[0], x[1]), [1])
+    return f
+
+
+def cat():
+    f = Family("cat")
+    for name, shapes, dim, dtypes in [("cat_dim1", [(2, 5, 3), (2, 7, 3), (2, 1, 3)], 1, ALL),
+                                      ("cat_dim0", [(3, 37), (1, 37)], 0, WITH_F64),
+                                      ("cat_last", [(4, 3), (4, 17), (4, 40)], -1, ALL)]:
+        f.case(name, "cat", dtypes, lambda g, shapes=shapes: [randn(g, s) for s in shapes],
+               lambda x, dim=dim: torch.cat(x, dim), list(range(len(shapes))), args={"dim": dim})
+    return f
+
+
+def main():
+    torch.set_num_threads(1)  # summation order, hence every bit, independent of the machine
+    total = 0
+    for make in [elementwise, activation, reduce, linalg, softmax, loss, conv, pool, norm, embedding, cat]:
+        total += make().write()
+    print(f"total {total / 1024:.1f} KiB")
+
+
+if __name__ == "__main__":
+    main()
