@@ -4,7 +4,7 @@
 //
 //   hg::manual_seed(0);
 //   hg::nn::Sequential model{hg::nn::Linear(784, 256), hg::nn::ReLU(), hg::nn::Linear(256, 10)};
-//   hg::optim::SGD opt(model->parameters(), {.lr = 0.05, .momentum = 0.9});
+//   hg::optim::SGD opt(model.parameters(), {.lr = 0.05, .momentum = 0.9});
 //   hg::amp::GradScaler scaler;
 //   for (auto [x, y] : loader) {
 //     opt.zero_grad();
@@ -50,4 +50,9 @@
 #include "ops/softmax.h"
 
 #include "amp/autocast.h"
+#include "amp/grad_scaler.h"
 #include "amp/policy.h"
+
+#include "nn/nn.h"
+#include "optim/optim.h"
+#include "data/data.h"

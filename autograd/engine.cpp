@@ -43,7 +43,8 @@ Tensor initial_gradient(const Tensor& root, const Tensor& grad) {
            " does not match the output's shape ", root.shape());
   HG_CHECK(grad.device() == root.device(), "backward: gradient on ", grad.device(), " for an output on ",
            root.device());
-  return grad.dtype() == root.dtype() ? grad : grad.to(root.dtype());
+  // detach: the caller's tensor must never become (and later be accumulated into as) a .grad().
+  return grad.dtype() == root.dtype() ? grad.detach() : grad.to(root.dtype());
 }
 
 }  // namespace

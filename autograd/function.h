@@ -84,8 +84,16 @@ struct Function {
     {
       NoGradGuard no_grad;
       size_t next = 0;
-      out = Derived::forward(*ctx, substitute(std::forward<Args>(args), inputs, next)...);
+      // NOTE: a braced list is evaluated left to right (function arguments are not), so the
+      // k-th tensor argument really receives inputs[k].
+      std::tuple<decltype(substitute(std::forward<Args>(args), inputs, next))...> call_args{
+          substitute(std::forward<Args>(args), inputs, next)...};
+      out = std::apply([&](auto&&... a) { return Derived::forward(*ctx, std::forward<decltype(a)>(a)...); },
+                       std::move(call_args));
     }
+    // A forward that returns one of its inputs must not turn that input into a non-leaf.
+    for (const Tensor& t : inputs)
+      if (out.is_same(t)) out = out.detach();
     std::vector<Shape> shapes;
     for (const Tensor& t : inputs) shapes.push_back(t.defined() ? t.shape() : Shape{});
     record(name, out, inputs, [ctx, shapes](const Tensor& g) -> std::vector<Tensor> {

@@ -38,6 +38,17 @@ void* Tensor::raw_data() const {
   return base == nullptr ? nullptr : base + t.offset * int64_t(element_size(t.dtype));
 }
 
+void Tensor::set_data(const Tensor& other) const {
+  TensorImpl& t = checked();
+  HG_CHECK(other.defined(), "set_data: undefined source tensor");
+  t.storage = other.impl()->storage;
+  t.shape = other.shape();
+  t.strides = other.strides();
+  t.offset = other.storage_offset();
+  t.dtype = other.dtype();
+  t.grad = nullptr;
+}
+
 namespace detail {
 
 void check_dtype_matches(const Tensor& t, DType expected, std::string_view what) {

@@ -101,6 +101,10 @@ class Tensor {
   Tensor& add_(const Tensor& other, double alpha = 1.0);  // this += alpha * other
   Tensor& mul_(double factor);
 
+  // Points this tensor (and every handle sharing it) at other's data, shape and dtype, keeping
+  // its autograd identity: how Module::to(DType) converts parameters in place. Drops .grad().
+  void set_data(const Tensor& other) const;
+
   // ---- plumbing for ops ----
   TensorImpl* impl() const { return impl_.get(); }
   const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }

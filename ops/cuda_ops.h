@@ -44,4 +44,8 @@ void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, int kernel, i
 // bitwise the same mask as the CPU.
 void dropout(const Tensor& in, const Tensor& out, double p, uint64_t seed, uint64_t offset);
 
+// GradScaler: multiplies a contiguous gradient by inv_scale (unless 1) and reports non-finite
+// values (the CUDA version writes a device flag; this entry point reads it back).
+bool unscale_and_check(const Tensor& grad, float inv_scale);
+
 }  // namespace hg::cuda_ops

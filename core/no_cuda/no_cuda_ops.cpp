@@ -46,4 +46,9 @@ void avg_pool2d_backward(const Tensor& g, const Tensor&, int, int) { detail::che
 
 void dropout(const Tensor& in, const Tensor&, double, uint64_t, uint64_t) { detail::check_cuda_device(in.device(), "dropout"); }
 
+bool unscale_and_check(const Tensor& g, float) {
+  detail::check_cuda_device(g.device(), "GradScaler.unscale_");
+  return false;
+}
+
 }  // namespace hg::cuda_ops

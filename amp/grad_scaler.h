@@ -1,0 +1,83 @@
+// GradScaler: dynamic loss scaling for f16 training, PyTorch's algorithm and defaults, plus what
+// PyTorch lacks: step() says whether it applied, the scale has bounds, a run whose every step
+// overflows stops with a diagnosis instead of silently training nothing.
+//
+//   hg::amp::GradScaler scaler;                       // init 2^16, x2 every 2000 clean steps, x0.5 on overflow
+//   scaler.scale(loss).backward();                    // gradients of loss * scale: small values survive f16
+//   scaler.unscale_(opt);                             // optional: e.g. to clip true gradients
+//   hg::amp::StepResult r = scaler.step(opt);         // unscales if needed; skips the update on inf/NaN
+//   scaler.update();                                  // grows or backs off the scale
+//   if (!r) std::cout << "skipped at scale " << r.scale << "\n";
+//
+// Per optimizer, the calls must come in the order [unscale_] step, then update() once for all
+// optimizers; anything else (unscale_ twice, unscale_ after step, step twice) is an hg::Error.
+// enabled = false turns every method into a pass-through (bf16 needs no scaling).
+#pragma once
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "amp/scalable.h"
+#include "core/tensor.h"
+
+namespace hg::amp {
+
+struct GradScalerOptions {
+  double init_scale = 65536.0;
+  double growth_factor = 2.0;
+  double backoff_factor = 0.5;
+  int64_t growth_interval = 2000;
+  bool enabled = true;
+  double min_scale = 1.0;          // backoff never goes below (PyTorch has no floor: pytorch#99640)
+  double max_scale = 16777216.0;   // growth never goes above 2^24 (Apex's cap)
+  int max_consecutive_skips = 50;  // this many skipped steps in a row is an hg::Error with a diagnosis
+};
+
+// What the last unscale_ saw, for diagnosing a scale that is too large or too small.
+struct ScalerDiagnostics {
+  std::vector<std::string> nonfinite_parameters;  // names (or "#i [shape]") of gradients with inf/NaN
+  int64_t f16_elements = 0;                       // f16 gradient elements examined
+  int64_t f16_zero_or_subnormal = 0;              // of those, exactly 0 or subnormal before unscaling
+  double tiny_fraction() const { return f16_elements ? double(f16_zero_or_subnormal) / double(f16_elements) : 0.0; }
+};
+
+class GradScaler {
+ public:
+  explicit GradScaler(GradScalerOptions options = {});
+
+  Tensor scale(const Tensor& loss);
+  void unscale_(Scalable& optimizer);
+  StepResult step(Scalable& optimizer);
+  void update();                   // the scale rule above, once per iteration
+  void update(double new_scale);   // sets the scale explicitly
+
+  double get_scale() const;
+  bool is_enabled() const { return options_.enabled; }
+  int64_t growth_tracker() const { return growth_tracker_; }
+  const ScalerDiagnostics& diagnostics() const { return diagnostics_; }
+  // Names for the diagnostics (e.g. model.named_parameters()); otherwise parameters are numbered.
+  void set_parameter_names(const std::vector<std::pair<std::string, Tensor>>& named);
+
+  std::map<std::string, Tensor> state_dict() const;
+  void load_state_dict(const std::map<std::string, Tensor>& state);
+
+ private:
+  enum class Stage { Ready, Unscaled, Stepped };
+  struct OptimizerState {
+    Stage stage = Stage::Ready;
+    Tensor found_inf;           // 0-d f32 on the gradients' device: 1 when a gradient was inf/NaN
+    double deferred_inv_scale = 1.0;  // for 16-bit gradients unscaled into f32 master weights
+  };
+  std::string name_of(const Tensor& param, size_t index) const;
+
+  GradScalerOptions options_;
+  double scale_;
+  int64_t growth_tracker_ = 0;
+  int skipped_in_a_row_ = 0;
+  std::map<Scalable*, OptimizerState> per_optimizer_;
+  std::map<const TensorImpl*, std::string> names_;
+  ScalerDiagnostics diagnostics_;
+};
+
+}  // namespace hg::amp

@@ -1,0 +1,5 @@
+// Everything in hg::data: the IDX reader, (Fashion-)MNIST, DataLoader.
+#pragma once
+#include "data/idx.h"
+#include "data/loader.h"
+#include "data/mnist.h"

@@ -1,0 +1,23 @@
+// The IDX format of (Fashion-)MNIST: a 4-byte big-endian magic 0x00 0x00 <type> <ndim>, ndim
+// big-endian u32 sizes, then the row-major data. Files may be gzip-compressed (zlib reads both).
+// Untrusted input: every size is checked against the bytes actually present before use.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace hg::data {
+
+struct IdxArray {
+  uint8_t type_code = 0;       // 0x08 = unsigned byte (the only type MNIST uses)
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;   // row-major, exactly prod(dims) * element size bytes
+};
+
+// Reads a plain or gzipped IDX file; hg::Error naming the file and the problem on bad input.
+IdxArray read_idx(const std::string& path);
+
+// The most (decompressed) bytes read_idx accepts: a gzip bomb stops here.
+inline constexpr int64_t kMaxIdxBytes = int64_t(1) << 31;
+
+}  // namespace hg::data

@@ -1,0 +1,92 @@
+// DataLoader (see loader.h).
+#include "data/loader.h"
+
+#include <numeric>
+
+#include "core/philox.h"
+
+namespace hg::data {
+
+DataLoader::DataLoader(const MNIST& dataset, DataLoaderOptions options)
+    : images_(dataset.images()), labels_(dataset.labels()), options_(options) {
+  HG_CHECK(options.batch_size > 0, "DataLoader: batch_size must be positive, got ", options.batch_size);
+}
+
+int64_t DataLoader::num_batches() const {
+  const int64_t n = images_.shape()[0], b = options_.batch_size;
+  return options_.drop_last ? n / b : (n + b - 1) / b;
+}
+
+void DataLoader::prepare_epoch() {
+  if (order_epoch_ == epoch_) return;
+  order_.resize(size_t(images_.shape()[0]));
+  std::iota(order_.begin(), order_.end(), int64_t(0));
+  if (options_.shuffle) {
+    // Fisher-Yates, with the j-th draw taken from Philox(seed, counter = epoch * 2^32 + j).
+    const uint64_t base = uint64_t(epoch_) << 32;
+    for (int64_t i = int64_t(order_.size()) - 1; i > 0; --i) {
+      const int64_t j = philox::integer(options_.seed, base, uint64_t(i), 0, i + 1);
+      std::swap(order_[size_t(i)], order_[size_t(j)]);
+    }
+  }
+  order_epoch_ = epoch_;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  if (position_ >= num_batches()) {  // the previous epoch was used up
+    ++epoch_;
+    position_ = 0;
+  }
+  prepare_epoch();
+  return Iterator(this, position_);
+}
+
+DataLoader::Iterator DataLoader::end() { return Iterator(this, num_batches()); }
+
+Batch DataLoader::make_batch(int64_t batch) const {
+  const int64_t n = images_.shape()[0], b = options_.batch_size;
+  const int64_t first = batch * b, count = std::min(b, n - first);
+  const int64_t rows = images_.shape()[1], cols = images_.shape()[2], pixels = rows * cols;
+  Batch out{empty({count, 1, rows, cols}), empty({count}, {.dtype = i64})};
+  const uint8_t* src = images_.data_ptr<uint8_t>();
+  const int64_t* labels = labels_.data_ptr<int64_t>();
+  float* x = out.x.data_ptr<float>();
+  int64_t* y = out.y.data_ptr<int64_t>();
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t sample = order_[size_t(first + k)];
+    const uint8_t* image = src + sample * pixels;
+    for (int64_t p = 0; p < pixels; ++p) x[k * pixels + p] = float(image[p]) * (1.0f / 255.0f);
+    y[k] = labels[sample];
+  }
+  return out;
+}
+
+void DataLoader::finished_batch(int64_t batch) {
+  position_ = batch + 1;
+  if (position_ >= num_batches()) {
+    ++epoch_;
+    position_ = 0;
+  }
+}
+
+Batch DataLoader::Iterator::operator*() const { return loader_->make_batch(batch_); }
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  loader_->finished_batch(batch_);
+  ++batch_;
+  return *this;
+}
+
+std::map<std::string, Tensor> DataLoader::state_dict() const {
+  return {{"epoch", full({}, double(epoch_), {.dtype = i64})}, {"position", full({}, double(position_), {.dtype = i64})}};
+}
+
+void DataLoader::load_state_dict(const std::map<std::string, Tensor>& state) {
+  HG_CHECK(state.count("epoch") && state.count("position"), "DataLoader.load_state_dict: expected keys epoch, position");
+  epoch_ = state.at("epoch").item<int64_t>();
+  position_ = state.at("position").item<int64_t>();
+  HG_CHECK(epoch_ >= 0 && position_ >= 0 && position_ <= num_batches(), "DataLoader.load_state_dict: position ",
+           position_, " outside an epoch of ", num_batches(), " batches");
+}
+
+}  // namespace hg::data

@@ -1,0 +1,60 @@
+// Loading (Fashion-)MNIST from IDX files, with every check of TESTING.md scenario 28.
+#include "data/mnist.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+#include "data/idx.h"
+
+namespace hg::data {
+
+namespace {
+
+// "<root>/<stem>" or "<root>/<stem>.gz", whichever exists; a clear error when neither does.
+std::string find_file(const std::string& dataset, const std::string& root, const std::string& stem,
+                      const std::string& package) {
+  for (const std::string& candidate : {root + "/" + stem, root + "/" + stem + ".gz"})
+    if (std::filesystem::exists(candidate)) return candidate;
+  std::string hint = package.empty() ? "" : "install the Debian package " + package + " (apt-get install " + package + "), ";
+  HG_FAIL(dataset, ": cannot find ", root, "/", stem, "(.gz); ", hint,
+          "or point HG_DATA (or the root argument) at a directory holding the four IDX files");
+}
+
+}  // namespace
+
+MNIST::MNIST(const std::string& root, MNISTOptions options)
+    : MNIST("MNIST", root, "/usr/share/datasets/mnist", "", options) {}
+
+FashionMNIST::FashionMNIST(const std::string& root, MNISTOptions options)
+    : MNIST("FashionMNIST", root, kFashionMnistRoot, "dataset-fashion-mnist", options) {}
+
+MNIST::MNIST(const std::string& name, const std::string& root, const std::string& default_root,
+             const std::string& package, MNISTOptions options) {
+  const char* env = std::getenv("HG_DATA");
+  root_ = !root.empty() ? root : (env && *env) ? std::string(env) : default_root;
+  const std::string split = options.train ? "train" : "t10k";
+  const std::string images_path = find_file(name, root_, split + "-images-idx3-ubyte", package);
+  const std::string labels_path = find_file(name, root_, split + "-labels-idx1-ubyte", package);
+
+  const IdxArray images = read_idx(images_path);
+  const IdxArray labels = read_idx(labels_path);
+  HG_CHECK(images.type_code == 0x08, name, ": ", images_path, " has IDX type 0x", std::hex, int(images.type_code),
+           ", expected 0x08 (unsigned bytes)");
+  HG_CHECK(labels.type_code == 0x08, name, ": ", labels_path, " has IDX type 0x", std::hex, int(labels.type_code),
+           ", expected 0x08 (unsigned bytes)");
+  HG_CHECK(images.dims.size() == 3, name, ": ", images_path, " has ", images.dims.size(),
+           " dimensions, expected 3 (count, rows, columns)");
+  HG_CHECK(labels.dims.size() == 1, name, ": ", labels_path, " has ", labels.dims.size(), " dimensions, expected 1");
+  HG_CHECK(images.dims[0] == labels.dims[0], name, ": ", images.dims[0], " images but ", labels.dims[0], " labels");
+  for (size_t i = 0; i < labels.data.size(); ++i)
+    HG_CHECK(labels.data[i] <= 9, name, ": label ", int(labels.data[i]), " at position ", i, " of ", labels_path,
+             " is not a class in [0, 9]");
+
+  images_ = empty({images.dims[0], images.dims[1], images.dims[2]}, {.dtype = u8});
+  if (!images.data.empty()) std::memcpy(images_.raw_data(), images.data.data(), images.data.size());
+  std::vector<int64_t> label_values(labels.data.begin(), labels.data.end());
+  labels_ = from_vector(label_values, {labels.dims[0]});
+}
+
+}  // namespace hg::data

@@ -1,0 +1,29 @@
+// nn::BatchNorm2d.
+#include "nn/batchnorm.h"
+
+#include "autograd/grad_mode.h"
+#include "ops/norm.h"
+
+namespace hg::nn {
+
+BatchNorm2d::BatchNorm2d(int64_t c, BatchNormOptions opts) : num_features(c), options(opts) {
+  HG_CHECK(c > 0, "BatchNorm2d: num_features must be positive, got ", c);
+  if (opts.affine) {
+    weight = register_parameter("weight", ones({c}));
+    bias = register_parameter("bias", zeros({c}));
+  }
+  running_mean = register_buffer("running_mean", zeros({c}));
+  running_var = register_buffer("running_var", ones({c}));
+  num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {.dtype = i64}));
+}
+
+Tensor BatchNorm2d::forward(const Tensor& x) {
+  HG_CHECK(x.dim() == 4, "BatchNorm2d: expected 4-D input (N, C, H, W), got ", x.shape());
+  if (is_training()) {
+    NoGradGuard no_grad;
+    num_batches_tracked.fill_(double(num_batches_tracked.item<int64_t>() + 1));
+  }
+  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), options.momentum, options.eps);
+}
+
+}  // namespace hg::nn

@@ -1,0 +1,25 @@
+// The parameter-free modules.
+#include "nn/layers.h"
+
+#include "ops/activation.h"
+#include "ops/dropout.h"
+#include "ops/pool.h"
+
+namespace hg::nn {
+
+Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+Tensor GELU::forward(const Tensor& x) { return gelu(x); }
+
+Dropout::Dropout(double p_) : p(p_) { HG_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p); }
+Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
+
+MaxPool2d::MaxPool2d(int k, int s) : kernel_size(k), stride(s == 0 ? k : s) {}
+Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_size, stride); }
+
+AvgPool2d::AvgPool2d(int k, int s) : kernel_size(k), stride(s == 0 ? k : s) {}
+Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, kernel_size, stride); }
+
+Flatten::Flatten(int start, int end) : start_dim(start), end_dim(end) {}
+Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }
+
+}  // namespace hg::nn

@@ -1,0 +1,48 @@
+// Modules without parameters, thin wrappers over their ops: ReLU, GELU, Dropout, MaxPool2d,
+// AvgPool2d, Flatten.
+#pragma once
+#include "nn/module.h"
+
+namespace hg::nn {
+
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+class GELU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+};
+
+// Zeroes elements with probability p in training mode; the identity in eval mode.
+class Dropout : public Module {
+ public:
+  explicit Dropout(double p = 0.5);
+  Tensor forward(const Tensor& x) override;
+  double p;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(int kernel_size, int stride = 0);  // stride 0 means stride = kernel_size
+  Tensor forward(const Tensor& x) override;
+  int kernel_size, stride;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(int kernel_size, int stride = 0);  // stride 0 means stride = kernel_size
+  Tensor forward(const Tensor& x) override;
+  int kernel_size, stride;
+};
+
+// Flattens dims start_dim..end_dim (default: everything but the batch dimension).
+class Flatten : public Module {
+ public:
+  explicit Flatten(int start_dim = 1, int end_dim = -1);
+  Tensor forward(const Tensor& x) override;
+  int start_dim, end_dim;
+};
+
+}  // namespace hg::nn

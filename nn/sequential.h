@@ -1,0 +1,44 @@
+// nn::Sequential: runs its modules in order; children are named "0", "1", ... like PyTorch.
+//
+//   hg::nn::Sequential mlp{hg::nn::Linear(784, 256), hg::nn::ReLU(), hg::nn::Linear(256, 10)};
+//   mlp.push_back(hg::nn::Dropout(0.1));
+#pragma once
+#include <memory>
+#include <type_traits>
+#include <vector>
+
+#include "nn/module.h"
+
+namespace hg::nn {
+
+class Sequential : public Module {
+ public:
+  Sequential() = default;
+  // (A Sequential argument is excluded so that copying a Sequential stays a copy.)
+  template <class... Modules>
+    requires(sizeof...(Modules) > 0 && (std::is_base_of_v<Module, std::decay_t<Modules>> && ...) &&
+             (!std::is_same_v<std::decay_t<Modules>, Sequential> && ...))
+  explicit Sequential(Modules&&... modules) {
+    (push_back(std::forward<Modules>(modules)), ...);
+  }
+
+  template <class M>
+    requires std::is_base_of_v<Module, std::decay_t<M>>
+  Sequential& push_back(M&& module) {
+    auto stored = std::make_shared<std::decay_t<M>>(std::forward<M>(module));
+    adopt(std::to_string(modules_->size()), stored);
+    modules_->push_back(stored);
+    return *this;
+  }
+
+  Tensor forward(const Tensor& x) override;
+  size_t size() const { return modules_->size(); }
+  Module& operator[](size_t i) { return *modules_->at(i); }
+
+ private:
+  // Shared like the rest of a module's state, so copies of a Sequential run the same layers.
+  std::shared_ptr<std::vector<std::shared_ptr<Module>>> modules_ =
+      std::make_shared<std::vector<std::shared_ptr<Module>>>();
+};
+
+}  // namespace hg::nn

@@ -1,0 +1,46 @@
+// Adam and AdamW, PyTorch's update rules (amsgrad off):
+//   Adam:  g += weight_decay * w            AdamW: w *= 1 - lr * weight_decay
+//   m = beta1 * m + (1 - beta1) * g;  v = beta2 * v + (1 - beta2) * g^2
+//   w -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+#pragma once
+#include "optim/optimizer.h"
+
+namespace hg::optim {
+
+struct AdamOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0;
+  bool master_weights = false;
+};
+
+struct AdamWOptions {
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 1e-2;
+  bool master_weights = false;
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(const std::vector<Tensor>& params, AdamOptions options = {});
+  AdamOptions options;
+
+ protected:
+  Adam(const std::vector<Tensor>& params, AdamOptions options, bool decoupled_weight_decay);
+  void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) override;
+
+ private:
+  bool decoupled_;  // AdamW
+};
+
+class AdamW : public Adam {
+ public:
+  AdamW(const std::vector<Tensor>& params, AdamWOptions options = {});
+};
+
+}  // namespace hg::optim

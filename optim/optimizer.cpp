@@ -1,0 +1,108 @@
+// The optimizer base: groups, the skip/unscale protocol with the GradScaler, master weights and
+// state dicts.
+#include "optim/optimizer.h"
+
+#include "autograd/grad_mode.h"
+#include "ops/elementwise.h"
+
+namespace hg::optim {
+
+Optimizer::Optimizer(const std::vector<Tensor>& params, double lr, bool master_weights)
+    : master_weights_(master_weights) {
+  add_param_group(params, lr);
+}
+
+void Optimizer::add_param_group(const std::vector<Tensor>& params, double lr) {
+  HG_CHECK(lr >= 0, "optimizer: learning rate must be >= 0, got ", lr);
+  for (const Tensor& p : params) {
+    HG_CHECK(p.defined() && p.is_leaf() && is_floating(p.dtype()), "optimizer: parameters must be floating leaf tensors");
+    for (const Tensor& q : parameters())
+      HG_CHECK(!q.is_same(p), "optimizer: a parameter appears in more than one group");
+  }
+  groups_.push_back({params, lr});
+}
+
+std::vector<Tensor> Optimizer::parameters() const {
+  std::vector<Tensor> out;
+  for (const ParamGroup& g : groups_) out.insert(out.end(), g.params.begin(), g.params.end());
+  return out;
+}
+
+void Optimizer::zero_grad() {
+  for (const Tensor& p : parameters()) p.set_grad(Tensor());
+}
+
+double Optimizer::lr() const { return groups_.front().lr; }
+
+void Optimizer::set_lr(double lr) {
+  HG_CHECK(lr >= 0, "optimizer: learning rate must be >= 0, got ", lr);
+  for (ParamGroup& g : groups_) g.lr = lr;
+}
+
+Tensor Optimizer::weight_for(const Tensor& param, ParamState& state) {
+  if (!master_weights_ || !is_16bit_floating(param.dtype())) return param;
+  Tensor& master = state.tensors["master"];
+  if (!master.defined()) master = param.detach().to(f32);
+  return master;
+}
+
+void Optimizer::step(const amp::StepControl& control) {
+  NoGradGuard no_grad;
+  // NOTE: on the CPU the flag is read directly; the CUDA optimizers read it inside their kernels.
+  if (control.found_inf.defined() && control.found_inf.item<float>() != 0.0f) return;  // skipped: nothing changes
+  for (ParamGroup& group : groups_) {
+    for (const Tensor& param : group.params) {
+      if (!param.grad().defined()) continue;
+      ParamState& state = state_[param.impl()];
+      const Tensor weight = weight_for(param, state);
+      Tensor grad = param.grad().to(weight.dtype()).contiguous();
+      if (control.inv_scale != 1.0) grad = grad * control.inv_scale;
+      ++state.step;
+      update(weight, grad, state, group.lr);
+      if (!weight.is_same(param)) Tensor(param).copy_(weight);  // round the master into the parameter
+    }
+  }
+  ++steps_applied_;
+}
+
+std::map<std::string, Tensor> Optimizer::state_dict() const {
+  std::map<std::string, Tensor> out;
+  for (size_t g = 0; g < groups_.size(); ++g)
+    out["param_groups." + std::to_string(g) + ".lr"] = full({}, groups_[g].lr, {.dtype = f64});
+  const std::vector<Tensor> params = parameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    auto it = state_.find(params[i].impl());
+    if (it == state_.end()) continue;
+    const std::string prefix = "state." + std::to_string(i) + ".";
+    out[prefix + "step"] = full({}, double(it->second.step), {.dtype = i64});
+    for (const auto& [name, t] : it->second.tensors) out[prefix + name] = t.detach().clone();
+  }
+  out["steps_applied"] = full({}, double(steps_applied_), {.dtype = i64});
+  return out;
+}
+
+void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    auto it = state.find("param_groups." + std::to_string(g) + ".lr");
+    HG_CHECK(it != state.end(), "optimizer.load_state_dict: missing param_groups.", g, ".lr (was the state saved from "
+             "an optimizer with ", groups_.size(), " group(s)?)");
+    groups_[g].lr = it->second.item<double>();
+  }
+  const std::vector<Tensor> params = parameters();
+  state_.clear();
+  for (const auto& [key, t] : state) {
+    if (key.rfind("state.", 0) != 0) continue;
+    const size_t dot = key.find('.', 6);
+    HG_CHECK(dot != std::string::npos, "optimizer.load_state_dict: malformed key \"", key, "\"");
+    const size_t index = std::stoul(key.substr(6, dot - 6));
+    HG_CHECK(index < params.size(), "optimizer.load_state_dict: state for parameter ", index, " but the optimizer has ",
+             params.size(), " parameters");
+    const std::string name = key.substr(dot + 1);
+    ParamState& s = state_[params[index].impl()];
+    if (name == "step") s.step = t.item<int64_t>();
+    else s.tensors[name] = t.detach().clone();
+  }
+  if (auto it = state.find("steps_applied"); it != state.end()) steps_applied_ = it->second.item<int64_t>();
+}
+
+}  // namespace hg::optim

@@ -1,0 +1,69 @@
+// optim::Optimizer: the base of SGD, Adam and AdamW. It owns parameter groups (each with its own
+// learning rate) and per-parameter state, and applies updates with fused loops over each
+// parameter's data (no temporary tensors per step).
+//
+//   hg::optim::SGD opt(model.parameters(), {.lr = 0.05, .momentum = 0.9});
+//   opt.zero_grad(); loss.backward(); opt.step();
+//
+// master_weights: for f16/bf16 parameters, keep an f32 master copy and f32 optimizer state;
+// the update is applied to the master and rounded into the 16-bit parameter, so small updates
+// are not lost to 16-bit rounding.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "amp/scalable.h"
+#include "core/tensor.h"
+
+namespace hg::optim {
+
+struct ParamGroup {
+  std::vector<Tensor> params;
+  double lr;
+};
+
+class Optimizer : public amp::Scalable {
+ public:
+  Optimizer(const Optimizer&) = delete;
+  Optimizer& operator=(const Optimizer&) = delete;
+
+  void zero_grad();  // every .grad() becomes undefined (PyTorch's set_to_none default)
+  void step() { step(amp::StepControl{}); }
+  void step(const amp::StepControl& control) override;
+
+  double lr() const;         // the first group's learning rate
+  void set_lr(double lr);    // every group's learning rate
+  std::vector<ParamGroup>& param_groups() { return groups_; }
+  void add_param_group(const std::vector<Tensor>& params, double lr);
+  std::vector<Tensor> parameters() const override;
+  bool master_weights() const override { return master_weights_; }
+  int64_t steps_applied() const { return steps_applied_; }
+
+  // Learning rates and per-parameter state ("state.<i>.<name>", i = position in parameters()).
+  std::map<std::string, Tensor> state_dict() const;
+  void load_state_dict(const std::map<std::string, Tensor>& state);
+
+ protected:
+  Optimizer(const std::vector<Tensor>& params, double lr, bool master_weights);
+
+  // Per-parameter state: named tensors (momentum_buffer, exp_avg, ...) and a step count.
+  struct ParamState {
+    std::map<std::string, Tensor> tensors;
+    int64_t step = 0;
+  };
+
+  // Updates `weight` (the parameter, or its f32 master) from `grad` (already in weight's dtype and
+  // unscaled). `state` lives in weight's dtype.
+  virtual void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) = 0;
+
+  // The f32 master of a 16-bit parameter (created on first use), or the parameter itself.
+  Tensor weight_for(const Tensor& param, ParamState& state);
+
+  std::vector<ParamGroup> groups_;
+  std::map<const TensorImpl*, ParamState> state_;
+  bool master_weights_;
+  int64_t steps_applied_ = 0;
+};
+
+}  // namespace hg::optim

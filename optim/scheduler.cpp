@@ -1,0 +1,46 @@
+// The learning-rate schedulers (see scheduler.h).
+#include "optim/scheduler.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+
+namespace hg::optim {
+
+LRScheduler::LRScheduler(Optimizer& optimizer) : optimizer_(optimizer), base_lr_(optimizer.lr()) {}
+
+void LRScheduler::step() {
+  ++t_;
+  apply();
+}
+
+void LRScheduler::step(const amp::StepResult& result) {
+  if (result.applied) step();
+}
+
+StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
+    : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
+  HG_CHECK(step_size > 0, "StepLR: step_size must be positive, got ", step_size);
+  apply();
+}
+double StepLR::lr_at(int64_t t) const { return base_lr() * std::pow(gamma_, double(t / step_size_)); }
+
+CosineAnnealingLR::CosineAnnealingLR(Optimizer& optimizer, int64_t t_max, double eta_min)
+    : LRScheduler(optimizer), t_max_(t_max), eta_min_(eta_min) {
+  HG_CHECK(t_max > 0, "CosineAnnealingLR: t_max must be positive, got ", t_max);
+  apply();
+}
+double CosineAnnealingLR::lr_at(int64_t t) const {
+  return eta_min_ + (base_lr() - eta_min_) * (1 + std::cos(std::numbers::pi * double(t) / double(t_max_))) / 2;
+}
+
+LinearWarmup::LinearWarmup(Optimizer& optimizer, int64_t warmup_steps) : LRScheduler(optimizer), warmup_(warmup_steps) {
+  HG_CHECK(warmup_steps > 0, "LinearWarmup: warmup_steps must be positive, got ", warmup_steps);
+  apply();
+}
+double LinearWarmup::lr_at(int64_t t) const {
+  return base_lr() * std::min(1.0, double(t + 1) / double(warmup_));
+}
+
+}  // namespace hg::optim

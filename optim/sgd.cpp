@@ -1,0 +1,36 @@
+// SGD (see sgd.h).
+#include "optim/sgd.h"
+
+#include "optim/update_loop.h"
+
+namespace hg::optim {
+
+SGD::SGD(const std::vector<Tensor>& params, SGDOptions opts) : Optimizer(params, opts.lr, opts.master_weights), options(opts) {
+  HG_CHECK(opts.momentum >= 0 && opts.weight_decay >= 0, "SGD: momentum and weight_decay must be >= 0");
+  HG_CHECK(!opts.nesterov || (opts.momentum > 0 && opts.dampening == 0),
+           "SGD: Nesterov momentum requires a momentum and zero dampening");
+}
+
+void SGD::update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) {
+  const double momentum = options.momentum, dampening = options.dampening, wd = options.weight_decay;
+  const bool nesterov = options.nesterov;
+  if (momentum == 0) {
+    detail::for_each_element<2>({weight, grad}, [=](auto& v) {
+      using A = std::decay_t<decltype(v[0])>;
+      const A d = v[1] + A(wd) * v[0];
+      v[0] -= A(lr) * d;
+    });
+    return;
+  }
+  Tensor& buffer = state.tensors["momentum_buffer"];
+  const bool first = !buffer.defined();
+  if (first) buffer = zeros_like(weight);
+  detail::for_each_element<3>({weight, grad, buffer}, [=](auto& v) {
+    using A = std::decay_t<decltype(v[0])>;
+    const A d = v[1] + A(wd) * v[0];
+    v[2] = first ? d : A(momentum) * v[2] + A(1 - dampening) * d;
+    v[0] -= A(lr) * (nesterov ? d + A(momentum) * v[2] : v[2]);
+  });
+}
+
+}  // namespace hg::optim

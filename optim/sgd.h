@@ -1,0 +1,29 @@
+// SGD with momentum, dampening, Nesterov and weight decay, PyTorch's update rule:
+//   d = g + weight_decay * w
+//   buf = d on the first step, else momentum * buf + (1 - dampening) * d
+//   d = nesterov ? d + momentum * buf : buf          (when momentum != 0)
+//   w -= lr * d
+#pragma once
+#include "optim/optimizer.h"
+
+namespace hg::optim {
+
+struct SGDOptions {
+  double lr;
+  double momentum = 0;
+  double dampening = 0;
+  double weight_decay = 0;
+  bool nesterov = false;
+  bool master_weights = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(const std::vector<Tensor>& params, SGDOptions options);
+  SGDOptions options;
+
+ protected:
+  void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) override;
+};
+
+}  // namespace hg::optim
