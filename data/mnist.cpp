@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "data/idx.h"
+#include "ops/shape.h"
 
 namespace hg::data {
 
@@ -55,6 +56,16 @@ MNIST::MNIST(const std::string& name, const std::string& root, const std::string
   if (!images.data.empty()) std::memcpy(images_.raw_data(), images.data.data(), images.data.size());
   std::vector<int64_t> label_values(labels.data.begin(), labels.data.end());
   labels_ = from_vector(label_values, {labels.dims[0]});
+}
+
+MNIST MNIST::head(int64_t n) const {
+  HG_CHECK(n >= 0, "MNIST::head: n must be >= 0, got ", n);
+  MNIST subset{Empty{}};
+  subset.root_ = root_;
+  const int64_t count = std::min(n, size());
+  subset.images_ = narrow(images_, 0, 0, count);
+  subset.labels_ = narrow(labels_, 0, 0, count);
+  return subset;
 }
 
 }  // namespace hg::data

@@ -25,10 +25,14 @@ class MNIST {
   const Tensor& images() const { return images_; }  // u8 (N, 28, 28)
   const Tensor& labels() const { return labels_; }  // i64 (N), values in [0, 9]
   const std::string& root() const { return root_; }
+  // The first n samples (a view: no copy), for quick runs and smoke tests.
+  MNIST head(int64_t n) const;
 
  protected:
   MNIST(const std::string& name, const std::string& root, const std::string& default_root, const std::string& package,
         MNISTOptions options);
+  struct Empty {};
+  explicit MNIST(Empty) {}
 
  private:
   std::string root_;

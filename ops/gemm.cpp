@@ -17,7 +17,7 @@ template <class S> using RowMajorMatrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen
 template <class S> using ColMajorMatrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 template <class M> using StridedMap = Eigen::Map<const M, 0, Eigen::OuterStride<>>;
 
-bool rows_contiguous(const MatrixView& m) { return m.col_stride == 1 || m.cols == 1; }
+bool rows_contiguous(const MatrixView& m) { return (m.col_stride == 1 || m.cols == 1) && (m.rows == 1 || m.row_stride >= m.cols); }
 
 // Calls f with `m` as an Eigen map: row-major if its rows are contiguous, column-major otherwise.
 template <class S, class F>
@@ -62,8 +62,13 @@ MatrixView widen(const MatrixView& m, std::vector<float>& panel) {
 
 }  // namespace
 
+// Rows contiguous (row-major with a row pitch of at least `cols`) or columns contiguous
+// (column-major with a column pitch of at least `rows`). A stride-0 (broadcast) dimension of
+// size > 1 is neither: those operands are copied first.
 bool gemm_ready(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  return col_stride == 1 || cols == 1 || row_stride == 1 || rows == 1;
+  const bool row_major = (col_stride == 1 || cols == 1) && (rows == 1 || row_stride >= cols);
+  const bool col_major = (row_stride == 1 || rows == 1) && (cols == 1 || col_stride >= rows);
+  return row_major || col_major;
 }
 
 MatrixView matrix_view(const void* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {

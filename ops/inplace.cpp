@@ -47,6 +47,8 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   detail::check_same_device("add_", *this, other);
   HG_CHECK(broadcast_shapes(shape(), other.shape(), "add_") == shape(), "add_: cannot add shape ", other.shape(),
            " into shape ", shape());
+  HG_CHECK(is_floating(dtype()) || !is_floating(other.dtype()), "add_: result type ", other.dtype(),
+           " can't be cast to the desired output type ", dtype(), " (an in-place op cannot narrow a float into an integer)");
   const Tensor b = other.detach().to(dtype());
   if (numel() > 0) {
     if (device().is_cuda()) {

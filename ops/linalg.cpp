@@ -128,16 +128,20 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   HG_CHECK(is_floating(dtype), "linear: expected floating tensors, got ", x0.dtype(), " and ", w0.dtype());
   const Tensor x = x0.to(dtype), w = w0.to(dtype), b = b0.defined() ? b0.to(dtype) : Tensor();
 
-  const int64_t rows = x.numel() / std::max<int64_t>(in, 1);
+  int64_t rows = 1;  // the product of the leading dims (not numel / in: in may be 0)
+  for (int d = 0; d + 1 < x.dim(); ++d) rows *= x.shape()[d];
   const Tensor x2 = gemm_operand(x.reshape({rows, in}));
+  const Tensor wt = gemm_operand(w.t());
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Tensor out = b.defined() ? expand(b.detach(), {rows, out_features}).contiguous() : zeros({rows, out_features}, x.options());
+  // A fresh output (never a view of the bias), starting as the broadcast bias or zeros.
+  Tensor out = zeros({rows, out_features}, x.options());
+  if (b.defined()) out.copy_(expand(b.detach(), {rows, out_features}));
   if (out.numel() > 0 && in > 0) {
     if (out.device().is_cuda()) {
       cuda_ops::linear_forward(x2, w, b, out);
     } else {
-      detail::gemm(dtype, detail::matrix_view(x2), detail::matrix_view(w.t()), out.raw_data(), /*accumulate=*/b.defined());
+      detail::gemm(dtype, detail::matrix_view(x2), detail::matrix_view(wt), out.raw_data(), /*accumulate=*/b.defined());
     }
   }
   out = out.view(out_shape);

@@ -121,7 +121,10 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   HG_CHECK(training || (running_mean.defined() && running_var.defined()),
            "batch_norm: evaluation mode needs running_mean and running_var");
   const Tensor x = x0.contiguous();
-  const ChannelLayout l{x.shape()[0], C, x.numel() / std::max<int64_t>(x.shape()[0] * C, 1)};
+  int64_t spatial = 1;
+  for (int d = 2; d < x.dim(); ++d) spatial *= x.shape()[d];
+  const ChannelLayout l{x.shape()[0], C, spatial};
+  if (C == 0) return empty(x.shape(), x.options());  // no channels: nothing to normalise
   HG_CHECK(!training || l.count() > 1, "batch_norm: expected more than 1 value per channel when training, got input ",
            x.shape());
   HG_CHECK(x.device().is_cpu(), "batch_norm: no CUDA kernel in this build path for ", x.device());

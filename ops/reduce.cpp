@@ -211,10 +211,9 @@ Tensor sum_to(const Tensor& g, const Shape& shape) {
 
 namespace {
 Tensor run_max(const Tensor& x, int dim, bool keepdim, bool want_index, std::string_view op) {
-  HG_CHECK(x.numel() > 0 || x.dim() == 0, op, ": cannot reduce an empty tensor of shape ", x.shape(),
-           " (the maximum of nothing is undefined)");
   const Plan plan = plan_reduction(x, {dim}, op);
-  HG_CHECK(plan.R > 0, op, ": cannot reduce over dimension ", dim, " of size 0 in shape ", x.shape());
+  HG_CHECK(plan.R > 0, op, ": cannot reduce over dimension ", dim, " of size 0 in shape ", x.shape(),
+           " (the maximum of nothing is undefined)");
   Tensor out = empty(keepdim ? plan.keepdim_shape : plan.out_shape,
                      {.dtype = want_index ? i64 : x.dtype(), .device = x.device()});
   if (out.numel() == 0) return out;

@@ -1,0 +1,130 @@
+// ops_bench: forward+backward time of the ops that dominate training (linear, conv2d,
+// softmax + cross_entropy) at the MLP and CNN sizes of hg-train, in f32, f16 and bf16; and GEMM
+// throughput at 256/512/1024 next to this CPU's fp32 FMA peak, measured here with a
+// register-resident FMA loop.
+//
+//   build/bench/ops_bench [--threads N]
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "bench_util.h"
+#include "halfgrad.h"
+
+namespace {
+
+// ---- the CPU's fp32 FMA peak: independent FMA chains that never touch memory ------------------
+
+__attribute__((target("avx512f"))) double fma_peak_avx512(int64_t iterations) {
+  __m512 acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(float(k));
+  const __m512 a = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-7f);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int k = 0; k < 12; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  alignas(64) float lanes[16];
+  float sink = 0;
+  for (int k = 0; k < 12; ++k) {
+    _mm512_store_ps(lanes, acc[k]);
+    for (float v : lanes) sink += v;
+  }
+  if (sink == 42.0f) std::puts("");  // keeps the loop alive
+  return double(iterations) * 12 * 16 * 2 / seconds / 1e9;
+}
+
+__attribute__((target("avx2,fma"))) double fma_peak_avx2(int64_t iterations) {
+  __m256 acc[12];
+  for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_ps(float(k));
+  const __m256 a = _mm256_set1_ps(0.9999f), b = _mm256_set1_ps(1e-7f);
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < iterations; ++i)
+    for (int k = 0; k < 12; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  alignas(32) float lanes[8];
+  float sink = 0;
+  for (int k = 0; k < 12; ++k) {
+    _mm256_store_ps(lanes, acc[k]);
+    for (float v : lanes) sink += v;
+  }
+  if (sink == 42.0f) std::puts("");
+  return double(iterations) * 12 * 8 * 2 / seconds / 1e9;
+}
+
+double fma_peak_gflops() {
+  const int64_t n = 50'000'000;
+  if (__builtin_cpu_supports("avx512f")) return std::max(fma_peak_avx512(n / 4), fma_peak_avx512(n));
+  return std::max(fma_peak_avx2(n / 4), fma_peak_avx2(n));
+}
+
+// ---- op timings ------------------------------------------------------------------------------
+
+void op_table() {
+  std::printf("\n| op (forward + backward) | shape | f32 ms | f16 ms | bf16 ms |\n|---|---|---|---|---|\n");
+  // Each case builds its inputs for a dtype once and returns the timed forward (a scalar loss).
+  using Forward = std::function<hg::Tensor()>;
+  struct Case {
+    const char* name;
+    const char* shape;
+    std::function<Forward(hg::DType)> setup;
+  };
+  hg::manual_seed(0);
+  const auto param = [](hg::Shape s, hg::DType d) { return (hg::randn(s) * 0.05).to(d).detach().requires_grad_(); };
+  const auto input = [](hg::Shape s, hg::DType d) { return hg::randn(s).to(d).detach().requires_grad_(); };
+  const auto linear_case = [&](int64_t n, int64_t in, int64_t out) {
+    return [=](hg::DType d) -> Forward {
+      const auto x = input({n, in}, d), w = param({out, in}, d), b = param({out}, d);
+      return [=] { return hg::sum(hg::linear(x, w, b)); };
+    };
+  };
+  const auto conv_case = [&](int64_t n, int64_t c, int64_t hw, int64_t o) {
+    return [=](hg::DType d) -> Forward {
+      const auto x = input({n, c, hw, hw}, d), w = param({o, c, 3, 3}, d), b = param({o}, d);
+      return [=] { return hg::sum(hg::conv2d(x, w, b, {.padding = 1})); };
+    };
+  };
+  const std::vector<Case> cases = {
+      {"linear", "128x784 -> 256", linear_case(128, 784, 256)},
+      {"linear", "128x256 -> 128", linear_case(128, 256, 128)},
+      {"linear", "128x128 -> 10", linear_case(128, 128, 10)},
+      {"conv2d", "128x1x28x28, 1->16 3x3 p1", conv_case(128, 1, 28, 16)},
+      {"conv2d", "128x16x14x14, 16->32 3x3 p1", conv_case(128, 16, 14, 32)},
+      {"softmax+cross_entropy", "128x10", [&](hg::DType d) -> Forward {
+         const auto x = input({128, 10}, d);
+         const auto y = hg::randint(0, 10, {128}, {.dtype = hg::i64});
+         return [=] { return hg::cross_entropy(x, y); };
+       }},
+  };
+  for (const Case& c : cases) {
+    double ms[3];
+    int k = 0;
+    for (hg::DType d : {hg::f32, hg::f16, hg::bf16}) {
+      const Forward forward = c.setup(d);
+      ms[k++] = 1e3 * hg_bench::time_it([&] { forward().backward(); });
+    }
+    std::printf("| %s | %s | %.3f | %.3f | %.3f |\n", c.name, c.shape, ms[0], ms[1], ms[2]);
+  }
+}
+
+void gemm_table(double peak) {
+  std::printf("\n| GEMM (f32, n x n x n) | ms | GFLOP/s | of FMA peak |\n|---|---|---|---|\n");
+  for (int64_t n : {256, 512, 1024}) {
+    const hg::Tensor a = hg::randn({n, n}), b = hg::randn({n, n});
+    const double s = hg_bench::time_it([&] { hg::matmul(a, b); });
+    const double gflops = 2.0 * double(n * n * n) / s / 1e9;
+    std::printf("| %lld | %.3f | %.1f | %.0f%% |\n", (long long)n, 1e3 * s, gflops, 100 * gflops / peak);
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::strcmp(argv[i], "--threads") == 0) hg::set_num_threads(std::atoi(argv[i + 1]));
+  const double peak = fma_peak_gflops() * hg::get_num_threads();
+  std::printf("ops_bench: %d thread(s); measured fp32 FMA peak %.1f GFLOP/s (%.1f per core, register-resident loop)\n",
+              hg::get_num_threads(), peak, peak / hg::get_num_threads());
+  gemm_table(peak);
+  op_table();
+  return 0;
+}

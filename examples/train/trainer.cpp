@@ -1,0 +1,133 @@
+// Trainer: the training step, evaluation and checkpoints of hg-train.
+#include "train/trainer.h"
+
+#include <chrono>
+
+#include "train/progress.h"
+
+namespace hg_train {
+
+hg::DType precision_dtype(const std::string& precision) {
+  if (precision == "f32") return hg::f32;
+  if (precision == "f16") return hg::f16;
+  if (precision == "bf16") return hg::bf16;
+  HG_FAIL("unknown precision \"", precision, "\" (expected f32, f16 or bf16)");
+}
+
+namespace {
+std::unique_ptr<hg::optim::Optimizer> make_optimizer(const TrainConfig& c, const std::vector<hg::Tensor>& params) {
+  if (c.optimizer == "sgd") return std::make_unique<hg::optim::SGD>(params, hg::optim::SGDOptions{.lr = c.lr, .momentum = c.momentum});
+  if (c.optimizer == "adam") return std::make_unique<hg::optim::Adam>(params, hg::optim::AdamOptions{.lr = c.lr});
+  if (c.optimizer == "adamw") return std::make_unique<hg::optim::AdamW>(params, hg::optim::AdamWOptions{.lr = c.lr});
+  HG_FAIL("unknown optimizer \"", c.optimizer, "\" (expected sgd, adam or adamw)");
+}
+
+// Prefixes every key of a state dict, to store several in one file.
+void merge(std::map<std::string, hg::Tensor>& into, const std::string& prefix, const std::map<std::string, hg::Tensor>& from) {
+  for (const auto& [k, v] : from) into[prefix + k] = v;
+}
+std::map<std::string, hg::Tensor> extract(const std::map<std::string, hg::Tensor>& all, const std::string& prefix) {
+  std::map<std::string, hg::Tensor> out;
+  for (const auto& [k, v] : all)
+    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = v;
+  return out;
+}
+}  // namespace
+
+Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::data::MNIST& test)
+    : config_(std::move(config)),
+      train_set_(train),
+      test_set_(test),
+      model_((hg::manual_seed(config_.seed), make_model(config_.model))),
+      scaler_({.enabled = config_.precision == "f16"}),
+      loader_(train_set_, {.batch_size = config_.batch_size, .shuffle = true, .seed = config_.seed}),
+      autocast_(config_.precision != "f32"),
+      autocast_dtype_(autocast_ ? precision_dtype(config_.precision) : hg::f16) {
+  precision_dtype(config_.precision);  // validates the name
+  model_.to(config_.device);
+  optimizer_ = make_optimizer(config_, model_.parameters());
+  scaler_.set_parameter_names(model_.named_parameters());
+}
+
+EpochMetrics Trainer::run_epoch(bool show_progress) {
+  EpochMetrics m;
+  m.epoch = ++epoch_;
+  const hg::Device device = config_.device;
+  int64_t total = loader_.num_batches();
+  if (config_.max_steps_per_epoch > 0) total = std::min(total, config_.max_steps_per_epoch);
+  ProgressBar bar("epoch " + std::to_string(m.epoch) + "/" + std::to_string(config_.epochs), total);
+  model_.train();
+  hg::memory::reset_peak(device);
+  double loss_sum = 0;
+  int64_t samples = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (auto [x_cpu, y_cpu] : loader_) {
+    if (m.steps >= total) break;  // --max-steps: the loader resumes at this batch next time
+    const hg::Tensor x = x_cpu.to(device), y = y_cpu.to(device);
+    optimizer_->zero_grad();
+    const int64_t before = hg::memory::allocated(device);
+    hg::Tensor loss;
+    {
+      hg::amp::Autocast autocast(autocast_dtype_, autocast_);
+      loss = hg::cross_entropy(model_(x), y);
+    }
+    if (m.steps == 1) m.activation_bytes = hg::memory::allocated(device) - before;  // step 0 warms caches
+    scaler_.scale(loss).backward();
+    const hg::amp::StepResult result = scaler_.step(*optimizer_);
+    scaler_.update();
+    m.skipped_steps += !result.applied;
+    loss_sum += loss.item<double>();
+    samples += x.shape()[0];
+    ++m.steps;
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (show_progress) bar.update(m.steps, double(samples) / seconds, loss_sum / double(m.steps));
+  }
+  bar.finish();
+  m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  m.samples_per_s = double(samples) / m.seconds;
+  m.peak_bytes = hg::memory::peak_allocated(device);
+  m.train_loss = loss_sum / double(std::max<int64_t>(m.steps, 1));
+  m.scale = scaler_.get_scale();
+  m.test_accuracy = evaluate();
+  return m;
+}
+
+double Trainer::evaluate() {
+  hg::NoGradGuard no_grad;
+  model_.eval();
+  hg::data::DataLoader test_loader(test_set_, {.batch_size = 1000, .shuffle = false});
+  int64_t correct = 0, seen = 0;
+  for (auto [x, y] : test_loader) {
+    hg::amp::Autocast autocast(autocast_dtype_, autocast_);
+    const hg::Tensor predicted = hg::argmax(model_(x.to(config_.device)), 1);
+    correct += hg::sum(hg::eq(predicted, y.to(config_.device))).item<int64_t>();
+    seen += y.numel();
+  }
+  model_.train();
+  return seen ? double(correct) / double(seen) : 0.0;
+}
+
+void Trainer::save_checkpoint(const std::string& path) {
+  std::map<std::string, hg::Tensor> state;
+  merge(state, "model.", model_.state_dict());
+  merge(state, "optimizer.", optimizer_->state_dict());
+  merge(state, "scaler.", scaler_.state_dict());
+  merge(state, "loader.", loader_.state_dict());
+  const hg::random::GeneratorState rng = hg::random::get_state();
+  state["rng.seed"] = hg::from_vector(std::vector<int64_t>{int64_t(rng.seed)}, {});
+  state["rng.offset"] = hg::from_vector(std::vector<int64_t>{int64_t(rng.offset)}, {});
+  state["trainer.epoch"] = hg::from_vector(std::vector<int64_t>{epoch_}, {});
+  hg::save(path, state, {{"written_by", "hg-train"}, {"model", config_.model}, {"precision", config_.precision}});
+}
+
+void Trainer::load_checkpoint(const std::string& path) {
+  const std::map<std::string, hg::Tensor> state = hg::load(path);
+  model_.load_state_dict(extract(state, "model."));
+  optimizer_->load_state_dict(extract(state, "optimizer."));
+  if (scaler_.is_enabled()) scaler_.load_state_dict(extract(state, "scaler."));
+  loader_.load_state_dict(extract(state, "loader."));
+  hg::random::set_state({uint64_t(state.at("rng.seed").item<int64_t>()), uint64_t(state.at("rng.offset").item<int64_t>())});
+  epoch_ = int(state.at("trainer.epoch").item<int64_t>());
+}
+
+}  // namespace hg_train

@@ -1,0 +1,68 @@
+// One training run of hg-train: the model, its optimizer, the GradScaler and the loaders, with
+// the AMP recipe of the precision asked for:
+//   f32:  no autocast, no scaling
+//   f16:  Autocast(f16) around forward + loss, GradScaler (dynamic loss scaling)
+//   bf16: Autocast(bf16), no scaling (bf16 has f32's exponent range)
+#pragma once
+#include <memory>
+#include <string>
+
+#include "halfgrad.h"
+#include "train/models.h"
+
+namespace hg_train {
+
+struct TrainConfig {
+  std::string model = "mlp";
+  std::string optimizer = "sgd";
+  std::string precision = "f32";
+  double lr = 0.05;
+  double momentum = 0.9;
+  int epochs = 5;
+  int64_t batch_size = 128;
+  uint64_t seed = 0;
+  hg::Device device = hg::Device::cpu();
+  int64_t max_steps_per_epoch = 0;  // 0: whole epochs
+};
+
+struct EpochMetrics {
+  int epoch = 0;
+  double train_loss = 0;        // mean over the epoch's steps
+  double test_accuracy = 0;     // fraction in [0, 1]
+  double samples_per_s = 0;     // training only (evaluation excluded)
+  int64_t peak_bytes = 0;       // hg::memory::peak_allocated during the epoch's training
+  int64_t activation_bytes = 0; // bytes the graph held after the forward (saved for backward)
+  int64_t steps = 0;
+  int64_t skipped_steps = 0;    // steps the GradScaler skipped (f16 only)
+  double scale = 1.0;           // the loss scale at the end of the epoch
+  double seconds = 0;
+};
+
+class Trainer {
+ public:
+  Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::data::MNIST& test);
+
+  EpochMetrics run_epoch(bool show_progress);
+  double evaluate();
+
+  hg::nn::Sequential& model() { return model_; }
+  hg::amp::GradScaler& scaler() { return scaler_; }
+  // Everything needed to resume bitwise: model, optimizer, scaler, loader position, RNG.
+  void save_checkpoint(const std::string& path);
+  void load_checkpoint(const std::string& path);
+
+ private:
+  TrainConfig config_;
+  hg::data::MNIST train_set_, test_set_;
+  hg::nn::Sequential model_;
+  std::unique_ptr<hg::optim::Optimizer> optimizer_;
+  hg::amp::GradScaler scaler_;
+  hg::data::DataLoader loader_;
+  bool autocast_;
+  hg::DType autocast_dtype_;
+  int epoch_ = 0;
+};
+
+hg::DType precision_dtype(const std::string& precision);
+
+}  // namespace hg_train
