@@ -18,6 +18,7 @@ namespace memory {
 int64_t allocated(Device device = Device::cpu());       // bytes held by live tensors now
 int64_t peak_allocated(Device device = Device::cpu());  // the most held since the last reset_peak
 void reset_peak(Device device = Device::cpu());         // peak := allocated
+void empty_cache(Device device = Device::cpu());        // returns cached free blocks to the system
 }  // namespace memory
 
 class Storage {

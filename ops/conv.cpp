@@ -3,11 +3,14 @@
 //
 //   out_n (O, OH*OW) = W (O, C*kh*kw) @ cols_n (C*kh*kw, OH*OW)   (+ bias per row)
 //
+// One image's columns (a few hundred KB at most for hg-train's CNN) stay in L2 while the GEMM
+// reads them, and the result is written straight into the output tensor.
 // Backward: dcols = W^T @ g_n, scattered back to the image (col2im); dW = sum_n g_n @ cols_n^T,
-// recomputing cols_n instead of saving it (memory); db = sum of g over n, h, w.
-// 16-bit tensors are widened to f32 while they are laid out, so the GEMM always runs in f32.
+// recomputing cols_n instead of saving it (memory); db = sum of g over n, h, w. 16-bit tensors
+// are widened to f32 as they are laid out, so the GEMM always runs in f32.
 #include "ops/conv.h"
 
+#include <algorithm>
 #include <vector>
 
 #include "amp/autocast.h"
@@ -36,17 +39,25 @@ namespace {
 
 using detail::ConvGeometry;
 
-// Images per partial sum of dW: fixed, so the result does not depend on the thread count.
-constexpr int64_t kWeightGradGroup = 4;
+// Images per partial sum of dW and db: fixed, so the result does not depend on the thread count.
+constexpr int64_t kImagesPerPartial = 8;
 
 // ---- layout kernels -----------------------------------------------------------------------------
 
+// Division rounding down / up (C++ rounds toward zero, wrong for negative numerators).
+int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+// Image x (C, H, W) -> columns (C*kh*kw rows, OH*OW columns) at `cols`, rows `pitch` apart.
 template <class T, class S>
-void im2col(const T* x, const ConvGeometry& g, S* cols) {
+void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch) {
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
-        S* row = cols + ((c * g.kh + i) * g.kw + j) * g.ohw();
+        S* row = cols + ((c * g.kh + i) * g.kw + j) * pitch;
+        // Output columns whose input column iw = ow*stride - pad + j lies inside the image.
+        const int64_t ow_begin = std::clamp<int64_t>(ceil_div(g.pad - j, g.stride), 0, g.OW);
+        const int64_t ow_end = std::clamp<int64_t>(floor_div(g.W - 1 + g.pad - j, g.stride) + 1, ow_begin, g.OW);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           S* dst = row + oh * g.OW;
           const int64_t ih = oh * g.stride - g.pad + i;
@@ -54,21 +65,26 @@ void im2col(const T* x, const ConvGeometry& g, S* cols) {
             std::fill(dst, dst + g.OW, S(0));
             continue;
           }
-          const T* src = x + (c * g.H + ih) * g.W;
-          for (int64_t ow = 0; ow < g.OW; ++ow) {
-            const int64_t iw = ow * g.stride - g.pad + j;
-            dst[ow] = (iw >= 0 && iw < g.W) ? S(Acc<T>(src[iw])) : S(0);
+          const T* src = x + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
+          std::fill(dst, dst + ow_begin, S(0));
+          if constexpr (std::is_same_v<T, S>) {
+            if (g.stride == 1) std::copy(src, src + (ow_end - ow_begin), dst + ow_begin);
+            else for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = src[(ow - ow_begin) * g.stride];
+          } else {
+            for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = S(Acc<T>(src[(ow - ow_begin) * g.stride]));
           }
+          std::fill(dst + ow_end, dst + g.OW, S(0));
         }
       }
 }
 
+// The inverse scatter: adds columns (rows `pitch` apart) back into an image (C, H, W).
 template <class S>
-void col2im_add(const S* cols, const ConvGeometry& g, S* image) {
+void col2im_add(const S* cols, int64_t pitch, const ConvGeometry& g, S* image) {
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
-        const S* row = cols + ((c * g.kh + i) * g.kw + j) * g.ohw();
+        const S* row = cols + ((c * g.kh + i) * g.kw + j) * pitch;
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t ih = oh * g.stride - g.pad + i;
           if (ih < 0 || ih >= g.H) continue;
@@ -111,20 +127,32 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
   using S = Acc<T>;
   std::vector<S> w_panel;
   const S* weight = as_acc(w.data_ptr<T>(), g.O * g.ckk(), w_panel);
-  std::vector<S> bias(size_t(g.O), S(0));
+  std::vector<S> bias(static_cast<size_t>(g.O), S(0));
   if (b.defined()) {
     const std::vector<double> values = b.to_vector<double>();
     std::copy(values.begin(), values.end(), bias.begin());
   }
   const T* input = x.data_ptr<T>();
   T* output = out.data_ptr<T>();
+  const int64_t image = g.C * g.H * g.W, plane = g.O * g.ohw();
+  // A 1x1 convolution with stride 1 and no padding: the image already is its column matrix.
+  const bool identity_columns = std::is_same_v<T, S> && g.kh == 1 && g.kw == 1 && g.stride == 1 && g.pad == 0;
   parallel_for(0, g.N, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<S> cols(size_t(g.ckk() * g.ohw())), result(static_cast<size_t>(g.O * g.ohw()));
+    std::vector<S> cols(identity_columns ? 0 : static_cast<size_t>(g.ckk() * g.ohw()));
+    std::vector<S> result(std::is_same_v<T, S> ? 0 : static_cast<size_t>(plane));
     for (int64_t n = lo; n < hi; ++n) {
-      im2col(input + n * g.C * g.H * g.W, g, cols.data());
-      for (int64_t o = 0; o < g.O; ++o) std::fill_n(result.data() + o * g.ohw(), g.ohw(), bias[size_t(o)]);
-      detail::gemm_dense<S>(dense(weight, g.O, g.ckk()), dense(cols.data(), g.ckk(), g.ohw()), result.data(), true);
-      store<T>(result.data(), g.O * g.ohw(), output + n * g.O * g.ohw());
+      const S* columns = nullptr;
+      if constexpr (std::is_same_v<T, S>) {
+        if (identity_columns) columns = input + n * image;
+      }
+      if (columns == nullptr) {
+        im2col(input + n * image, g, cols.data(), g.ohw());
+        columns = cols.data();
+      }
+      S* dst = result.empty() ? reinterpret_cast<S*>(output + n * plane) : result.data();
+      for (int64_t o = 0; o < g.O; ++o) std::fill_n(dst + o * g.ohw(), g.ohw(), bias[size_t(o)]);
+      detail::gemm_dense<S>(dense(weight, g.O, g.ckk()), dense(columns, g.ckk(), g.ohw()), dst, true);
+      if (!result.empty()) store<T>(result.data(), plane, output + n * plane);
     }
   });
 }
@@ -137,49 +165,46 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const C
   using S = Acc<T>;
   const T* input = x.data_ptr<T>();
   const T* dy = grad.data_ptr<T>();
-  const int64_t image = g.C * g.H * g.W, plane = g.O * g.ohw();
-  if (gx) {
-    std::vector<S> w_panel;
-    const S* weight = as_acc(w.data_ptr<T>(), g.O * g.ckk(), w_panel);
-    T* dx = gx->data_ptr<T>();
-    parallel_for(0, g.N, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<S> dcols(size_t(g.ckk() * g.ohw())), dimage(static_cast<size_t>(image)), g_panel;
-      for (int64_t n = lo; n < hi; ++n) {
-        const S* dy_n = as_acc(dy + n * plane, plane, g_panel);
-        detail::gemm_dense<S>(dense_transposed(weight, g.ckk(), g.O), dense(dy_n, g.O, g.ohw()), dcols.data(), false);
-        std::fill(dimage.begin(), dimage.end(), S(0));
-        col2im_add(dcols.data(), g, dimage.data());
-        store<T>(dimage.data(), image, dx + n * image);
+  const int64_t image = g.C * g.H * g.W, plane = g.O * g.ohw(), wsize = g.O * g.ckk();
+  std::vector<S> w_panel;
+  const S* weight = gx ? as_acc(w.data_ptr<T>(), wsize, w_panel) : nullptr;
+  const int64_t parts = (g.N + kImagesPerPartial - 1) / kImagesPerPartial;
+  std::vector<std::vector<S>> weight_partial(gw ? static_cast<size_t>(parts) : 0, std::vector<S>(size_t(wsize), S(0)));
+  std::vector<std::vector<double>> bias_partial(gb ? static_cast<size_t>(parts) : 0, std::vector<double>(size_t(g.O), 0.0));
+  parallel_chunks(g.N, kImagesPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
+    std::vector<S> cols(static_cast<size_t>(g.ckk() * g.ohw())), dimage(gx ? static_cast<size_t>(image) : 0), g_panel;
+    for (int64_t n = lo; n < hi; ++n) {
+      const S* g_n = as_acc(dy + n * plane, plane, g_panel);  // (O, OH*OW)
+      if (gb)
+        for (int64_t o = 0; o < g.O; ++o)
+          for (int64_t p = 0; p < g.ohw(); ++p) bias_partial[size_t(part)][size_t(o)] += double(g_n[o * g.ohw() + p]);
+      if (gw) {
+        im2col(input + n * image, g, cols.data(), g.ohw());
+        detail::gemm_dense<S>(dense(g_n, g.O, g.ohw()), dense_transposed(cols.data(), g.ohw(), g.ckk()),
+                              weight_partial[size_t(part)].data(), true);
       }
-    });
-  }
+      if (gx) {
+        detail::gemm_dense<S>(dense_transposed(weight, g.ckk(), g.O), dense(g_n, g.O, g.ohw()), cols.data(), false);
+        std::fill(dimage.begin(), dimage.end(), S(0));
+        col2im_add(cols.data(), g.ohw(), g, dimage.data());
+        store<T>(dimage.data(), image, gx->data_ptr<T>() + n * image);
+      }
+    }
+  });
   if (gw) {
-    const int64_t groups = (g.N + kWeightGradGroup - 1) / kWeightGradGroup, wsize = g.O * g.ckk();
-    std::vector<std::vector<S>> partial(size_t(groups), std::vector<S>(size_t(wsize), S(0)));
-    parallel_for(0, groups, 1, [&](int64_t lo, int64_t hi) {
-      std::vector<S> cols(size_t(g.ckk() * g.ohw())), g_panel;
-      for (int64_t group = lo; group < hi; ++group)
-        for (int64_t n = group * kWeightGradGroup; n < std::min(g.N, (group + 1) * kWeightGradGroup); ++n) {
-          im2col(input + n * image, g, cols.data());
-          const S* dy_n = as_acc(dy + n * plane, plane, g_panel);
-          detail::gemm_dense<S>(dense(dy_n, g.O, g.ohw()), dense_transposed(cols.data(), g.ohw(), g.ckk()),
-                                partial[size_t(group)].data(), true);
-        }
-    });
-    for (int64_t group = 1; group < groups; ++group)
-      for (int64_t k = 0; k < wsize; ++k) partial[0][size_t(k)] += partial[size_t(group)][size_t(k)];
-    if (groups == 0) partial.emplace_back(size_t(wsize), S(0));
-    store<T>(partial[0].data(), wsize, gw->data_ptr<T>());
+    std::vector<S> total(static_cast<size_t>(wsize), S(0));
+    for (const std::vector<S>& partial : weight_partial)
+      for (int64_t k = 0; k < wsize; ++k) total[size_t(k)] += partial[size_t(k)];
+    store<T>(total.data(), wsize, gw->data_ptr<T>());
   }
   if (gb) {
-    std::vector<S> bias_grad(static_cast<size_t>(g.O));
+    std::vector<S> total(static_cast<size_t>(g.O), S(0));
     for (int64_t o = 0; o < g.O; ++o) {
-      double total = 0;
-      for (int64_t n = 0; n < g.N; ++n)
-        for (int64_t k = 0; k < g.ohw(); ++k) total += double(Acc<T>(dy[n * plane + o * g.ohw() + k]));
-      bias_grad[size_t(o)] = S(total);
+      double sum = 0;
+      for (const std::vector<double>& partial : bias_partial) sum += partial[size_t(o)];
+      total[size_t(o)] = S(sum);
     }
-    store<T>(bias_grad.data(), g.O, gb->data_ptr<T>());
+    store<T>(total.data(), g.O, gb->data_ptr<T>());
   }
 }
 

@@ -34,9 +34,10 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, double
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& grad_output,
                             double label_smoothing, int64_t ignore_index, int64_t valid, const Tensor& grad_logits);
 
-// Pooling on contiguous NCHW tensors; `where` (i32) holds each maximum's index in its plane.
+// Pooling on contiguous NCHW tensors; `where` (u8) holds each maximum's index in its window
+// (i * kernel + j).
 void max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where, int kernel, int stride);
-void max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x);
+void max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x, int kernel, int stride);
 void avg_pool2d_forward(const Tensor& x, const Tensor& out, int kernel, int stride);
 void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, int kernel, int stride);
 

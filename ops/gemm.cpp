@@ -2,6 +2,8 @@
 // heavy templates compile once.
 #include "ops/gemm.h"
 
+#include "ops/gemm_packed.h"
+
 #include <vector>
 
 // NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics when it inlines
@@ -84,6 +86,10 @@ MatrixView matrix_view(const Tensor& t) {
 
 template <class S>
 void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate) {
+  if (a.rows * b.cols == 0) return;
+  if constexpr (std::is_same_v<S, float>) {
+    if (packed_gemm_available() && a.cols > 0) return packed_gemm<float>(a, b, c, b.cols, accumulate);
+  }
   gemm_eigen<S>(a, b, c, accumulate);
 }
 template void gemm_dense<float>(const MatrixView&, const MatrixView&, float*, bool);
@@ -94,13 +100,20 @@ void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool a
   const int64_t mn = a.rows * b.cols;
   if (mn == 0) return;
   visit_floating(dtype, "gemm", [&]<class T> {
-    if constexpr (std::is_same_v<T, Acc<T>>) {
-      gemm_eigen<T>(a, b, static_cast<T*>(c), accumulate);
-    } else {  // 16-bit: f32 panels in, one rounding out
-      std::vector<float> a_panel, b_panel, c_panel(static_cast<size_t>(mn));
+    if constexpr (std::is_same_v<T, double>) {
+      gemm_eigen<double>(a, b, static_cast<double*>(c), accumulate);
+    } else if constexpr (std::is_same_v<T, float>) {
+      gemm_dense<float>(a, b, static_cast<float*>(c), accumulate);
+    } else {  // 16-bit: widened to f32 while packing (or as whole panels for Eigen), rounded once
+      std::vector<float> c_panel(static_cast<size_t>(mn));
       T* out = static_cast<T*>(c);
       if (accumulate) convert_to_float(out, c_panel.data(), size_t(mn));
-      gemm_eigen<float>(widen<T>(a, a_panel), widen<T>(b, b_panel), c_panel.data(), accumulate);
+      if (packed_gemm_available() && a.cols > 0) {
+        packed_gemm<T>(a, b, c_panel.data(), b.cols, accumulate);
+      } else {
+        std::vector<float> a_panel, b_panel;
+        gemm_eigen<float>(widen<T>(a, a_panel), widen<T>(b, b_panel), c_panel.data(), accumulate);
+      }
       convert_from_float(c_panel.data(), out, size_t(mn));
     }
   });

@@ -1,9 +1,15 @@
 // max_pool2d and avg_pool2d (no padding). One task per (n, c) plane. max_pool2d remembers, per
-// output, where in the plane its maximum came from (an i32 index tensor: 4 bytes per output
-// instead of the input) and its backward adds the gradient there; avg_pool2d spreads each
-// gradient evenly over its window.
+// output, which element of its window was the maximum: a u8 index tensor (1 byte per output,
+// instead of saving the input, or PyTorch's 8-byte plane indices) that the backward uses to
+// route the gradient; avg_pool2d spreads each gradient evenly over its window.
 #include "ops/pool.h"
 
+// NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics (masked loads);
+// a known false positive, silenced for this file only.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
 
 #include "amp/autocast.h"
@@ -30,6 +36,7 @@ PoolGeometry check_pool(const char* op, const Tensor& x, int kernel, int stride)
   HG_CHECK(x.dim() == 4, op, ": input must be 4-D (N, C, H, W), got ", x.shape());
   HG_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", x.dtype());
   HG_CHECK(kernel >= 1 && stride >= 1, op, ": kernel and stride must be >= 1, got ", kernel, " and ", stride);
+  HG_CHECK(kernel <= 16, op, ": kernels larger than 16x16 are not supported (got ", kernel, ")");
   const int64_t H = x.shape()[2], W = x.shape()[3];
   HG_CHECK(H >= kernel && W >= kernel, op, ": input ", H, "x", W, " is smaller than the ", kernel, "x", kernel, " window");
   return {x.shape()[0] * x.shape()[1], H, W, (H - kernel) / stride + 1, (W - kernel) / stride + 1, kernel, stride};
@@ -37,39 +44,145 @@ PoolGeometry check_pool(const char* op, const Tensor& x, int kernel, int stride)
 
 // ---- kernels --------------------------------------------------------------------------------------
 
+// Each output row is built window position by window position, across all its outputs at once:
+// the inner loop is a branch-free select over `OW` outputs that the compiler vectorises (the
+// common strides 1 and 2 are compile-time constants so the loads need no gathers).
+// NOTE: `at` is int32, not uint8: stores through a char type may alias anything, which would
+// force the compiler to reload every loop bound after each store (a 4x slower loop).
+template <class T, int kStride>
+void max_pool_row(const T* top, int64_t W, int64_t OW, int64_t kernel, int64_t stride_runtime, Acc<T>* __restrict best,
+                  int32_t* __restrict at) {
+  using A = Acc<T>;
+  const int64_t stride = kStride > 0 ? kStride : stride_runtime;
+  for (int64_t ow = 0; ow < OW; ++ow) best[ow] = A(top[ow * stride]), at[ow] = 0;
+  for (int64_t i = 0; i < kernel; ++i)
+    for (int64_t j = 0; j < kernel; ++j) {
+      if (i == 0 && j == 0) continue;
+      const T* row = top + i * W + j;
+      const int32_t index = int32_t(i * kernel + j);
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const A v = A(row[ow * stride]), b = best[ow];
+        // NOTE: NaN wins, as max must not drop it: v != v only for NaN, and once the best is NaN
+        // (b != b) nothing replaces it. Bitwise & and | keep the loop free of branches.
+        const bool take = ((v > b) | (v != v)) & (b == b);
+        best[ow] = take ? v : b;
+        at[ow] = take ? index : at[ow];
+      }
+    }
+}
+
+// "a, or b if b is larger": NaN wins (v != v only for NaN) and a NaN already chosen stays.
+template <class A>
+inline void keep_larger(A a, int ia, A b, int ib, A& m, int& im) {
+  const bool take = ((b > a) | (b != b)) & (a == a);
+  m = take ? b : a;
+  im = take ? ib : ia;
+}
+
+// One output row of the 2x2, stride-2 pool with AVX-512: 16 outputs per step. Even and odd
+// columns are separated with a permute, then three masked selects pick each window's maximum
+// (NaN wins) and its position. GCC does not vectorise the scalar version (the stride-2 loads and
+// the index selects), and scalar branches on random data mispredict half the time.
+__attribute__((target("avx512f,avx512bw"))) void max_pool_2x2_row_avx512(const float* r0, const float* r1, float* y,
+                                                                         uint8_t* where, int64_t OW) {
+  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
+  // b replaces a where b > a or b is NaN, unless a is already NaN.
+  const auto larger = [](__m512 a, __m512 b) {
+    return __mmask16((_mm512_cmp_ps_mask(b, a, _CMP_GT_OQ) | _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q)) &
+                     _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q));
+  };
+  for (int64_t ow = 0; ow < OW; ow += 16) {
+    const int64_t n = std::min<int64_t>(16, OW - ow);
+    const __mmask16 lo = n >= 8 ? __mmask16(0xFFFF) : __mmask16((1u << (2 * n)) - 1);
+    const __mmask16 hi = n <= 8 ? __mmask16(0) : __mmask16((1u << (2 * (n - 8))) - 1);
+    const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * ow), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * ow + 16);
+    const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * ow), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * ow + 16);
+    const __m512 tl = _mm512_permutex2var_ps(a0, even, a1), tr = _mm512_permutex2var_ps(a0, odd, a1);
+    const __m512 bl = _mm512_permutex2var_ps(b0, even, b1), br = _mm512_permutex2var_ps(b0, odd, b1);
+    const __mmask16 k_top = larger(tl, tr), k_bottom = larger(bl, br);
+    const __m512 top = _mm512_mask_blend_ps(k_top, tl, tr), bottom = _mm512_mask_blend_ps(k_bottom, bl, br);
+    const __m512i i_top = _mm512_mask_blend_epi32(k_top, _mm512_set1_epi32(0), _mm512_set1_epi32(1));
+    const __m512i i_bottom = _mm512_mask_blend_epi32(k_bottom, _mm512_set1_epi32(2), _mm512_set1_epi32(3));
+    const __mmask16 k = larger(top, bottom);
+    const __mmask16 out = __mmask16((1u << n) - 1);
+    _mm512_mask_storeu_ps(y + ow, out, _mm512_mask_blend_ps(k, top, bottom));
+    _mm_mask_storeu_epi8(where + ow, out, _mm512_cvtepi32_epi8(_mm512_mask_blend_epi32(k, i_top, i_bottom)));
+  }
+}
+
+// The 2x2, stride-2 pool of every CNN: both rows of each window at once.
 template <class T>
-void max_pool_forward(const T* x, T* y, int32_t* where, const PoolGeometry& g) {
-  parallel_for(0, g.planes, 4, [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p)
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const T* plane = x + p * g.H * g.W;
-          int64_t best = (oh * g.stride) * g.W + ow * g.stride;
-          Acc<T> best_value = Acc<T>(plane[best]);
-          for (int64_t i = 0; i < g.kernel && !std::isnan(best_value); ++i)
-            for (int64_t j = 0; j < g.kernel; ++j) {
-              const int64_t at = (oh * g.stride + i) * g.W + ow * g.stride + j;
-              const Acc<T> v = Acc<T>(plane[at]);
-              if (v > best_value || std::isnan(v)) {  // NaN wins: max must not drop it
-                best_value = v;
-                best = at;
-                if (std::isnan(v)) break;
-              }
-            }
-          const int64_t out = (p * g.OH + oh) * g.OW + ow;
-          y[out] = plane[best];
-          where[out] = int32_t(best);
+void max_pool_2x2(const T* x, T* y, uint8_t* where, const PoolGeometry& g, int64_t lo, int64_t hi) {
+  using A = Acc<T>;
+  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  std::vector<float> rows(static_cast<size_t>(2 * g.W)), out(static_cast<size_t>(g.OW));
+  for (int64_t p = lo; p < hi; ++p)
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const T* r0 = x + (p * g.H + 2 * oh) * g.W;
+      const T* r1 = r0 + g.W;
+      T* yo = y + (p * g.OH + oh) * g.OW;
+      uint8_t* wo = where + (p * g.OH + oh) * g.OW;
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
+        if (avx512) {
+          if constexpr (std::is_same_v<T, float>) {
+            max_pool_2x2_row_avx512(r0, r1, yo, wo, g.OW);
+          } else {  // 16-bit: widen the two rows, pool, round back (exact: max picks an input)
+            convert_to_float(r0, rows.data(), size_t(2 * g.W));
+            max_pool_2x2_row_avx512(rows.data(), rows.data() + g.W, out.data(), wo, g.OW);
+            convert_from_float(out.data(), yo, size_t(g.OW));
+          }
+          continue;
         }
+      }
+      for (int64_t ow = 0; ow < g.OW; ++ow) {
+        A top, bottom, best;
+        int i_top, i_bottom, i_best;
+        keep_larger(A(r0[2 * ow]), 0, A(r0[2 * ow + 1]), 1, top, i_top);
+        keep_larger(A(r1[2 * ow]), 2, A(r1[2 * ow + 1]), 3, bottom, i_bottom);
+        keep_larger(top, i_top, bottom, i_bottom, best, i_best);
+        yo[ow] = T(best);
+        wo[ow] = uint8_t(i_best);
+      }
+    }
+}
+
+template <class T>
+void max_pool_forward(const T* x, T* y, uint8_t* where, const PoolGeometry& g) {
+  using A = Acc<T>;
+  if (g.kernel == 2 && g.stride == 2) {
+    parallel_for(0, g.planes, 4, [&](int64_t lo, int64_t hi) { max_pool_2x2<T>(x, y, where, g, lo, hi); });
+    return;
+  }
+  parallel_for(0, g.planes, 4, [&](int64_t lo, int64_t hi) {
+    std::vector<A> best(static_cast<size_t>(g.OW));
+    std::vector<int32_t> at(static_cast<size_t>(g.OW));
+    for (int64_t p = lo; p < hi; ++p) {
+      const T* plane = x + p * g.H * g.W;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const T* top = plane + oh * g.stride * g.W;
+        if (g.stride == 2) max_pool_row<T, 2>(top, g.W, g.OW, g.kernel, 2, best.data(), at.data());
+        else if (g.stride == 1) max_pool_row<T, 1>(top, g.W, g.OW, g.kernel, 1, best.data(), at.data());
+        else max_pool_row<T, 0>(top, g.W, g.OW, g.kernel, g.stride, best.data(), at.data());
+        const int64_t out = (p * g.OH + oh) * g.OW;
+        for (int64_t ow = 0; ow < g.OW; ++ow) y[out + ow] = T(best[size_t(ow)]), where[out + ow] = uint8_t(at[size_t(ow)]);
+      }
+    }
   });
 }
 
 template <class T>
-void max_pool_backward(const T* grad, const int32_t* where, T* dx, const PoolGeometry& g) {
+void max_pool_backward(const T* grad, const uint8_t* where, T* dx, const PoolGeometry& g) {
   parallel_for(0, g.planes, 4, [&](int64_t lo, int64_t hi) {
     std::vector<Acc<T>> plane(static_cast<size_t>(g.H * g.W));
     for (int64_t p = lo; p < hi; ++p) {
       std::fill(plane.begin(), plane.end(), Acc<T>(0));
-      for (int64_t k = 0; k < g.OH * g.OW; ++k) plane[size_t(where[p * g.OH * g.OW + k])] += Acc<T>(grad[p * g.OH * g.OW + k]);
+      for (int64_t oh = 0; oh < g.OH; ++oh)
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const int64_t out = (p * g.OH + oh) * g.OW + ow;
+          const int64_t at = where[out];
+          plane[size_t((oh * g.stride + at / g.kernel) * g.W + ow * g.stride + at % g.kernel)] += Acc<T>(grad[out]);
+        }
       for (int64_t k = 0; k < g.H * g.W; ++k) dx[p * g.H * g.W + k] = T(plane[size_t(k)]);
     }
   });
@@ -118,25 +231,25 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
   const PoolGeometry g = check_pool("max_pool2d", x0, kernel, stride);
   const Tensor x = x0.contiguous();
   Tensor out = empty({x.shape()[0], x.shape()[1], g.OH, g.OW}, x.options());
-  Tensor where = empty(out.shape(), {.dtype = i32, .device = x.device()});
+  Tensor where = empty(out.shape(), {.dtype = u8, .device = x.device()});
   if (out.numel() > 0) {
     if (x.device().is_cuda()) {
       cuda_ops::max_pool2d_forward(x, out, where, kernel, stride);
     } else {
       visit_floating(x.dtype(), "max_pool2d", [&]<class T> {
-        max_pool_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), where.data_ptr<int32_t>(), g);
+        max_pool_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), where.data_ptr<uint8_t>(), g);
       });
     }
   }
-  record("max_pool2d", out, {x}, [sw = SavedTensor(where, "max_pool2d"), shape = x.shape(), g](const Tensor& grad_in)
+  record("max_pool2d", out, {x}, [sw = SavedTensor(where, "max_pool2d"), shape = x.shape(), g, kernel, stride](const Tensor& grad_in)
          -> std::vector<Tensor> {
     const Tensor grad = grad_in.contiguous(), where = sw.get();
     Tensor dx = empty(shape, grad.options());
     if (dx.device().is_cuda()) {
-      cuda_ops::max_pool2d_backward(grad, where, dx);
+      cuda_ops::max_pool2d_backward(grad, where, dx, kernel, stride);
     } else {
       visit_floating(grad.dtype(), "max_pool2d", [&]<class T> {
-        max_pool_backward<T>(grad.data_ptr<T>(), where.data_ptr<int32_t>(), dx.data_ptr<T>(), g);
+        max_pool_backward<T>(grad.data_ptr<T>(), where.data_ptr<uint8_t>(), dx.data_ptr<T>(), g);
       });
     }
     return {dx};

@@ -40,7 +40,9 @@ void cross_entropy_backward(const Tensor& logits, const Tensor&, const Tensor&, 
 void max_pool2d_forward(const Tensor& x, const Tensor&, const Tensor&, int, int) {
   detail::check_cuda_device(x.device(), "max_pool2d");
 }
-void max_pool2d_backward(const Tensor& g, const Tensor&, const Tensor&) { detail::check_cuda_device(g.device(), "max_pool2d"); }
+void max_pool2d_backward(const Tensor& g, const Tensor&, const Tensor&, int, int) {
+  detail::check_cuda_device(g.device(), "max_pool2d");
+}
 void avg_pool2d_forward(const Tensor& x, const Tensor&, int, int) { detail::check_cuda_device(x.device(), "avg_pool2d"); }
 void avg_pool2d_backward(const Tensor& g, const Tensor&, int, int) { detail::check_cuda_device(g.device(), "avg_pool2d"); }
 

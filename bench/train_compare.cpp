@@ -1,0 +1,133 @@
+// train_compare: the same model, recipe and data trained by halfgrad and by LibTorch in one run,
+// printing samples/s of each and the ratio at 1 and 2 threads.
+//
+//   build/bench/train_compare [--steps 200] [--model mlp|cnn|both]
+//
+// Recipe (hg-train's): SGD lr 0.05 momentum 0.9, batch 128, cross-entropy, f32, Fashion-MNIST
+// batches in the same order for both (taken from hg::data::DataLoader).
+#include <torch/torch.h>
+
+#include <cstring>
+
+#include "bench_util.h"
+#include "halfgrad.h"
+
+namespace {
+
+struct TorchMlp : torch::nn::Module {
+  torch::nn::Linear fc1{784, 256}, fc2{256, 128}, fc3{128, 10};
+  TorchMlp() {
+    register_module("fc1", fc1);
+    register_module("fc2", fc2);
+    register_module("fc3", fc3);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = x.flatten(1);
+    return fc3(torch::relu(fc2(torch::relu(fc1(x)))));
+  }
+};
+
+struct TorchCnn : torch::nn::Module {
+  torch::nn::Conv2d c1{torch::nn::Conv2dOptions(1, 16, 3).padding(1)}, c2{torch::nn::Conv2dOptions(16, 32, 3).padding(1)};
+  torch::nn::Linear fc{32 * 7 * 7, 10};
+  TorchCnn() {
+    register_module("c1", c1);
+    register_module("c2", c2);
+    register_module("fc", fc);
+  }
+  torch::Tensor forward(torch::Tensor x) {
+    x = torch::max_pool2d(torch::relu(c1(x)), 2);
+    x = torch::max_pool2d(torch::relu(c2(x)), 2);
+    return fc(x.flatten(1));
+  }
+};
+
+torch::Tensor to_torch(const hg::Tensor& t) {
+  const hg::Tensor c = t.contiguous();
+  std::vector<int64_t> sizes(c.shape().begin(), c.shape().end());
+  const auto dtype = c.dtype() == hg::f32 ? torch::kFloat32 : torch::kInt64;
+  return torch::from_blob(c.raw_data(), sizes, torch::TensorOptions().dtype(dtype)).clone();
+}
+
+// Samples per second of `steps` training steps after 10 warm-up steps.
+template <class Step>
+double samples_per_second(const std::vector<hg::data::Batch>& batches, int steps, Step&& step) {
+  for (int i = 0; i < 10; ++i) step(batches[size_t(i) % batches.size()]);
+  const auto start = std::chrono::steady_clock::now();
+  int64_t samples = 0;
+  for (int i = 0; i < steps; ++i) {
+    const hg::data::Batch& b = batches[size_t(i) % batches.size()];
+    step(b);
+    samples += b.x.shape()[0];
+  }
+  return double(samples) / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+double run_halfgrad(const std::string& model_name, const std::vector<hg::data::Batch>& batches, int steps) {
+  using namespace hg::nn;
+  hg::manual_seed(0);
+  Sequential model = model_name == "mlp"
+                         ? Sequential(Flatten(), Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10))
+                         : Sequential(Conv2d(1, 16, 3, {.padding = 1}), ReLU(), MaxPool2d(2),
+                                      Conv2d(16, 32, 3, {.padding = 1}), ReLU(), MaxPool2d(2), Flatten(), Linear(1568, 10));
+  hg::optim::SGD opt(model.parameters(), {.lr = 0.05, .momentum = 0.9});
+  return samples_per_second(batches, steps, [&](const hg::data::Batch& b) {
+    opt.zero_grad();
+    hg::cross_entropy(model(b.x), b.y).backward();
+    opt.step();
+  });
+}
+
+template <class Net>
+double run_torch(const std::vector<hg::data::Batch>& batches, int steps) {
+  torch::manual_seed(0);
+  auto net = std::make_shared<Net>();
+  torch::optim::SGD opt(net->parameters(), torch::optim::SGDOptions(0.05).momentum(0.9));
+  std::vector<std::pair<torch::Tensor, torch::Tensor>> tb;
+  for (const hg::data::Batch& b : batches) tb.emplace_back(to_torch(b.x), to_torch(b.y));
+  size_t next = 0;
+  return samples_per_second(batches, steps, [&](const hg::data::Batch&) {
+    const auto& [x, y] = tb[next++ % tb.size()];
+    opt.zero_grad();
+    torch::nn::functional::cross_entropy(net->forward(x), y).backward();
+    opt.step();
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int steps = 200;
+  std::string which = "both";
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
+    if (std::strcmp(argv[i], "--model") == 0) which = argv[i + 1];
+  }
+  try {
+    hg::data::FashionMNIST train;
+    hg::data::DataLoader loader(train, {.batch_size = 128, .shuffle = true, .seed = 0});
+    std::vector<hg::data::Batch> batches;
+    for (auto batch : loader) {
+      batches.push_back(batch);
+      if (batches.size() == 64) break;
+    }
+    std::printf("train_compare: %d steps of batch 128 after 10 warm-up steps (LibTorch %s, %s)\n\n", steps,
+                TORCH_VERSION, at::get_parallel_info().find("MKL") != std::string::npos ? "MKL" : "no MKL");
+    std::printf("| model | threads | halfgrad samples/s | LibTorch samples/s | halfgrad / LibTorch |\n|---|---|---|---|---|\n");
+    for (const std::string model : {"mlp", "cnn"}) {
+      if (which != "both" && which != model) continue;
+      for (int threads : {1, 2}) {
+        hg::set_num_threads(threads);
+        at::set_num_threads(threads);
+        const double ours = run_halfgrad(model, batches, steps);
+        const double theirs = model == "mlp" ? run_torch<TorchMlp>(batches, steps) : run_torch<TorchCnn>(batches, steps);
+        std::printf("| %s | %d | %.0f | %.0f | %.2fx |\n", model.c_str(), threads, ours, theirs, ours / theirs);
+        std::fflush(stdout);
+      }
+    }
+  } catch (const hg::Error& e) {
+    std::fprintf(stderr, "train_compare: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
