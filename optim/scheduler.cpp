@@ -19,6 +19,17 @@ void LRScheduler::step(const amp::StepResult& result) {
   if (result.applied) step();
 }
 
+std::map<std::string, Tensor> LRScheduler::state_dict() const {
+  return {{"t", full({}, double(t_), {.dtype = i64})}, {"base_lr", full({}, base_lr_, {.dtype = f64})}};
+}
+
+void LRScheduler::load_state_dict(const std::map<std::string, Tensor>& state) {
+  HG_CHECK(state.count("t") && state.count("base_lr"), "LRScheduler.load_state_dict: expected keys t and base_lr");
+  t_ = state.at("t").item<int64_t>();
+  base_lr_ = state.at("base_lr").item<double>();
+  apply();
+}
+
 StepLR::StepLR(Optimizer& optimizer, int64_t step_size, double gamma)
     : LRScheduler(optimizer), step_size_(step_size), gamma_(gamma) {
   HG_CHECK(step_size > 0, "StepLR: step_size must be positive, got ", step_size);

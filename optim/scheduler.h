@@ -7,6 +7,8 @@
 // so skipped AMP steps do not eat the schedule.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <string>
 
 #include "amp/scalable.h"
 #include "optim/optimizer.h"
@@ -20,6 +22,9 @@ class LRScheduler {
   void step(const amp::StepResult& result);
   int64_t steps() const { return t_; }
   double base_lr() const { return base_lr_; }
+  // For checkpoints: the step count and base lr (the optimizer's lr is in its own state dict).
+  std::map<std::string, Tensor> state_dict() const;
+  void load_state_dict(const std::map<std::string, Tensor>& state);
 
  protected:
   explicit LRScheduler(Optimizer& optimizer);

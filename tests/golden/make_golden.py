@@ -21,6 +21,9 @@ in "f32_kernels", so each of those ran in f32 on the same 16-bit inputs and its 
 to the 16-bit dtype (what a GPU kernel computing in f32 returns), kernel by kernel, forward and
 backward (see F32Kernels).
 
+tests/golden/optim.safetensors holds torch.optim trajectories for tests/test_optim.cpp (see the
+optimizers section below).
+
 torch 1.13 has no safetensors module, so the format is written here with json + struct.
 Everything is seeded from the case name, so a rerun writes byte-identical files:
 
@@ -448,11 +451,75 @@ def cat():
     return f
 
 
+# ---- optimizers (tests/test_optim.cpp) -----------------------------------------------------------
+#
+# tests/golden/optim.safetensors: fixed f32 parameters ("init.p<i>"), ten fixed gradients per
+# parameter ("grads.p<i>", stacked: (10, *shape), one per step), and for every optimizer case the
+# parameters after each of the ten torch.optim steps ("<case>.p<i>", (10, *shape)). __metadata__
+# holds one JSON string per case: {"optimizer": "sgd"|"adam"|"adamw", <its options>}.
+
+OPTIM_SHAPES = [(4, 9), (13,)]
+OPTIM_STEPS = 10
+OPTIM_CASES = [
+    ("sgd", "sgd", {"lr": 0.1}),
+    ("sgd_momentum", "sgd", {"lr": 0.1, "momentum": 0.9}),
+    ("sgd_dampening", "sgd", {"lr": 0.1, "momentum": 0.9, "dampening": 0.3}),
+    ("sgd_nesterov", "sgd", {"lr": 0.1, "momentum": 0.9, "nesterov": True}),
+    ("sgd_weight_decay", "sgd", {"lr": 0.1, "weight_decay": 0.05}),
+    ("sgd_momentum_weight_decay_nesterov", "sgd", {"lr": 0.05, "momentum": 0.5, "weight_decay": 0.1,
+                                                   "nesterov": True}),
+    ("adam", "adam", {"lr": 0.01}),
+    ("adam_weight_decay", "adam", {"lr": 0.01, "weight_decay": 0.1}),
+    ("adam_betas_eps", "adam", {"lr": 0.02, "beta1": 0.8, "beta2": 0.99, "eps": 1e-3}),
+    ("adamw", "adamw", {"lr": 0.01, "weight_decay": 0.1}),
+]
+
+
+def make_optimizer(kind, params, o):
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=o["lr"], momentum=o.get("momentum", 0), dampening=o.get("dampening", 0),
+                               weight_decay=o.get("weight_decay", 0), nesterov=o.get("nesterov", False))
+    cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
+    return cls(params, lr=o["lr"], betas=(o.get("beta1", 0.9), o.get("beta2", 0.999)), eps=o.get("eps", 1e-8),
+               weight_decay=o.get("weight_decay", 0 if kind == "adam" else 1e-2))
+
+
+def optimizers():
+    g = torch.Generator().manual_seed(zlib.crc32(b"optim"))
+    init = [randn(g, s).float() for s in OPTIM_SHAPES]
+    grads = [randn(g, (OPTIM_STEPS,) + s).float() for s in OPTIM_SHAPES]
+    tensors = {}
+    for i, (p, gr) in enumerate(zip(init, grads)):
+        tensors[f"init.p{i}"] = p
+        tensors[f"grads.p{i}"] = gr
+    metadata = {"_family": "optim", "_generator": "tests/golden/make_golden.py", "_torch": torch.__version__,
+                "_steps": str(OPTIM_STEPS)}
+    for name, kind, options in OPTIM_CASES:
+        params = [p.clone().requires_grad_(True) for p in init]
+        opt = make_optimizer(kind, params, options)
+        history = [[] for _ in params]
+        for step in range(OPTIM_STEPS):
+            for p, gr, h in zip(params, grads, history):
+                p.grad = gr[step].clone()
+            opt.step()
+            for p, h in zip(params, history):
+                h.append(p.detach().clone())
+        for i, h in enumerate(history):
+            tensors[f"{name}.p{i}"] = torch.stack(h)
+        metadata[name] = json.dumps(dict(optimizer=kind, **options), separators=(",", ":"))
+    path = os.path.join(HERE, "optim.safetensors")
+    write_safetensors(path, tensors, metadata)
+    size = os.path.getsize(path)
+    print(f"{'optim':12s} {len(OPTIM_CASES):4d} cases {size / 1024:8.1f} KiB")
+    return size
+
+
 def main():
     torch.set_num_threads(1)  # summation order, hence every bit, independent of the machine
     total = 0
     for make in [elementwise, activation, reduce, linalg, softmax, loss, conv, pool, norm, embedding, cat]:
         total += make().write()
+    total += optimizers()
     print(f"total {total / 1024:.1f} KiB")
 
 

@@ -1,0 +1,401 @@
+// data: the IDX reader and (Fashion-)MNIST (TESTING.md scenario 28) on tiny IDX files written
+// here, plain and gzipped -- every malformed variant is a specific hg::Error, every truncation
+// too; the dataset root (argument, HG_DATA, default) and its error; the real Fashion-MNIST when
+// installed; the DataLoader's batches, shuffling, epochs and mid-epoch resume.
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+
+#include "test_support.h"
+
+using hg::Tensor;
+namespace fs = std::filesystem;
+
+namespace {
+
+// ---- writing IDX files ---------------------------------------------------------------------------
+
+std::string be32(uint32_t v) {
+  return {char(v >> 24), char((v >> 16) & 0xff), char((v >> 8) & 0xff), char(v & 0xff)};
+}
+
+std::string idx(uint8_t type, const std::vector<uint32_t>& dims, const std::string& data) {
+  std::string out{char(0), char(0), char(type), char(dims.size())};
+  for (uint32_t d : dims) out += be32(d);
+  return out + data;
+}
+
+// n images of 28x28: image k has pixel 0 = k (so a batch tells which samples it holds), the rest
+// (k + p) mod 256; label k is k mod 10.
+std::string image_bytes(int n) {
+  std::string data;
+  for (int k = 0; k < n; ++k)
+    for (int p = 0; p < 784; ++p) data += char(p == 0 ? k : (k + p) % 256);
+  return data;
+}
+std::string label_bytes(int n) {
+  std::string data;
+  for (int k = 0; k < n; ++k) data += char(k % 10);
+  return data;
+}
+
+void write_bytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out.write(bytes.data(), std::streamsize(bytes.size()));
+}
+std::string read_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A fresh, empty directory under the test's temp dir.
+std::string fresh_dir(const std::string& name) {
+  const std::string dir = hg_test::temp_path(name);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+// NOTE: the test executable links only libhalfgrad (zlib is its private dependency), so .gz files
+// are made with the gzip program rather than zlib's gzwrite.
+void gzip(const std::string& path) {
+  const std::string command = "/bin/gzip -f -n '" + path + "'";
+  REQUIRE(std::system(command.c_str()) == 0);
+}
+
+// Writes {split}-images-idx3-ubyte and {split}-labels-idx1-ubyte (optionally gzipped) into dir.
+void write_split(const std::string& dir, const std::string& split, const std::string& images, const std::string& labels,
+                 bool gz = false) {
+  const std::string img = dir + "/" + split + "-images-idx3-ubyte", lab = dir + "/" + split + "-labels-idx1-ubyte";
+  write_bytes(img, images);
+  write_bytes(lab, labels);
+  if (gz) gzip(img), gzip(lab);
+}
+
+std::string tiny_dataset(const std::string& name, int n, bool gz = false) {
+  const std::string dir = fresh_dir(name);
+  write_split(dir, "train", idx(0x08, {uint32_t(n), 28, 28}, image_bytes(n)), idx(0x08, {uint32_t(n)}, label_bytes(n)), gz);
+  write_split(dir, "t10k", idx(0x08, {3, 28, 28}, image_bytes(3)), idx(0x08, {3}, label_bytes(3)), gz);
+  return dir;
+}
+
+// Loading `images`/`labels` as a FashionMNIST train split fails with a message containing needle.
+void expect_dataset_error(const std::string& images, const std::string& labels, const std::string& needle) {
+  const std::string dir = fresh_dir("bad_dataset");
+  write_split(dir, "train", images, labels);
+  CHECK_THROWS_HG(hg::data::FashionMNIST{dir}, needle.c_str());
+}
+
+struct EnvGuard {  // sets HG_DATA for one scope, then restores it
+  std::optional<std::string> old;
+  explicit EnvGuard(const std::string& value) {
+    if (const char* v = std::getenv("HG_DATA")) old = v;
+    ::setenv("HG_DATA", value.c_str(), 1);
+  }
+  ~EnvGuard() { old ? ::setenv("HG_DATA", old->c_str(), 1) : ::unsetenv("HG_DATA"); }
+};
+
+// The sample index each row of a batch holds (pixel 0 of image k is k).
+std::vector<int64_t> sample_ids(const hg::data::Batch& b) {
+  std::vector<int64_t> ids;
+  const std::vector<float> x = b.x.to_vector<float>();
+  for (int64_t k = 0; k < b.x.shape()[0]; ++k) ids.push_back(std::lround(x[size_t(k * 784)] * 255.0f));
+  return ids;
+}
+
+// One epoch (or the rest of one) as a list of batches of sample ids.
+std::vector<std::vector<int64_t>> epoch_ids(hg::data::DataLoader& loader) {
+  std::vector<std::vector<int64_t>> out;
+  for (auto batch : loader) out.push_back(sample_ids(batch));
+  return out;
+}
+
+std::vector<int64_t> flat(const std::vector<std::vector<int64_t>>& batches) {
+  std::vector<int64_t> out;
+  for (const auto& b : batches) out.insert(out.end(), b.begin(), b.end());
+  return out;
+}
+
+const bool kNoRealData = !fs::exists(hg::data::kFashionMnistRoot);
+
+}  // namespace
+
+// ---- valid files -----------------------------------------------------------------------------------
+
+TEST_CASE("data.idx.plain_and_gzip_read_the_same") {
+  const std::string plain = tiny_dataset("tiny_plain", 12), packed = tiny_dataset("tiny_gz", 12, true);
+  REQUIRE(fs::exists(packed + "/train-images-idx3-ubyte.gz"));
+  REQUIRE_FALSE(fs::exists(packed + "/train-images-idx3-ubyte"));
+  const hg::data::IdxArray raw = hg::data::read_idx(packed + "/train-images-idx3-ubyte.gz");
+  CHECK(raw.type_code == 0x08);
+  CHECK(raw.dims == std::vector<int64_t>{12, 28, 28});
+  CHECK(std::string(raw.data.begin(), raw.data.end()) == image_bytes(12));
+
+  const hg::data::FashionMNIST a(plain), b(packed);
+  CHECK(a.size() == 12);
+  CHECK(a.images().shape() == hg::Shape{12, 28, 28});
+  CHECK(a.images().dtype() == hg::u8);
+  CHECK(a.labels().shape() == hg::Shape{12});
+  CHECK(a.labels().dtype() == hg::i64);
+  CHECK(a.labels().to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1});
+  const std::string pixels = image_bytes(12);
+  CHECK(a.images().to_vector<uint8_t>() == std::vector<uint8_t>(pixels.begin(), pixels.end()));
+  CHECK(b.images().to_vector<uint8_t>() == a.images().to_vector<uint8_t>());
+  CHECK(b.labels().to_vector<int64_t>() == a.labels().to_vector<int64_t>());
+  const hg::data::FashionMNIST test(plain, {.train = false});
+  CHECK(test.size() == 3);
+  CHECK(a.head(5).size() == 5);
+  CHECK(a.head(100).size() == 12);
+  CHECK(a.head(5).labels().to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3, 4});
+}
+
+// ---- scenario 28: malformed files ---------------------------------------------------------------
+
+TEST_CASE("data.idx.wrong_magic") {
+  std::string images = idx(0x08, {2, 28, 28}, image_bytes(2));
+  const std::string labels = idx(0x08, {2}, label_bytes(2));
+  images[0] = 1;
+  expect_dataset_error(images, labels, "bad magic");
+  images[0] = 0, images[1] = char(0x08);
+  expect_dataset_error(images, labels, "bad magic");
+  std::string bad_labels = labels;
+  bad_labels[1] = 3;
+  expect_dataset_error(idx(0x08, {2, 28, 28}, image_bytes(2)), bad_labels, "bad magic");
+}
+
+TEST_CASE("data.idx.type_code_other_than_u8") {
+  const std::string images = idx(0x08, {2, 28, 28}, image_bytes(2)), labels = idx(0x08, {2}, label_bytes(2));
+  // Valid IDX of another element type: read_idx accepts it, Fashion-MNIST does not.
+  const std::string f32_images = idx(0x0D, {2, 28, 28}, std::string(2 * 784 * 4, '\0'));
+  expect_dataset_error(f32_images, labels, "has IDX type 0xd, expected 0x08");
+  expect_dataset_error(images, idx(0x09, {2}, label_bytes(2)), "has IDX type 0x9, expected 0x08");
+  expect_dataset_error(images, idx(0x0B, {2}, std::string(4, '\0')), "expected 0x08");
+  expect_dataset_error(idx(0x07, {2, 28, 28}, image_bytes(2)), labels, "unknown IDX type code 0x7");
+}
+
+TEST_CASE("data.idx.wrong_dim_count") {
+  const std::string images = idx(0x08, {2, 28, 28}, image_bytes(2)), labels = idx(0x08, {2}, label_bytes(2));
+  expect_dataset_error(idx(0x08, {2, 784}, image_bytes(2)), labels, "has 2 dimensions, expected 3");
+  expect_dataset_error(idx(0x08, {2, 1, 28, 28}, image_bytes(2)), labels, "has 4 dimensions, expected 3");
+  expect_dataset_error(images, idx(0x08, {2, 1}, label_bytes(2)), "has 2 dimensions, expected 1");
+  expect_dataset_error(images, idx(0x08, {}, ""), "truncated header");  // 0 dimensions
+}
+
+TEST_CASE("data.idx.dims_disagree_with_file_size") {
+  const std::string labels = idx(0x08, {2}, label_bytes(2));
+  expect_dataset_error(idx(0x08, {2, 29, 28}, image_bytes(2)), labels, "truncated file");
+  expect_dataset_error(idx(0x08, {2, 27, 28}, image_bytes(2)), labels, "trailing bytes");
+  expect_dataset_error(idx(0x08, {2, 28, 28}, image_bytes(2)), idx(0x08, {3}, label_bytes(2)), "truncated file");
+  // Huge claimed sizes are rejected from the header, before anything of that size is allocated.
+  expect_dataset_error(idx(0x08, {0xFFFFFFFFu, 0xFFFFFFFFu, 0xFFFFFFFFu}, image_bytes(1)), labels, "overflow");
+  expect_dataset_error(idx(0x08, {60000, 28, 28}, image_bytes(2)), labels, "truncated file");
+}
+
+TEST_CASE("data.idx.every_truncation_is_an_error") {
+  const std::string dir = fresh_dir("truncated");
+  for (const std::string& valid : {idx(0x08, {2, 3, 4}, std::string(24, '\7')), idx(0x08, {5}, label_bytes(5))}) {
+    const size_t header = 4 + 4 * size_t(uint8_t(valid[3]));
+    for (size_t length = 0; length < valid.size(); ++length) {
+      INFO("truncated to ", length, " of ", valid.size(), " bytes");
+      const std::string path = dir + "/cut-" + std::to_string(length);
+      write_bytes(path, valid.substr(0, length));
+      const char* reason = length < 4 ? "too short" : length < header ? "truncated header" : "truncated file";
+      CHECK_THROWS_HG(hg::data::read_idx(path), reason);
+    }
+  }
+  // A truncated image file through the dataset names the file.
+  const std::string images = idx(0x08, {2, 28, 28}, image_bytes(2));
+  expect_dataset_error(images.substr(0, images.size() - 1), idx(0x08, {2}, label_bytes(2)), "train-images-idx3-ubyte");
+}
+
+// NOTE: zlib's gzread returns the bytes it could inflate from a cut stream and reports the cut
+// only through gzerror()/gzclose() (Z_BUF_ERROR, "unexpected end of file"). A cut inside the
+// 8-byte CRC-32/length trailer leaves the IDX data complete, so only that check catches it.
+TEST_CASE("data.idx.every_truncation_of_a_gzip_file_is_an_error") {
+  const std::string dir = fresh_dir("truncated_gz");
+  const std::string gz_path = dir + "/labels";
+  write_bytes(gz_path, idx(0x08, {300}, label_bytes(300)));
+  gzip(gz_path);
+  const std::string packed = read_bytes(gz_path + ".gz");
+  REQUIRE(packed.size() > 20);
+  REQUIRE(hg::data::read_idx(gz_path + ".gz").dims == std::vector<int64_t>{300});
+  for (size_t length = 0; length < packed.size(); ++length) {
+    INFO("gzip stream truncated to ", length, " of ", packed.size(), " bytes (gzip -t rejects every one)");
+    write_bytes(dir + "/cut.gz", packed.substr(0, length));
+    CHECK_THROWS_AS(hg::data::read_idx(dir + "/cut.gz"), hg::Error);
+  }
+  std::string bad_crc = packed;
+  bad_crc[packed.size() - 8] = char(bad_crc[packed.size() - 8] ^ 0x55);
+  write_bytes(dir + "/bad_crc.gz", bad_crc);
+  CHECK_THROWS_HG(hg::data::read_idx(dir + "/bad_crc.gz"), "corrupt");
+}
+
+TEST_CASE("data.idx.image_label_count_mismatch") {
+  expect_dataset_error(idx(0x08, {5, 28, 28}, image_bytes(5)), idx(0x08, {4}, label_bytes(4)), "5 images but 4 labels");
+}
+
+TEST_CASE("data.idx.label_out_of_range") {
+  std::string labels = label_bytes(5);
+  labels[3] = 10;
+  expect_dataset_error(idx(0x08, {5, 28, 28}, image_bytes(5)), idx(0x08, {5}, labels), "label 10 at position 3");
+  labels[3] = char(255);
+  expect_dataset_error(idx(0x08, {5, 28, 28}, image_bytes(5)), idx(0x08, {5}, labels), "label 255");
+}
+
+// ---- the dataset root ----------------------------------------------------------------------------
+
+TEST_CASE("data.mnist.missing_files_name_the_file_and_package") {
+  const std::string empty = fresh_dir("empty_root");
+  CHECK_THROWS_HG(hg::data::FashionMNIST{empty}, (empty + "/train-images-idx3-ubyte").c_str());
+  CHECK_THROWS_HG(hg::data::FashionMNIST{empty}, "dataset-fashion-mnist");
+  CHECK_THROWS_HG(hg::data::FashionMNIST(empty, {.train = false}), "t10k-images-idx3-ubyte");
+  {
+    EnvGuard env(empty);
+    CHECK_THROWS_HG(hg::data::FashionMNIST{}, (empty + "/train-images-idx3-ubyte").c_str());
+    CHECK_THROWS_HG(hg::data::FashionMNIST{}, "dataset-fashion-mnist");
+  }
+  const std::string half = fresh_dir("images_only");
+  write_bytes(half + "/train-images-idx3-ubyte", idx(0x08, {2, 28, 28}, image_bytes(2)));
+  CHECK_THROWS_HG(hg::data::FashionMNIST{half}, "train-labels-idx1-ubyte");
+}
+
+TEST_CASE("data.mnist.hg_data_overrides_the_default_root") {
+  const std::string tiny = tiny_dataset("env_root", 7), other = tiny_dataset("arg_root", 4);
+  EnvGuard env(tiny);
+  const hg::data::FashionMNIST from_env;
+  CHECK(from_env.root() == tiny);
+  CHECK(from_env.size() == 7);
+  const hg::data::FashionMNIST from_arg(other);  // the argument beats HG_DATA
+  CHECK(from_arg.root() == other);
+  CHECK(from_arg.size() == 4);
+  const hg::data::MNIST digits;  // MNIST honours HG_DATA too
+  CHECK(digits.size() == 7);
+}
+
+TEST_CASE("data.mnist.real_fashion_mnist" * doctest::skip(kNoRealData)) {
+  const hg::data::FashionMNIST train(hg::data::kFashionMnistRoot);
+  CHECK(train.images().shape() == hg::Shape{60000, 28, 28});
+  CHECK(train.images().dtype() == hg::u8);
+  CHECK(train.labels().shape() == hg::Shape{60000});
+  const std::vector<int64_t> labels = train.labels().to_vector<int64_t>();
+  CHECK(std::vector<int64_t>(labels.begin(), labels.begin() + 8) == std::vector<int64_t>{9, 0, 0, 3, 0, 2, 7, 2});
+  std::vector<int> per_class(10, 0);
+  for (int64_t y : labels) {
+    REQUIRE((y >= 0 && y <= 9));
+    ++per_class[size_t(y)];
+  }
+  CHECK(per_class == std::vector<int>(10, 6000));  // Fashion-MNIST is balanced
+  const std::vector<uint8_t> pixels = train.images().to_vector<uint8_t>();
+  CHECK(*std::max_element(pixels.begin(), pixels.end()) == 255);
+  const hg::data::FashionMNIST test(hg::data::kFashionMnistRoot, {.train = false});
+  CHECK(test.images().shape() == hg::Shape{10000, 28, 28});
+  CHECK(test.labels().shape() == hg::Shape{10000});
+  const std::vector<int64_t> test_labels = test.labels().to_vector<int64_t>();
+  CHECK(*std::min_element(test_labels.begin(), test_labels.end()) == 0);
+  CHECK(*std::max_element(test_labels.begin(), test_labels.end()) == 9);
+
+  hg::data::DataLoader loader(train, {.batch_size = 128, .shuffle = false});
+  CHECK(loader.num_batches() == 469);
+  const hg::data::Batch first = *loader.begin();
+  CHECK(first.x.shape() == hg::Shape{128, 1, 28, 28});
+  CHECK(first.y.to_vector<int64_t>()[7] == 2);
+  CHECK(hg::amax(first.x.flatten(), 0).item<float>() == 1.0f);
+}
+
+// ---- DataLoader ---------------------------------------------------------------------------------
+
+TEST_CASE("data.loader.batches_shapes_and_values") {
+  const hg::data::FashionMNIST data(tiny_dataset("loader_tiny", 10));
+  hg::data::DataLoader loader(data, {.batch_size = 4, .shuffle = false});
+  CHECK(loader.num_batches() == 3);
+  std::vector<int64_t> sizes;
+  for (auto [x, y] : loader) {
+    sizes.push_back(x.shape()[0]);
+    CHECK(x.shape() == hg::Shape{x.shape()[0], 1, 28, 28});
+    CHECK(x.dtype() == hg::f32);
+    CHECK(y.dtype() == hg::i64);
+    CHECK(y.shape() == hg::Shape{x.shape()[0]});
+  }
+  CHECK(sizes == std::vector<int64_t>{4, 4, 2});  // the last batch is partial
+  const auto batches = epoch_ids(loader);
+  CHECK(batches == std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}});
+  // Values are bytes / 255, labels follow their images.
+  const hg::data::Batch b = *loader.begin();
+  const std::string bytes = image_bytes(10);
+  const std::vector<float> x = b.x.to_vector<float>();
+  for (size_t i = 0; i < x.size(); ++i) {
+    REQUIRE(x[i] == float(uint8_t(bytes[i])) * (1.0f / 255.0f));
+    REQUIRE((x[i] >= 0.0f && x[i] <= 1.0f));
+  }
+  CHECK(b.y.to_vector<int64_t>() == std::vector<int64_t>{0, 1, 2, 3});
+
+  hg::data::DataLoader dropping(data, {.batch_size = 4, .shuffle = true, .drop_last = true, .seed = 3});
+  CHECK(dropping.num_batches() == 2);
+  const auto kept = epoch_ids(dropping);
+  REQUIRE(kept.size() == 2);
+  const std::vector<int64_t> ids = flat(kept);
+  CHECK(std::set<int64_t>(ids.begin(), ids.end()).size() == 8);
+  CHECK_THROWS_HG(hg::data::DataLoader(data, {.batch_size = 0}), "batch_size");
+}
+
+TEST_CASE("data.loader.shuffle_per_seed_and_epoch") {
+  const hg::data::FashionMNIST data(tiny_dataset("loader_shuffle", 50));
+  hg::data::DataLoader a(data, {.batch_size = 8, .seed = 7}), b(data, {.batch_size = 8, .seed = 7});
+  hg::data::DataLoader c(data, {.batch_size = 8, .seed = 8});
+  std::vector<int64_t> identity(50);
+  for (int64_t i = 0; i < 50; ++i) identity[size_t(i)] = i;
+  const std::vector<int64_t> a0 = flat(epoch_ids(a)), a1 = flat(epoch_ids(a)), b0 = flat(epoch_ids(b));
+  const std::vector<int64_t> b1 = flat(epoch_ids(b)), c0 = flat(epoch_ids(c));
+  CHECK(a.epoch() == 2);
+  CHECK(a0 == b0);  // same seed, same epoch: same order
+  CHECK(a1 == b1);
+  CHECK(a0 != a1);  // a new permutation every epoch
+  CHECK(a0 != c0);  // and per seed
+  CHECK(a0 != identity);
+  for (const auto* order : {&a0, &a1, &c0}) {  // every sample exactly once per epoch
+    std::vector<int64_t> sorted = *order;
+    std::sort(sorted.begin(), sorted.end());
+    CHECK(sorted == identity);
+  }
+}
+
+TEST_CASE("data.loader.state_dict_resumes_mid_epoch") {
+  const hg::data::FashionMNIST data(tiny_dataset("loader_resume", 10));
+  hg::data::DataLoader a(data, {.batch_size = 3, .seed = 11});
+  epoch_ids(a);  // epoch 0, whole
+  // Epoch 1: take two batches, then stop before the third (hg-train's --max-steps pattern).
+  std::vector<std::vector<int64_t>> seen;
+  for (auto batch : a) {
+    if (seen.size() == 2) break;
+    seen.push_back(sample_ids(batch));
+  }
+  const auto state = a.state_dict();
+  CHECK(state.at("epoch").item<int64_t>() == 1);
+  CHECK(state.at("position").item<int64_t>() == 2);
+
+  // Save through a file, like a checkpoint, and resume in a fresh loader.
+  const std::string path = hg_test::temp_path("loader_state.safetensors");
+  hg::save(path, state);
+  hg::data::DataLoader b(data, {.batch_size = 3, .seed = 11});
+  b.load_state_dict(hg::load(path));
+  const auto rest_b = epoch_ids(b);
+  const auto rest_a = epoch_ids(a);  // a also continues where it stopped
+  REQUIRE(rest_a.size() == 2);
+  CHECK(rest_b == rest_a);
+  std::vector<int64_t> whole = flat(seen), rest = flat(rest_a);
+  whole.insert(whole.end(), rest.begin(), rest.end());
+  std::sort(whole.begin(), whole.end());
+  CHECK(whole == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  // And both go on to the same epoch 2.
+  CHECK(epoch_ids(a) == epoch_ids(b));
+  CHECK(a.epoch() == 3);
+
+  auto bad = state;
+  bad["position"] = hg::full({}, 9.0, {.dtype = hg::i64});
+  CHECK_THROWS_HG(b.load_state_dict(bad), "position 9");
+  CHECK_THROWS_HG(b.load_state_dict({}), "epoch");
+}

@@ -1,0 +1,363 @@
+// Optimizers: SGD (momentum, dampening, Nesterov, weight decay), Adam and AdamW replay ten fixed
+// gradients and match torch.optim's parameters after every step within T(f32) (fixtures in
+// tests/golden/optim.safetensors, written by make_golden.py); f32 master weights for 16-bit
+// parameters; state_dict resume; learning rates and parameter groups; the LR schedulers.
+#include <cmath>
+#include <memory>
+#include <numbers>
+
+#include "core/json.h"
+#include "core/safetensors.h"
+#include "ops/shape.h"
+#include "test_support.h"
+
+using hg::Tensor;
+
+namespace {
+
+using Args = hg::json::Value;
+
+// ---- the torch.optim fixture --------------------------------------------------------------------
+
+struct OptimFixture {
+  std::map<std::string, Tensor> tensors;
+  std::map<std::string, Args> cases;  // case name -> {"optimizer": ..., options}
+  int steps = 0;
+
+  static const OptimFixture& get() {
+    static const OptimFixture fx = [] {
+      const hg::SafetensorsContents file = hg::load_with_metadata(std::string(HG_TEST_DIR) + "/golden/optim.safetensors");
+      OptimFixture f;
+      f.tensors = file.tensors;
+      for (const auto& [name, text] : file.metadata)
+        if (!name.starts_with("_")) f.cases[name] = hg::json::parse(text, "optim fixture metadata");
+      f.steps = std::stoi(file.metadata.at("_steps"));
+      return f;
+    }();
+    return fx;
+  }
+  Tensor at(const std::string& name) const {
+    const auto it = tensors.find(name);
+    HG_CHECK(it != tensors.end(), "optim fixture has no tensor ", name);
+    return it->second;
+  }
+  // Slice k of a stacked (steps, ...) tensor, as its own contiguous tensor.
+  Tensor step_of(const std::string& name, int k) const {
+    const Tensor stacked = at(name);
+    hg::Shape shape(std::vector<int64_t>(stacked.shape().begin() + 1, stacked.shape().end()));
+    return hg::narrow(stacked, 0, k, 1).reshape(shape).clone();
+  }
+  std::vector<Tensor> initial_params(hg::DType dtype = hg::f32) const {
+    // clone(): to(f32) of an f32 tensor may return the fixture itself, which step() would modify.
+    return {at("init.p0").to(dtype).clone().requires_grad_(), at("init.p1").to(dtype).clone().requires_grad_()};
+  }
+};
+
+double number_or(const Args& meta, std::string_view key, double fallback) {
+  const Args* v = meta.find(key);
+  return v ? std::stod(v->text) : fallback;
+}
+bool flag_or(const Args& meta, std::string_view key, bool fallback) {
+  const Args* v = meta.find(key);
+  return v ? v->boolean : fallback;
+}
+
+std::unique_ptr<hg::optim::Optimizer> make_optimizer(const Args& meta, const std::vector<Tensor>& params,
+                                                     bool master_weights = false) {
+  const std::string kind = meta.find("optimizer")->text;
+  const double lr = number_or(meta, "lr", 0);
+  if (kind == "sgd")
+    return std::make_unique<hg::optim::SGD>(
+        params, hg::optim::SGDOptions{.lr = lr, .momentum = number_or(meta, "momentum", 0),
+                                      .dampening = number_or(meta, "dampening", 0),
+                                      .weight_decay = number_or(meta, "weight_decay", 0),
+                                      .nesterov = flag_or(meta, "nesterov", false), .master_weights = master_weights});
+  const double b1 = number_or(meta, "beta1", 0.9), b2 = number_or(meta, "beta2", 0.999), eps = number_or(meta, "eps", 1e-8);
+  if (kind == "adam")
+    return std::make_unique<hg::optim::Adam>(
+        params, hg::optim::AdamOptions{.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps,
+                                       .weight_decay = number_or(meta, "weight_decay", 0), .master_weights = master_weights});
+  HG_CHECK(kind == "adamw", "optim fixture: unknown optimizer ", kind);
+  return std::make_unique<hg::optim::AdamW>(
+      params, hg::optim::AdamWOptions{.lr = lr, .beta1 = b1, .beta2 = b2, .eps = eps,
+                                      .weight_decay = number_or(meta, "weight_decay", 1e-2), .master_weights = master_weights});
+}
+
+// Gives every parameter the fixture's gradient of step k (converted to the parameter's dtype).
+void set_fixture_grads(const std::vector<Tensor>& params, int k) {
+  const OptimFixture& fx = OptimFixture::get();
+  for (size_t i = 0; i < params.size(); ++i)
+    params[i].set_grad(fx.step_of("grads.p" + std::to_string(i), k).to(params[i].dtype()));
+}
+
+// Replays every fixture case of optimizer `kind`; returns how many ran.
+int replay_cases(const std::string& kind) {
+  const OptimFixture& fx = OptimFixture::get();
+  int ran = 0;
+  for (const auto& [name, meta] : fx.cases) {
+    if (meta.find("optimizer")->text != kind) continue;
+    ++ran;
+    const std::vector<Tensor> params = fx.initial_params();
+    const auto opt = make_optimizer(meta, params);
+    for (int k = 0; k < fx.steps; ++k) {
+      set_fixture_grads(params, k);
+      opt->step();
+      for (size_t i = 0; i < params.size(); ++i) {
+        INFO("case ", name, ", step ", k + 1, ", parameter ", i);
+        CHECK_CLOSE(params[i].detach(), fx.step_of(name + ".p" + std::to_string(i), k));
+      }
+    }
+  }
+  return ran;
+}
+
+bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && a.to_vector<double>() == b.to_vector<double>();
+}
+
+}  // namespace
+
+// ---- parity with torch.optim --------------------------------------------------------------------
+
+TEST_CASE("optim.fixture_changes_parameters_beyond_tolerance") {
+  // Guards the parity cases below: every case moves the parameters by far more than T(f32).
+  const OptimFixture& fx = OptimFixture::get();
+  REQUIRE(fx.cases.size() == 10);
+  REQUIRE(fx.steps == 10);
+  for (const auto& [name, meta] : fx.cases) {
+    INFO(name);
+    CHECK(hg_test::compare(fx.step_of(name + ".p0", fx.steps - 1), fx.at("init.p0"), hg_test::tolerance_for(hg::f32)).has_value());
+  }
+}
+
+TEST_CASE("optim.sgd.matches_torch_every_step") { CHECK(replay_cases("sgd") == 6); }
+TEST_CASE("optim.adam.matches_torch_every_step") { CHECK(replay_cases("adam") == 3); }
+TEST_CASE("optim.adamw.matches_torch_every_step") { CHECK(replay_cases("adamw") == 1); }
+
+TEST_CASE("optim.parameters_without_grad_are_left_alone") {
+  const OptimFixture& fx = OptimFixture::get();
+  const std::vector<Tensor> params = fx.initial_params();
+  hg::optim::Adam opt(params, {.lr = 0.1});
+  params[0].set_grad(hg::ones(params[0].shape()));
+  opt.step();
+  CHECK(bitwise_equal(params[1].detach(), fx.at("init.p1")));
+  CHECK_FALSE(bitwise_equal(params[0].detach(), fx.at("init.p0")));
+  CHECK(opt.state_dict().count("state.1.step") == 0);
+  CHECK(opt.state_dict().at("state.0.step").item<int64_t>() == 1);
+  opt.zero_grad();
+  CHECK_FALSE(params[0].grad().defined());
+}
+
+// ---- master weights ------------------------------------------------------------------------------
+
+TEST_CASE("optim.master_weights.16bit_params_follow_an_f32_run") {
+  const OptimFixture& fx = OptimFixture::get();
+  for (hg::DType dtype : {hg::f16, hg::bf16}) {
+    for (const std::string name : {"sgd_momentum_weight_decay_nesterov", "adam", "adamw"}) {
+      INFO(hg::dtype_name(dtype), " ", name);
+      const std::vector<Tensor> low = fx.initial_params(dtype);
+      // The f32 control starts from the same (16-bit) values and sees the same (16-bit) gradients.
+      const std::vector<Tensor> full = {low[0].detach().to(hg::f32).requires_grad_(), low[1].detach().to(hg::f32).requires_grad_()};
+      const auto opt_low = make_optimizer(fx.cases.at(name), low, /*master_weights=*/true);
+      const auto opt_full = make_optimizer(fx.cases.at(name), full);
+      CHECK(opt_low->master_weights());
+      for (int k = 0; k < fx.steps; ++k) {
+        set_fixture_grads(low, k);
+        for (size_t i = 0; i < full.size(); ++i) full[i].set_grad(low[i].grad().to(hg::f32));
+        opt_low->step();
+        opt_full->step();
+        const auto state = opt_low->state_dict();
+        for (size_t i = 0; i < low.size(); ++i) {
+          const std::string prefix = "state." + std::to_string(i) + ".";
+          INFO("step ", k + 1, ", parameter ", i);
+          REQUIRE(state.count(prefix + "master"));
+          CHECK(state.at(prefix + "master").dtype() == hg::f32);
+          CHECK(bitwise_equal(state.at(prefix + "master"), full[i].detach()));
+          CHECK(low[i].dtype() == dtype);
+          CHECK(bitwise_equal(low[i].detach(), full[i].detach().to(dtype)));
+          for (const char* moment : {"exp_avg", "exp_avg_sq", "momentum_buffer"})
+            if (state.count(prefix + moment)) CHECK(state.at(prefix + moment).dtype() == hg::f32);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("optim.master_weights.keep_updates_that_16bit_rounding_loses") {
+  // bf16 has 8 significant bits: 1 - 1e-3 rounds back to 1, so a bf16-only SGD never moves.
+  const Tensor lost = hg::ones({4}, {.dtype = hg::bf16, .requires_grad = true});
+  const Tensor kept = hg::ones({4}, {.dtype = hg::bf16, .requires_grad = true});
+  hg::optim::SGD plain({lost}, {.lr = 1e-3});
+  hg::optim::SGD master({kept}, {.lr = 1e-3, .master_weights = true});
+  for (int k = 0; k < 50; ++k) {
+    lost.set_grad(hg::ones({4}, {.dtype = hg::bf16}));
+    kept.set_grad(hg::ones({4}, {.dtype = hg::bf16}));
+    plain.step();
+    master.step();
+  }
+  CHECK(lost.detach().to_vector<float>() == std::vector<float>(4, 1.0f));
+  float expected = 1.0f;
+  for (int k = 0; k < 50; ++k) expected -= 1e-3f;  // the f32 master's own arithmetic
+  CHECK(master.state_dict().at("state.0.master").to_vector<float>() == std::vector<float>(4, expected));
+  CHECK(bitwise_equal(kept.detach(), hg::full({4}, double(expected)).to(hg::bf16)));
+  CHECK_CLOSE(kept.detach(), hg::full({4}, 0.95, {.dtype = hg::bf16}));
+}
+
+// ---- state dicts ---------------------------------------------------------------------------------
+
+TEST_CASE("optim.state_dict.resume_gives_identical_next_steps") {
+  const OptimFixture& fx = OptimFixture::get();
+  for (const std::string name : {"sgd_momentum", "adam", "adamw"}) {
+    INFO(name);
+    const Args& meta = fx.cases.at(name);
+    const std::vector<Tensor> params = fx.initial_params();
+    const auto opt = make_optimizer(meta, params);
+    for (int k = 0; k < 5; ++k) set_fixture_grads(params, k), opt->step();
+
+    // Checkpoint through a safetensors file, then resume into a new optimizer built with another lr.
+    const std::string path = hg_test::temp_path("optim_" + name + ".safetensors");
+    hg::save(path, opt->state_dict());
+    const std::vector<Tensor> resumed = {params[0].detach().clone().requires_grad_(), params[1].detach().clone().requires_grad_()};
+    Args other = meta;
+    for (auto& [key, value] : other.members)
+      if (key == "lr") value.text = "0.5";
+    const auto opt2 = make_optimizer(other, resumed);
+    opt2->load_state_dict(hg::load(path));
+    CHECK(opt2->lr() == opt->lr());
+    CHECK(opt2->steps_applied() == 5);
+
+    // Without the state a fresh optimizer takes a different step (the comparison can fail).
+    const std::vector<Tensor> fresh = {params[0].detach().clone().requires_grad_(), params[1].detach().clone().requires_grad_()};
+    const auto opt3 = make_optimizer(meta, fresh);
+    for (int k = 5; k < fx.steps; ++k) {
+      set_fixture_grads(params, k), opt->step();
+      set_fixture_grads(resumed, k), opt2->step();
+      for (size_t i = 0; i < params.size(); ++i) {
+        INFO("step ", k + 1, ", parameter ", i);
+        CHECK(bitwise_equal(resumed[i].detach(), params[i].detach()));
+        CHECK_CLOSE(resumed[i].detach(), fx.step_of(name + ".p" + std::to_string(i), k));
+      }
+    }
+    set_fixture_grads(fresh, 5), opt3->step();
+    CHECK(hg_test::compare(fresh[0].detach(), fx.step_of(name + ".p0", 5), hg_test::tolerance_for(hg::f32)).has_value());
+  }
+}
+
+TEST_CASE("optim.state_dict.contents_and_errors") {
+  const Tensor a = hg::ones({3}, {.requires_grad = true}), b = hg::ones({2}, {.requires_grad = true});
+  hg::optim::SGD opt({a}, {.lr = 0.1, .momentum = 0.9});
+  opt.add_param_group({b}, 0.01);
+  a.set_grad(hg::ones({3}));
+  opt.step();
+  const auto state = opt.state_dict();
+  CHECK(state.at("param_groups.0.lr").item<double>() == 0.1);
+  CHECK(state.at("param_groups.1.lr").item<double>() == 0.01);
+  CHECK(state.at("state.0.step").item<int64_t>() == 1);
+  CHECK(state.at("state.0.momentum_buffer").to_vector<float>() == std::vector<float>(3, 1.0f));
+  CHECK(state.count("state.1.momentum_buffer") == 0);
+  // The returned state is a copy: changing it does not change the optimizer.
+  Tensor(state.at("state.0.momentum_buffer")).fill_(7.0);
+  CHECK(opt.state_dict().at("state.0.momentum_buffer").to_vector<float>() == std::vector<float>(3, 1.0f));
+
+  hg::optim::SGD one_group({a}, {.lr = 0.1});
+  auto too_many = state;
+  too_many["state.5.step"] = hg::full({}, 1.0, {.dtype = hg::i64});
+  CHECK_THROWS_HG(opt.load_state_dict(too_many), "state for parameter 5");
+  hg::optim::SGD two_groups({a}, {.lr = 0.1});
+  two_groups.add_param_group({b}, 0.2);
+  CHECK_THROWS_HG(two_groups.load_state_dict(hg::optim::SGD({a}, {.lr = 0.1}).state_dict()), "param_groups.1.lr");
+}
+
+// ---- learning rates and parameter groups ---------------------------------------------------------
+
+TEST_CASE("optim.lr_and_set_lr") {
+  const Tensor w = hg::zeros({2}, {.requires_grad = true});
+  hg::optim::SGD opt({w}, {.lr = 0.1});
+  CHECK(opt.lr() == 0.1);
+  opt.set_lr(0.5);
+  CHECK(opt.lr() == 0.5);
+  w.set_grad(hg::from_vector<float>({1, -2}, {2}));
+  opt.step();
+  CHECK(w.detach().to_vector<float>() == std::vector<float>{-0.5f, 1.0f});
+  CHECK_THROWS_HG(opt.set_lr(-1), "learning rate");
+  CHECK_THROWS_HG(hg::optim::SGD({w}, {.lr = -0.1}), "learning rate");
+}
+
+TEST_CASE("optim.param_groups_have_their_own_lr") {
+  const Tensor a = hg::zeros({2}, {.requires_grad = true}), b = hg::zeros({3}, {.requires_grad = true});
+  hg::optim::SGD opt({a}, {.lr = 0.1});
+  opt.add_param_group({b}, 0.01);
+  REQUIRE(opt.param_groups().size() == 2);
+  CHECK(opt.parameters().size() == 2);
+  a.set_grad(hg::ones({2}));
+  b.set_grad(hg::ones({3}));
+  opt.step();
+  CHECK_CLOSE(a.detach(), hg::full({2}, -0.1));
+  CHECK_CLOSE(b.detach(), hg::full({3}, -0.01));
+  opt.param_groups()[1].lr = 1.0;  // groups are editable, like PyTorch's param_groups
+  opt.step();
+  CHECK_CLOSE(b.detach(), hg::full({3}, -1.01));
+  opt.set_lr(0.5);  // every group
+  CHECK(opt.param_groups()[0].lr == 0.5);
+  CHECK(opt.param_groups()[1].lr == 0.5);
+  CHECK_THROWS_HG(opt.add_param_group({a}, 0.1), "more than one group");
+  CHECK_THROWS_HG(opt.add_param_group({hg::zeros({2}, {.dtype = hg::i64})}, 0.1), "floating leaf");
+}
+
+// ---- schedulers ----------------------------------------------------------------------------------
+
+TEST_CASE("optim.scheduler.step_lr_closed_form") {
+  const Tensor w = hg::zeros({1}, {.requires_grad = true});
+  hg::optim::SGD opt({w}, {.lr = 0.1});
+  hg::optim::StepLR sched(opt, 3, 0.5);
+  CHECK(opt.lr() == 0.1);
+  for (int t = 1; t <= 20; ++t) {
+    sched.step();
+    CHECK(sched.steps() == t);
+    CHECK(opt.lr() == doctest::Approx(0.1 * std::pow(0.5, t / 3)).epsilon(1e-14));
+  }
+  CHECK(opt.lr() == doctest::Approx(0.1 / 64).epsilon(1e-14));  // t = 20: six decays
+  CHECK_THROWS_HG(hg::optim::StepLR(opt, 0), "step_size");
+}
+
+TEST_CASE("optim.scheduler.cosine_closed_form") {
+  const Tensor w = hg::zeros({1}, {.requires_grad = true});
+  hg::optim::Adam opt({w}, {.lr = 0.2});
+  hg::optim::CosineAnnealingLR sched(opt, 10, 0.01);
+  CHECK(opt.lr() == doctest::Approx(0.2).epsilon(1e-14));
+  for (int t = 1; t <= 10; ++t) {
+    sched.step();
+    CHECK(opt.lr() == doctest::Approx(0.01 + 0.19 * (1 + std::cos(std::numbers::pi * t / 10)) / 2).epsilon(1e-12));
+    if (t == 5) CHECK(opt.lr() == doctest::Approx(0.105).epsilon(1e-12));
+  }
+  CHECK(opt.lr() == doctest::Approx(0.01).epsilon(1e-12));
+  CHECK(sched.base_lr() == 0.2);
+}
+
+TEST_CASE("optim.scheduler.linear_warmup_closed_form") {
+  const Tensor w = hg::zeros({1}, {.requires_grad = true});
+  hg::optim::SGD opt({w}, {.lr = 0.4});
+  hg::optim::LinearWarmup sched(opt, 4);
+  const double expected[] = {0.1, 0.2, 0.3, 0.4, 0.4, 0.4, 0.4};
+  for (int t = 0; t < 7; ++t) {
+    INFO("t = ", t);
+    CHECK(opt.lr() == doctest::Approx(expected[t]).epsilon(1e-14));
+    sched.step();
+  }
+}
+
+TEST_CASE("optim.scheduler.skipped_amp_step_does_not_advance") {
+  const Tensor w = hg::zeros({1}, {.requires_grad = true});
+  hg::optim::SGD opt({w}, {.lr = 1.0});
+  hg::optim::StepLR sched(opt, 1, 0.5);
+  sched.step(hg::amp::StepResult{.applied = false, .found_inf = true, .scale = 65536.0, .skipped_in_a_row = 1});
+  CHECK(sched.steps() == 0);
+  CHECK(opt.lr() == 1.0);
+  sched.step(hg::amp::StepResult{.applied = true, .found_inf = false, .scale = 32768.0, .skipped_in_a_row = 0});
+  CHECK(sched.steps() == 1);
+  CHECK(opt.lr() == 0.5);
+  // The decayed lr is what the next update uses.
+  w.set_grad(hg::ones({1}));
+  opt.step();
+  CHECK(w.detach().item<float>() == -0.5f);
+}
