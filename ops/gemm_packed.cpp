@@ -126,49 +126,41 @@ bool packed_gemm_available() {
 template <class T>
 void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate) {
   const int64_t M = a.rows, N = b.cols, K = a.cols;
-  // NOTE: packing buffers are reused per thread: a fresh 2 MB allocation per call would cost
-  // page faults comparable to the multiply itself for MLP-sized matrices.
-  thread_local Scratch b_scratch;
-  for (int64_t j0 = 0; j0 < N; j0 += kNC) {
-    const int64_t nc = std::min(kNC, N - j0);
-    const int64_t nc_padded = (nc + kNR - 1) / kNR * kNR;
-    for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-      const int64_t kc = std::min(kKC, K - k0);
-      const bool overwrite = k0 == 0 && !accumulate;
-      float* packed_b = b_scratch.get(size_t(kc * nc_padded));
-      pack_b<T>(b, k0, kc, j0, nc, packed_b);
-      const int64_t row_blocks = (M + kMC - 1) / kMC;
-      const int64_t col_panels = nc_padded / kNR;
-      // Tasks: (row block, group of column panels), so small-M products still use every thread.
-      const int64_t groups = std::max<int64_t>(1, std::min<int64_t>(col_panels, get_num_threads() * 2 / row_blocks));
-      const int64_t panels_per_group = (col_panels + groups - 1) / groups;
-      const int64_t work = 2 * M * nc * kc;
-      parallel_for(0, row_blocks * groups, work >= (int64_t(1) << 20) ? 1 : row_blocks * groups, [&](int64_t lo, int64_t hi) {
-        thread_local Scratch a_scratch;
-        float* packed_a = a_scratch.get(size_t(kMC * kc));
-        int64_t packed_block = -1;
-        for (int64_t task = lo; task < hi; ++task) {
-          const int64_t block = task / groups, group = task % groups;
-          const int64_t i0 = block * kMC, mc = std::min(kMC, M - i0);
-          if (packed_block != block) {
+  // NOTE: one parallel region per GEMM, with independent tasks: each task owns a range of rows or
+  // of columns and packs what it reads itself. A region per K-slice (BLIS's shared B panel)
+  // costs a fork/join each, which dominated MLP-sized products at 2 threads.
+  const int64_t panels = (N + kNR - 1) / kNR, row_blocks = (M + kMC - 1) / kMC;
+  const int64_t threads = 2 * M * N * K >= (int64_t(1) << 21) ? get_num_threads() : 1;
+  const bool split_columns = panels >= 2 * threads || panels >= row_blocks;
+  const int64_t tasks = std::max<int64_t>(1, std::min(threads, split_columns ? panels : row_blocks));
+  parallel_for(0, tasks, 1, [&](int64_t first, int64_t last) {
+    thread_local Scratch a_scratch, b_scratch;
+    for (int64_t task = first; task < last; ++task) {
+      // This task's columns [j_begin, j_end) and rows [i_begin, i_end), on panel/block bounds.
+      const int64_t j_begin = split_columns ? panels * task / tasks * kNR : 0;
+      const int64_t j_end = split_columns ? std::min(N, panels * (task + 1) / tasks * kNR) : N;
+      const int64_t i_begin = split_columns ? 0 : row_blocks * task / tasks * kMC;
+      const int64_t i_end = split_columns ? M : std::min(M, row_blocks * (task + 1) / tasks * kMC);
+      for (int64_t j0 = j_begin; j0 < j_end; j0 += kNC) {
+        const int64_t nc = std::min(kNC, j_end - j0);
+        for (int64_t k0 = 0; k0 < K; k0 += kKC) {
+          const int64_t kc = std::min(kKC, K - k0);
+          const bool overwrite = k0 == 0 && !accumulate;
+          float* packed_b = b_scratch.get(size_t(kc * ((nc + kNR - 1) / kNR * kNR)));
+          pack_b<T>(b, k0, kc, j0, nc, packed_b);
+          for (int64_t i0 = i_begin; i0 < i_end; i0 += kMC) {
+            const int64_t mc = std::min(kMC, i_end - i0);
+            float* packed_a = a_scratch.get(size_t(kMC * kc));
             pack_a<T>(a, i0, mc, k0, kc, packed_a);
-            packed_block = block;
-          }
-          const int64_t q_end = std::min(col_panels, (group + 1) * panels_per_group);
-          for (int64_t q = group * panels_per_group; q < q_end; ++q) {
-            const int64_t j = q * kNR, cols = std::min(kNR, nc - j);
-            for (int64_t p = 0; p < mc; p += kMR) {
-              const int64_t rows = std::min(kMR, mc - p);
-              float* tile = c + (i0 + p) * ldc + j0 + j;
-              const float* ap = packed_a + p * kc;
-              const float* bp = packed_b + j * kc;
-              microkernel(kc, ap, bp, tile, ldc, rows, cols, overwrite);
-            }
+            for (int64_t j = 0; j < nc; j += kNR)
+              for (int64_t p = 0; p < mc; p += kMR)
+                microkernel(kc, packed_a + p * kc, packed_b + j * kc, c + (i0 + p) * ldc + j0 + j, ldc,
+                            std::min(kMR, mc - p), std::min(kNR, nc - j), overwrite);
           }
         }
-      });
+      }
     }
-  }
+  });
 }
 
 template void packed_gemm<float>(const MatrixView&, const MatrixView&, float*, int64_t, bool);
