@@ -25,6 +25,8 @@ std::map<std::string, Rule, std::less<>> default_rules() {
       {"matmul", {CastPolicy::Lower, gemm}},
       {"linear", {CastPolicy::Lower, gemm}},
       {"conv2d", {CastPolicy::Lower, gemm}},
+      {"linear_relu", {CastPolicy::Lower, gemm}},
+      {"conv2d_relu", {CastPolicy::Lower, gemm}},
       {"exp", {CastPolicy::F32, range}},
       {"log", {CastPolicy::F32, range}},
       {"pow", {CastPolicy::F32, range}},

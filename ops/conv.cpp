@@ -10,6 +10,8 @@
 // are widened to f32 as they are laid out, so the GEMM always runs in f32.
 #include "ops/conv.h"
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <vector>
 
@@ -18,7 +20,9 @@
 #include "core/parallel.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
+#include "ops/elementwise_kernel.h"
 #include "ops/gemm.h"
+#include "ops/math/activation.h"
 
 namespace hg {
 
@@ -44,6 +48,22 @@ constexpr int64_t kImagesPerPartial = 8;
 
 // ---- layout kernels -----------------------------------------------------------------------------
 
+// Copies a short run of values (one image row: 14..28 floats here). std::copy would call memmove
+// for each run, and that call costs more than the copy.
+template <class S>
+inline void copy_run(const S* src, int64_t n, S* dst) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<S, float>) {
+    for (int64_t k = 0; k < n; k += 16) {
+      const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
+      _mm512_mask_storeu_ps(dst + k, m, _mm512_maskz_loadu_ps(m, src + k));
+    }
+    return;
+  }
+#endif
+  std::copy(src, src + n, dst);
+}
+
 // Division rounding down / up (C++ rounds toward zero, wrong for negative numerators).
 int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
@@ -61,19 +81,21 @@ void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch) {
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           S* dst = row + oh * g.OW;
           const int64_t ih = oh * g.stride - g.pad + i;
+          // NOTE: plain loops, not std::fill/std::copy: the runs are 0..28 values, and a libc
+          // memset/memmove call per run costs more than the work.
           if (ih < 0 || ih >= g.H) {
-            std::fill(dst, dst + g.OW, S(0));
+            for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = S(0);
             continue;
           }
           const T* src = x + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
-          std::fill(dst, dst + ow_begin, S(0));
+          for (int64_t ow = 0; ow < ow_begin; ++ow) dst[ow] = S(0);
           if constexpr (std::is_same_v<T, S>) {
-            if (g.stride == 1) std::copy(src, src + (ow_end - ow_begin), dst + ow_begin);
+            if (g.stride == 1) copy_run(src, ow_end - ow_begin, dst + ow_begin);
             else for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = src[(ow - ow_begin) * g.stride];
           } else {
             for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = S(Acc<T>(src[(ow - ow_begin) * g.stride]));
           }
-          std::fill(dst + ow_end, dst + g.OW, S(0));
+          for (int64_t ow = ow_end; ow < g.OW; ++ow) dst[ow] = S(0);
         }
       }
 }
@@ -123,7 +145,7 @@ detail::MatrixView dense_transposed(const void* data, int64_t rows, int64_t cols
 // ---- forward ------------------------------------------------------------------------------------
 
 template <class T>
-void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const ConvGeometry& g) {
+void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const ConvGeometry& g, bool relu) {
   using S = Acc<T>;
   std::vector<S> w_panel;
   const S* weight = as_acc(w.data_ptr<T>(), g.O * g.ckk(), w_panel);
@@ -152,6 +174,8 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
       S* dst = result.empty() ? reinterpret_cast<S*>(output + n * plane) : result.data();
       for (int64_t o = 0; o < g.O; ++o) std::fill_n(dst + o * g.ohw(), g.ohw(), bias[size_t(o)]);
       detail::gemm_dense<S>(dense(weight, g.O, g.ckk()), dense(columns, g.ckk(), g.ohw()), dst, true);
+      if (relu)  // fused: the image's output is still in cache (NaN stays NaN, like relu)
+        for (int64_t k = 0; k < plane; ++k) dst[k] = dst[k] < S(0) ? S(0) : dst[k];
       if (!result.empty()) store<T>(result.data(), plane, output + n * plane);
     }
   });
@@ -159,9 +183,11 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
 
 // ---- backward -----------------------------------------------------------------------------------
 
+// relu_output: for conv2d_relu, the forward's output y; the incoming gradient passes only where
+// y > 0 (relu's derivative), applied while each image's gradient is gathered.
 template <class T>
-void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const ConvGeometry& g, Tensor* gx, Tensor* gw,
-                   Tensor* gb) {
+void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T* relu_output, const ConvGeometry& g,
+                   Tensor* gx, Tensor* gw, Tensor* gb) {
   using S = Acc<T>;
   const T* input = x.data_ptr<T>();
   const T* dy = grad.data_ptr<T>();
@@ -175,6 +201,12 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const C
     std::vector<S> cols(static_cast<size_t>(g.ckk() * g.ohw())), dimage(gx ? static_cast<size_t>(image) : 0), g_panel;
     for (int64_t n = lo; n < hi; ++n) {
       const S* g_n = as_acc(dy + n * plane, plane, g_panel);  // (O, OH*OW)
+      if (relu_output != nullptr) {
+        g_panel.resize(size_t(plane));
+        const T* y = relu_output + n * plane;
+        for (int64_t k = 0; k < plane; ++k) g_panel[size_t(k)] = Acc<T>(y[k]) > Acc<T>(0) ? g_n[k] : S(0);
+        g_n = g_panel.data();
+      }
       if (gb)
         for (int64_t o = 0; o < g.O; ++o)
           for (int64_t p = 0; p < g.ohw(); ++p) bias_partial[size_t(part)][size_t(o)] += double(g_n[o * g.ohw() + p]);
@@ -230,14 +262,17 @@ ConvGeometry check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const
 
 }  // namespace
 
-Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dOptions options) {
-  auto [x0, w0, b0] = amp::prepare("conv2d", x_in, w_in, b_in);
-  detail::check_same_device("conv2d", x0, w0);
-  if (b0.defined()) detail::check_same_device("conv2d", x0, b0);
+namespace {
+// conv2d and conv2d_relu share everything but the fused activation.
+Tensor conv2d_impl(const char* name, const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dOptions options,
+                   bool relu) {
+  auto [x0, w0, b0] = amp::prepare(name, x_in, w_in, b_in);
+  detail::check_same_device(name, x0, w0);
+  if (b0.defined()) detail::check_same_device(name, x0, b0);
   const ConvGeometry g = check_conv(x0, w0, b0, options);
   DType dtype = promote_types(x0.dtype(), w0.dtype());
   if (b0.defined()) dtype = promote_types(dtype, b0.dtype());
-  HG_CHECK(is_floating(dtype), "conv2d: expected floating tensors, got ", x0.dtype(), " and ", w0.dtype());
+  HG_CHECK(is_floating(dtype), name, ": expected floating tensors, got ", x0.dtype(), " and ", w0.dtype());
   const Tensor x = x0.to(dtype).contiguous(), w = w0.to(dtype).contiguous();
   const Tensor b = b0.defined() ? b0.to(dtype) : Tensor();
 
@@ -245,29 +280,43 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2d
   if (out.numel() > 0) {
     if (out.device().is_cuda()) {
       cuda_ops::conv2d_forward(x, w, b, out, options.stride, options.padding);
+      if (relu) detail::cuda_map_elementwise<1>(out, {out}, math::Forward<math::Relu>{});
     } else {
-      visit_floating(dtype, "conv2d", [&]<class T> { conv_forward<T>(x, w, b, out, g); });
+      visit_floating(dtype, name, [&]<class T> { conv_forward<T>(x, w, b, out, g, relu); });
     }
   }
   const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = b.defined() && b.requires_grad();
-  record("conv2d", out, {x, w, b},
-         [sx = SavedTensor(x, "conv2d"), sw = SavedTensor(need_x ? w : Tensor(), "conv2d"), g, need_x, need_w, need_b,
-          options](const Tensor& grad) -> std::vector<Tensor> {
-           const Tensor x = sx.get(), gy = grad.contiguous();
+  record(name, out, {x, w, b},
+         [sx = SavedTensor(x, name), sw = SavedTensor(need_x ? w : Tensor(), name),
+          sy = SavedTensor(relu ? out : Tensor(), name), g, need_x, need_w, need_b, options,
+          name](const Tensor& grad) -> std::vector<Tensor> {
+           const Tensor x = sx.get();
+           Tensor gy = grad.contiguous();
            Tensor gx = need_x ? empty(x.shape(), x.options()) : Tensor();
            Tensor gw = need_w ? empty({g.O, g.C, g.kh, g.kw}, x.options()) : Tensor();
            Tensor gb = need_b ? empty({g.O}, x.options()) : Tensor();
            if (x.device().is_cuda()) {
+             if (sy.defined()) gy = detail::map_to_new<2>(gy.shape(), {sy.get(), gy}, math::BackwardFromInput<math::Relu>{});
              cuda_ops::conv2d_backward(x, sw.get(), gy, options.stride, options.padding, gx, gw, gb);
            } else {
-             visit_floating(x.dtype(), "conv2d", [&]<class T> {
-               conv_backward<T>(x, need_x ? sw.get() : Tensor(), gy, g, need_x ? &gx : nullptr, need_w ? &gw : nullptr,
-                                need_b ? &gb : nullptr);
+             const Tensor y = sy.get();
+             visit_floating(x.dtype(), name, [&]<class T> {
+               conv_backward<T>(x, need_x ? sw.get() : Tensor(), gy, y.defined() ? y.data_ptr<T>() : nullptr, g,
+                                need_x ? &gx : nullptr, need_w ? &gw : nullptr, need_b ? &gb : nullptr);
              });
            }
            return {gx, gw, gb};
          });
   return out;
+}
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dOptions options) {
+  return conv2d_impl("conv2d", x, w, b, options, false);
+}
+
+Tensor conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dOptions options) {
+  return conv2d_impl("conv2d_relu", x, w, b, options, true);
 }
 
 }  // namespace hg

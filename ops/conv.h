@@ -14,4 +14,9 @@ struct Conv2dOptions {
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions options = {});
 
+// relu(conv2d(...)) as one op: the activation is applied while each image's output is still in
+// cache, and its derivative while the gradient is gathered. nn::Sequential uses it for a
+// Conv2d followed by ReLU.
+Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions options = {});
+
 }  // namespace hg

@@ -14,8 +14,8 @@ void reduce(ReduceKind kind, const Tensor& x, const Tensor& out, int64_t outer, 
 
 // out[b] = a[b] @ b[b] through cuBLASLt (2-D operands broadcast over the batch).
 void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
-// out (rows, out_features) = x2 @ w^T (+ bias), bias fused as a cuBLASLt epilogue.
-void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const Tensor& out);
+// out (rows, out_features) = x2 @ w^T (+ bias) (then relu), fused as a cuBLASLt epilogue.
+void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const Tensor& out, bool relu);
 
 // conv2d through cuDNN; undefined gradient outputs are skipped.
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out, int64_t stride,

@@ -8,7 +8,9 @@
 #include "core/parallel.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
+#include "ops/elementwise_kernel.h"
 #include "ops/gemm.h"
+#include "ops/math/activation.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 
@@ -109,23 +111,24 @@ Tensor matmul_prepared(const Tensor& a0, const Tensor& b0) {
 }
 }  // namespace
 
-// ---- linear --------------------------------------------------------------------------------------
+// ---- linear / linear_relu -------------------------------------------------------------------------
 
-Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
-  auto [x0, w0, b0] = amp::prepare("linear", x_in, w_in, b_in);
-  detail::check_same_device("linear", x0, w0);
-  HG_CHECK(w0.dim() == 2, "linear: weight must be 2-D (out_features, in_features), got ", w0.shape());
-  HG_CHECK(x0.dim() >= 1 && x0.shape()[x0.dim() - 1] == w0.shape()[1], "linear: mat1 and mat2 shapes cannot be "
+namespace {
+Tensor linear_impl(const char* name, const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, bool relu) {
+  auto [x0, w0, b0] = amp::prepare(name, x_in, w_in, b_in);
+  detail::check_same_device(name, x0, w0);
+  HG_CHECK(w0.dim() == 2, name, ": weight must be 2-D (out_features, in_features), got ", w0.shape());
+  HG_CHECK(x0.dim() >= 1 && x0.shape()[x0.dim() - 1] == w0.shape()[1], name, ": mat1 and mat2 shapes cannot be "
            "multiplied (input ", x0.shape(), " and weight ", w0.shape(), "^T): in_features is ", w0.shape()[1]);
   const int64_t in = w0.shape()[1], out_features = w0.shape()[0];
   if (b0.defined()) {
-    detail::check_same_device("linear", x0, b0);
-    HG_CHECK(b0.dim() == 1 && b0.shape()[0] == out_features, "linear: bias must have shape [", out_features,
+    detail::check_same_device(name, x0, b0);
+    HG_CHECK(b0.dim() == 1 && b0.shape()[0] == out_features, name, ": bias must have shape [", out_features,
              "], got ", b0.shape());
   }
   DType dtype = promote_types(x0.dtype(), w0.dtype());
   if (b0.defined()) dtype = promote_types(dtype, b0.dtype());
-  HG_CHECK(is_floating(dtype), "linear: expected floating tensors, got ", x0.dtype(), " and ", w0.dtype());
+  HG_CHECK(is_floating(dtype), name, ": expected floating tensors, got ", x0.dtype(), " and ", w0.dtype());
   const Tensor x = x0.to(dtype), w = w0.to(dtype), b = b0.defined() ? b0.to(dtype) : Tensor();
 
   int64_t rows = 1;  // the product of the leading dims (not numel / in: in may be 0)
@@ -139,17 +142,26 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
   if (b.defined()) out.copy_(expand(b.detach(), {rows, out_features}));
   if (out.numel() > 0 && in > 0) {
     if (out.device().is_cuda()) {
-      cuda_ops::linear_forward(x2, w, b, out);
+      cuda_ops::linear_forward(x2, w, b, out, relu);
     } else {
       detail::gemm(dtype, detail::matrix_view(x2), detail::matrix_view(wt), out.raw_data(), /*accumulate=*/b.defined());
     }
   }
+  if (relu && !out.device().is_cuda() && out.numel() > 0)  // the CUDA path fuses it into the GEMM epilogue
+    visit_floating(dtype, name, [&]<class T> {
+      T* y = out.data_ptr<T>();
+      for (int64_t k = 0; k < out.numel(); ++k) y[k] = Acc<T>(y[k]) < Acc<T>(0) ? T(Acc<T>(0)) : y[k];
+    });
   out = out.view(out_shape);
-  record("linear", out, {x, w, b},
-         [sx = SavedTensor(w.requires_grad() ? x2 : Tensor(), "linear"),
-          sw = SavedTensor(x.requires_grad() ? w : Tensor(), "linear"), x_shape = x.shape(), rows, out_features,
+  record(name, out, {x, w, b},
+         [sx = SavedTensor(w.requires_grad() ? x2 : Tensor(), name),
+          sw = SavedTensor(x.requires_grad() ? w : Tensor(), name), sy = SavedTensor(relu ? out : Tensor(), name),
+          x_shape = x.shape(), rows, out_features,
           need_bias = b.defined() && b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
-           const Tensor g2 = g.reshape({rows, out_features});
+           Tensor g2 = g.reshape({rows, out_features});
+           if (sy.defined())  // relu's derivative: the gradient passes where the output is positive
+             g2 = detail::map_to_new<2>(g2.shape(), {sy.get().reshape({rows, out_features}), g2},
+                                        math::BackwardFromInput<math::Relu>{});
            Tensor gx, gw, gb;
            if (sw.defined()) gx = matmul(g2, sw.get()).reshape(x_shape);
            if (sx.defined()) gw = matmul(g2.t(), sx.get());
@@ -158,5 +170,9 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in) {
          });
   return out;
 }
+}  // namespace
+
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return linear_impl("linear", x, w, b, false); }
+Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b) { return linear_impl("linear_relu", x, w, b, true); }
 
 }  // namespace hg

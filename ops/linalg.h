@@ -12,5 +12,8 @@ namespace hg {
 
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+// relu(linear(...)) as one op (on CUDA: cuBLASLt's bias+ReLU epilogue). nn::Sequential uses it
+// for a Linear followed by ReLU.
+Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
 
 }  // namespace hg

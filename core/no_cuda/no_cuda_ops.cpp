@@ -10,7 +10,7 @@ void reduce(ReduceKind, const Tensor& x, const Tensor&, int64_t, int64_t, int64_
 }
 
 void batched_gemm(const Tensor& a, const Tensor&, const Tensor&) { detail::check_cuda_device(a.device(), "matmul"); }
-void linear_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&) {
+void linear_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, bool) {
   detail::check_cuda_device(x.device(), "linear");
 }
 
