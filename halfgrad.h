@@ -20,6 +20,7 @@
 // nn/, optim/, data/. docs/architecture.md walks through them.
 #pragma once
 
+#include "core/determinism.h"
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
@@ -51,6 +52,7 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "amp/precision_report.h"
 #include "amp/policy.h"
 
 #include "nn/nn.h"

@@ -3,6 +3,7 @@
 
 #include <unordered_map>
 
+#include "amp/precision_report.h"
 #include "autograd/grad_mode.h"
 
 namespace hg::amp {
@@ -32,17 +33,27 @@ bool cacheable(const Tensor& t, DType target) {
          GradMode::is_enabled();
 }
 
-Tensor cast(const Tensor& t, DType target) {
+struct CastCount {
+  int64_t casts = 0, bytes = 0, hits = 0;
+};
+
+Tensor cast(const Tensor& t, DType target, CastCount& count) {
   if (!t.defined() || !is_floating(t.dtype()) || t.dtype() == f64 || t.dtype() == target) return t;
-  if (!cacheable(t, target)) return t.to(target);
+  const bool use_cache = cacheable(t, target);
   const uint64_t version = t.impl()->storage->version();
-  auto it = t_state.cache.find(t.impl());
-  if (it != t_state.cache.end() && !it->second.source.expired() && it->second.source_version == version &&
-      it->second.cast.dtype() == target)
-    return it->second.cast;
-  Tensor lowered = t.to(target);
-  t_state.cache[t.impl()] = CachedCast{t.impl_ptr(), version, lowered};
-  return lowered;
+  if (use_cache) {
+    auto it = t_state.cache.find(t.impl());
+    if (it != t_state.cache.end() && !it->second.source.expired() && it->second.source_version == version &&
+        it->second.cast.dtype() == target) {
+      ++count.hits;
+      return it->second.cast;
+    }
+  }
+  Tensor converted = t.to(target);
+  ++count.casts;
+  count.bytes += converted.numel() * int64_t(element_size(target));
+  if (use_cache) t_state.cache[t.impl()] = CachedCast{t.impl_ptr(), version, converted};
+  return converted;
 }
 
 DType widest_floating(std::span<Tensor> inputs) {
@@ -77,31 +88,53 @@ Autocast::~Autocast() {
 
 namespace detail {
 
-bool active() { return is_enabled(); }
+bool active() { return is_enabled() || current_report() != nullptr; }
 
 size_t cache_size() { return t_state.cache.size(); }
 
+namespace {
+std::vector<DType> floating_dtypes(std::span<Tensor> inputs) {
+  std::vector<DType> out;
+  for (const Tensor& t : inputs)
+    if (t.defined() && is_floating(t.dtype())) out.push_back(t.dtype());
+  return out;
+}
+}  // namespace
+
 void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
-  if (!is_enabled()) return;
-  const std::optional<CastPolicy> policy = find_policy(op);
-  HG_CHECK(policy.has_value(), "autocast: op '", op, "' has no cast policy, and halfgrad does not guess one. "
-           "Choose with hg::amp::set_policy(\"", op, "\", p) where p is CastPolicy::Lower (run in ",
-           t_state.dtype, "), F32 (run in f32), Promote (widest input dtype) or Keep (inputs as they are)");
-  // Autocast is off while casting, so the casts themselves are never re-cast.
-  switch (*policy) {
-    case CastPolicy::Lower:
-      for (Tensor& t : inputs) t = cast(t, t_state.dtype);
-      break;
-    case CastPolicy::F32:
-      for (Tensor& t : inputs) t = cast(t, f32);
-      break;
-    case CastPolicy::Promote: {
-      const DType widest = widest_floating(inputs);
-      for (Tensor& t : inputs) t = cast(t, widest);
-      break;
+  PrecisionReport* report = current_report();
+  const std::vector<DType> arrived = report ? floating_dtypes(inputs) : std::vector<DType>{};
+  CastCount count;
+  std::string fired = autograd::backward_depth() > 0 ? "backward" : "off";
+  if (is_enabled()) {
+    const std::optional<CastPolicy> policy = find_policy(op);
+    HG_CHECK(policy.has_value(), "autocast: op '", op, "' has no cast policy, and halfgrad does not guess one. "
+             "Choose with hg::amp::set_policy(\"", op, "\", p) where p is CastPolicy::Lower (run in ",
+             t_state.dtype, "), F32 (run in f32), Promote (widest input dtype) or Keep (inputs as they are)");
+    fired = std::string(policy_name(*policy));
+    // Autocast is off while casting, so the casts themselves are never re-cast.
+    switch (*policy) {
+      case CastPolicy::Lower:
+        for (Tensor& t : inputs) t = cast(t, t_state.dtype, count);
+        break;
+      case CastPolicy::F32:
+        for (Tensor& t : inputs) t = cast(t, f32, count);
+        break;
+      case CastPolicy::Promote: {
+        const DType widest = widest_floating(inputs);
+        for (Tensor& t : inputs) t = cast(t, widest, count);
+        break;
+      }
+      case CastPolicy::Keep:
+        break;
     }
-    case CastPolicy::Keep:
-      break;
+  }
+  if (report) {
+    const std::vector<DType> ran = floating_dtypes(inputs);
+    DType compute = ran.empty() ? f32 : ran.front();
+    for (DType d : ran) compute = promote_types(compute, d);
+    const DType output = op == "argmax" ? i64 : compute;
+    report->record({std::string(op), fired, arrived, compute, output, 1, count.casts, count.bytes, count.hits});
   }
 }
 

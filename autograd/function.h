@@ -17,6 +17,11 @@
 // (amp::set_policy(name, ...)), runs forward without recording, connects the result to the
 // graph, and checks the gradients backward returns (count and shapes). backward runs under the
 // same autocast state as forward did. Non-tensor arguments (double, int, ...) pass through.
+//
+// Under autocast an op needs a policy (amp::set_policy), or it declares its own input dtype:
+//   static constexpr hg::DType cast_inputs = hg::f32;   // PyTorch's custom_fwd(cast_inputs=...)
+// which casts its floating inputs to that dtype and runs forward (and backward) with autocast
+// off, so the op computes in exactly that dtype.
 #pragma once
 #include <map>
 #include <memory>
@@ -72,17 +77,25 @@ struct Function {
     // The tensor arguments, in order, prepared by the op's autocast policy.
     std::vector<Tensor> inputs;
     (collect(inputs, args), ...);
-    inputs = amp::prepare_all(name, std::move(inputs));
-
     auto ctx = std::make_shared<Context>();
     ctx->op_name_ = name;
     ctx->autocast_enabled_ = amp::is_enabled();
     ctx->autocast_dtype_ = amp::autocast_dtype();
+    if constexpr (requires { Derived::cast_inputs; }) {
+      if (ctx->autocast_enabled_) {
+        for (Tensor& t : inputs)
+          if (t.defined() && is_floating(t.dtype()) && t.dtype() != f64) t = t.to(Derived::cast_inputs);
+        ctx->autocast_enabled_ = false;  // forward and backward run in cast_inputs, autocast off
+      }
+    } else {
+      inputs = amp::prepare_all(name, std::move(inputs));
+    }
     for (const Tensor& t : inputs) ctx->needs_input_grad_.push_back(GradMode::is_enabled() && t.defined() && t.requires_grad());
 
     Tensor out;
     {
       NoGradGuard no_grad;
+      amp::Autocast forward_state(ctx->autocast_dtype_, ctx->autocast_enabled_);
       size_t next = 0;
       // NOTE: a braced list is evaluated left to right (function arguments are not), so the
       // k-th tensor argument really receives inputs[k].
