@@ -57,7 +57,7 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   if (config_.max_steps_per_epoch > 0) total = std::min(total, config_.max_steps_per_epoch);
   ProgressBar bar("epoch " + std::to_string(m.epoch) + "/" + std::to_string(config_.epochs), total);
   model_.train();
-  hg::memory::reset_peak(device);
+  int64_t epoch_peak = 0;
   double loss_sum = 0;
   int64_t samples = 0;
   const auto start = std::chrono::steady_clock::now();
@@ -65,7 +65,10 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     if (m.steps >= total) break;  // --max-steps: the loader resumes at this batch next time
     const hg::Tensor x = x_cpu.to(device), y = y_cpu.to(device);
     optimizer_->zero_grad();
+    // The step's own memory: the peak above what was live before it (parameters, optimizer
+    // state, data), measured from a fresh peak.
     const int64_t before = hg::memory::allocated(device);
+    hg::memory::reset_peak(device);
     hg::Tensor loss;
     {
       hg::amp::Autocast autocast(autocast_dtype_, autocast_);
@@ -75,6 +78,8 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     scaler_.scale(loss).backward();
     const hg::amp::StepResult result = scaler_.step(*optimizer_);
     scaler_.update();
+    m.step_peak_bytes = std::max(m.step_peak_bytes, hg::memory::peak_allocated(device) - before);
+    epoch_peak = std::max(epoch_peak, hg::memory::peak_allocated(device));
     m.skipped_steps += !result.applied;
     loss_sum += loss.item<double>();
     samples += x.shape()[0];
@@ -85,7 +90,7 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   bar.finish();
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.samples_per_s = double(samples) / m.seconds;
-  m.peak_bytes = hg::memory::peak_allocated(device);
+  m.peak_bytes = epoch_peak;
   m.train_loss = loss_sum / double(std::max<int64_t>(m.steps, 1));
   m.scale = scaler_.get_scale();
   m.test_accuracy = evaluate();

@@ -31,6 +31,7 @@ struct EpochMetrics {
   double test_accuracy = 0;     // fraction in [0, 1]
   double samples_per_s = 0;     // training only (evaluation excluded)
   int64_t peak_bytes = 0;       // hg::memory::peak_allocated during the epoch's training
+  int64_t step_peak_bytes = 0;  // the most one step allocated above what was live before it
   int64_t activation_bytes = 0; // bytes the graph held after the forward (saved for backward)
   int64_t steps = 0;
   int64_t skipped_steps = 0;    // steps the GradScaler skipped (f16 only)
