@@ -49,4 +49,25 @@ void dropout(const Tensor& in, const Tensor& out, double p, uint64_t seed, uint6
 // values (the CUDA version writes a device flag; this entry point reads it back).
 bool unscale_and_check(const Tensor& grad, float inv_scale);
 
+// batch_norm of contiguous x (N, C, ...): computes (training) or reads (eval) the per-channel
+// statistics on the device, updates the running statistics in place (training; unbiased
+// variance, like PyTorch), writes y in x's dtype; returns y and sets mean/rstd (f32, (C)) for the
+// backward. weight/bias/running stats may be undefined.
+Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                          const Tensor& bias, bool training, double momentum, double eps, Tensor& mean, Tensor& rstd);
+// Sets dx (x's dtype) and dw, db (weight's dtype, or f32 without weight).
+void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                         bool training, Tensor& dx, Tensor& dw, Tensor& db);
+
+// layer_norm of contiguous x viewed as (rows, D); mean/rstd are f32 (rows).
+Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t D, double eps,
+                          Tensor& mean, Tensor& rstd);
+void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
+                         int64_t rows, int64_t D, Tensor& dx, Tensor& dw, Tensor& db);
+
+// embedding rows (indices already checked on the host); the backward adds with atomics, so it
+// calls detail::alert_nondeterministic first.
+void embedding_forward(const Tensor& indices, const Tensor& weight, const Tensor& out);
+void embedding_backward(const Tensor& indices, const Tensor& grad, const Tensor& grad_weight);
+
 }  // namespace hg::cuda_ops

@@ -7,6 +7,7 @@
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
+#include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -21,7 +22,6 @@ Tensor embedding(const Tensor& indices, const Tensor& weight_in) {
            indices.dtype());
   HG_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got ", weight.shape());
   detail::check_same_device("embedding", indices, weight);
-  HG_CHECK(weight.device().is_cpu(), "embedding: no CUDA kernel in this build path for ", weight.device());
   const int64_t num = weight.shape()[0], dim = weight.shape()[1];
   const std::vector<int64_t> index = indices.to_vector<int64_t>();
   for (size_t i = 0; i < index.size(); ++i)
@@ -31,6 +31,16 @@ Tensor embedding(const Tensor& indices, const Tensor& weight_in) {
   shape.push_back(dim);
   const Tensor table = weight.contiguous();
   Tensor out = empty(shape, weight.options());
+  if (weight.device().is_cuda()) {
+    cuda_ops::embedding_forward(indices.contiguous(), table, out);
+    record("embedding", out, {weight}, [si = SavedTensor(indices.contiguous(), "embedding"), num, dim,
+                                        options = weight.options()](const Tensor& g) -> std::vector<Tensor> {
+      Tensor grad = zeros({num, dim}, options);
+      cuda_ops::embedding_backward(si.get(), g.contiguous(), grad);
+      return {grad};
+    });
+    return out;
+  }
   const size_t row_bytes = size_t(dim) * element_size(weight.dtype());
   for (size_t i = 0; i < index.size(); ++i)
     std::memcpy(static_cast<char*>(out.raw_data()) + i * row_bytes,

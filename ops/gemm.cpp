@@ -9,6 +9,7 @@
 // NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics when it inlines
 // Eigen's packet math (a known false positive); it is silenced for this file only.
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <Eigen/Core>
 
 namespace hg::detail {

@@ -106,6 +106,23 @@ void batch_norm_backward_kernel(const T* x, const T* g, const ChannelLayout& l, 
 
 }  // namespace
 
+namespace {
+// The GPU path: the statistics stay on the device (f32 tensors), so training never waits for it.
+Tensor batch_norm_cuda(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                       const Tensor& bias, bool training, double momentum, double eps) {
+  Tensor mean, rstd;
+  Tensor out = cuda_ops::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps, mean, rstd);
+  record("batch_norm", out, {x, weight, bias},
+         [sx = SavedTensor(x, "batch_norm"), sw = SavedTensor(weight, "batch_norm"), mean, rstd, training,
+          has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {
+           Tensor dx, dw, db;
+           cuda_ops::batch_norm_backward(sx.get(), grad.contiguous(), sw.get(), mean, rstd, training, dx, dw, db);
+           return {dx, sw.defined() ? dw : Tensor(), has_b ? db : Tensor()};
+         });
+  return out;
+}
+}  // namespace
+
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
                   const Tensor& bias_in, bool training, double momentum, double eps) {
   auto [x0, weight, bias] = amp::prepare("batch_norm", x_in, weight_in, bias_in);
@@ -127,7 +144,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   if (C == 0) return empty(x.shape(), x.options());  // no channels: nothing to normalise
   HG_CHECK(!training || l.count() > 1, "batch_norm: expected more than 1 value per channel when training, got input ",
            x.shape());
-  HG_CHECK(x.device().is_cpu(), "batch_norm: no CUDA kernel in this build path for ", x.device());
+  if (x.device().is_cuda()) return batch_norm_cuda(x, running_mean, running_var, weight, bias, training, momentum, eps);
 
   std::vector<double> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C));
   if (training) {
@@ -241,9 +258,20 @@ Tensor layer_norm(const Tensor& x_in, Shape normalized_shape, const Tensor& weig
                ", got ", t->shape());
       detail::check_same_device("layer_norm", x0, *t);
     }
-  HG_CHECK(x0.device().is_cpu(), "layer_norm: no CUDA kernel in this build path for ", x0.device());
   const Tensor x = x0.contiguous();
   const int64_t D = checked_numel(normalized_shape, "layer_norm"), rows = D == 0 ? 0 : x.numel() / D;
+  if (x.device().is_cuda()) {
+    Tensor mean, rstd;
+    Tensor out = cuda_ops::layer_norm_forward(x, weight, bias, rows, D, eps, mean, rstd);
+    record("layer_norm", out, {x, weight, bias},
+           [sx = SavedTensor(x, "layer_norm"), sw = SavedTensor(weight, "layer_norm"), mean, rstd, rows, D,
+            has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {
+             Tensor dx, dw, db;
+             cuda_ops::layer_norm_backward(sx.get(), grad.contiguous(), sw.get(), mean, rstd, rows, D, dx, dw, db);
+             return {dx, sw.defined() ? dw : Tensor(), has_b ? db : Tensor()};
+           });
+    return out;
+  }
   const std::vector<double> w = values_or(weight.defined() ? weight.flatten() : Tensor(), D, 1.0);
   const std::vector<double> b = values_or(bias.defined() ? bias.flatten() : Tensor(), D, 0.0);
   std::vector<double> mean(static_cast<size_t>(rows)), rstd(static_cast<size_t>(rows));

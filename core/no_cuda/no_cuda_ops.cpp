@@ -53,4 +53,24 @@ bool unscale_and_check(const Tensor& g, float) {
   return false;
 }
 
+Tensor batch_norm_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double, double,
+                          Tensor&, Tensor&) {
+  detail::check_cuda_device(x.device(), "batch_norm");
+  return {};
+}
+void batch_norm_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, Tensor&, Tensor&,
+                         Tensor&) {
+  detail::check_cuda_device(x.device(), "batch_norm");
+}
+Tensor layer_norm_forward(const Tensor& x, const Tensor&, const Tensor&, int64_t, int64_t, double, Tensor&, Tensor&) {
+  detail::check_cuda_device(x.device(), "layer_norm");
+  return {};
+}
+void layer_norm_backward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t,
+                         Tensor&, Tensor&, Tensor&) {
+  detail::check_cuda_device(x.device(), "layer_norm");
+}
+void embedding_forward(const Tensor& i, const Tensor&, const Tensor&) { detail::check_cuda_device(i.device(), "embedding"); }
+void embedding_backward(const Tensor& i, const Tensor&, const Tensor&) { detail::check_cuda_device(i.device(), "embedding"); }
+
 }  // namespace hg::cuda_ops
