@@ -39,6 +39,7 @@
 
 #include "ops/activation.h"
 #include "ops/conv.h"
+#include "ops/cuda/gemm_settings.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"

@@ -138,6 +138,14 @@ void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
   }
 }
 
+void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype) {
+  PrecisionReport* report = current_report();
+  const std::vector<DType> arrived = report ? floating_dtypes(inputs) : std::vector<DType>{};
+  CastCount count;
+  for (Tensor& t : inputs) t = cast(t, dtype, count);
+  if (report) report->record({std::string(op), "cast_inputs", arrived, dtype, dtype, 1, count.casts, count.bytes, count.hits});
+}
+
 }  // namespace detail
 
 }  // namespace hg::amp

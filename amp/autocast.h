@@ -38,6 +38,9 @@ class Autocast {
 namespace detail {
 bool active();  // autocast on, or a PrecisionReport recording: prepare has work to do
 void prepare_inputs(std::string_view op, std::span<Tensor> inputs);
+// A custom op's declared cast_inputs: casts its floating inputs to `dtype` (autocast is on) and
+// records the row ("cast_inputs" policy) in an active PrecisionReport.
+void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype);
 size_t cache_size();  // entries in this thread's weight-cast cache (for tests)
 }  // namespace detail
 

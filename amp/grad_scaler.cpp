@@ -1,4 +1,5 @@
-// The GradScaler state machine, the fused unscale-and-check pass, and the scale update rule.
+// The GradScaler: its per-optimizer state machine, the fused unscale-and-check pass (CPU here,
+// CUDA in ops/cuda/amp.cu) and the scale update rule (PyTorch's _amp_update_scale_).
 #include "amp/grad_scaler.h"
 
 #include <cmath>
@@ -13,17 +14,17 @@ namespace hg::amp {
 
 namespace {
 
+constexpr int64_t kUnscaleChunk = 1 << 16;
+
 struct UnscaleResult {
   bool found_inf = false;
   int64_t tiny = 0;  // zero or subnormal (f16 only)
 };
 
-constexpr int64_t kUnscaleChunk = 1 << 16;
-
 // One pass over a gradient: flag non-finite values, count f16 zeros/subnormals, and multiply by
-// inv_scale (unless inv_scale is 1, when the gradient is only checked).
+// inv_scale (unless check_only). Fixed chunks: the same result for any thread count.
 template <class T>
-UnscaleResult unscale_cpu(T* g, int64_t n, float inv_scale) {
+UnscaleResult unscale_cpu(T* g, int64_t n, float inv_scale, bool check_only) {
   const int64_t chunks = (n + kUnscaleChunk - 1) / kUnscaleChunk;
   std::vector<UnscaleResult> partial(static_cast<size_t>(chunks));
   parallel_chunks(n, kUnscaleChunk, [&](int64_t c, int64_t lo, int64_t hi) {
@@ -32,7 +33,7 @@ UnscaleResult unscale_cpu(T* g, int64_t n, float inv_scale) {
       const float v = float(Acc<T>(g[i]));
       if (!std::isfinite(v)) r.found_inf = true;
       if constexpr (std::is_same_v<T, half>) r.tiny += (g[i].bits & 0x7c00) == 0;  // exponent 0: zero or subnormal
-      if (inv_scale != 1.0f) g[i] = T(Acc<T>(v * inv_scale));
+      if (!check_only) g[i] = T(Acc<T>(v * inv_scale));
     }
     partial[size_t(c)] = r;
   });
@@ -41,22 +42,57 @@ UnscaleResult unscale_cpu(T* g, int64_t n, float inv_scale) {
   return total;
 }
 
+// The update rule on host values (the CUDA twin is cuda_ops::scaler_update).
+void update_rule(float& scale, int32_t& tracker, int32_t& skipped, bool found, const GradScalerOptions& o) {
+  if (found) {
+    scale = std::max(float(scale * o.backoff_factor), float(o.min_scale));
+    tracker = 0;
+    ++skipped;
+    return;
+  }
+  skipped = 0;
+  if (++tracker == o.growth_interval) {
+    const float grown = float(double(scale) * o.growth_factor);
+    // Never past max_scale (unless already above it), never to inf (pytorch#98828).
+    if (std::isfinite(grown) && double(grown) <= std::max(o.max_scale, double(scale))) scale = grown;
+    tracker = 0;
+  }
+}
+
 }  // namespace
 
-GradScaler::GradScaler(GradScalerOptions options) : options_(options), scale_(options.init_scale) {
+GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
   HG_CHECK(options.growth_factor > 1, "GradScaler: growth_factor must be > 1, got ", options.growth_factor);
   HG_CHECK(options.backoff_factor > 0 && options.backoff_factor < 1, "GradScaler: backoff_factor must be in (0, 1), got ",
            options.backoff_factor);
   HG_CHECK(options.growth_interval > 0, "GradScaler: growth_interval must be positive");
-  HG_CHECK(options.init_scale > 0 && std::isfinite(options.init_scale), "GradScaler: init_scale must be positive and finite");
+  HG_CHECK(options.init_scale > 0 && std::isfinite(float(options.init_scale)),
+           "GradScaler: init_scale must be positive and finite in f32, got ", options.init_scale);
   HG_CHECK(options.min_scale > 0 && options.min_scale <= options.max_scale, "GradScaler: need 0 < min_scale <= max_scale");
   HG_CHECK(options.max_consecutive_skips > 0, "GradScaler: max_consecutive_skips must be positive");
 }
 
-double GradScaler::get_scale() const { return options_.enabled ? scale_ : 1.0; }
+void GradScaler::lazy_init(Device device) {
+  if (scale_.defined()) {
+    HG_CHECK(scale_.device() == device, "GradScaler: gradients on ", device, " but the scaler lives on ",
+             scale_.device(), " (one GradScaler per device)");
+    return;
+  }
+  scale_ = full({}, options_.init_scale, {.dtype = f32, .device = device});
+  growth_tracker_ = zeros({}, {.dtype = i32, .device = device});
+  skipped_in_a_row_ = zeros({}, {.dtype = i32, .device = device});
+}
+
+double GradScaler::get_scale() const {
+  if (!options_.enabled) return 1.0;
+  return scale_.defined() ? scale_.item<double>() : double(float(options_.init_scale));
+}
+
+int64_t GradScaler::growth_tracker() const { return growth_tracker_.defined() ? growth_tracker_.item<int64_t>() : 0; }
 
 Tensor GradScaler::scale(const Tensor& loss) {
   if (!options_.enabled) return loss;
+  lazy_init(loss.device());
   // NOTE: the product is f32 even for an f16 loss: 65504 is easily exceeded by loss * 2^16.
   return loss.to(is_16bit_floating(loss.dtype()) ? f32 : loss.dtype()) * scale_;
 }
@@ -81,35 +117,64 @@ void GradScaler::unscale_(Scalable& optimizer) {
   HG_CHECK(s.stage != Stage::Stepped, "GradScaler: unscale_() is being called after step(); call it before step() "
            "(and after all gradients of the iteration are accumulated)");
   NoGradGuard no_grad;
-  const double inv_scale = 1.0 / scale_;  // in f64: exact for powers of two, accurate otherwise
-  s.deferred_inv_scale = optimizer.master_weights() ? inv_scale : 1.0;
-  diagnostics_ = {};
-  bool found = false;
+  std::vector<Tensor> grads;
+  std::vector<bool> check_only;
+  flagged_names_.clear();
+  f16_elements_ = 0;
   const std::vector<Tensor> params = optimizer.parameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor g = params[i].grad();
+    Tensor g = params[i].grad();
     if (!g.defined()) continue;
-    // 16-bit gradients of master-weight parameters are checked here and unscaled inside the
-    // optimizer, in f32, as they are widened into the master's precision.
-    const bool deferred = optimizer.master_weights() && is_16bit_floating(g.dtype());
-    const float factor = deferred ? 1.0f : float(inv_scale);
-    HG_CHECK(g.is_contiguous(), "GradScaler: gradient of ", name_of(params[i], i), " is not contiguous");
-    UnscaleResult r;
-    if (g.device().is_cuda()) {
-      r.found_inf = cuda_ops::unscale_and_check(g, factor);
-    } else {
-      r = visit_floating(g.dtype(), "unscale_", [&]<class T> { return unscale_cpu<T>(g.data_ptr<T>(), g.numel(), factor); });
-      if (g.dtype() == f16) diagnostics_.f16_elements += g.numel(), diagnostics_.f16_zero_or_subnormal += r.tiny;
+    if (!g.is_contiguous()) {  // e.g. a gradient set to a transposed or sliced view
+      g = g.contiguous();
+      params[i].set_grad(g);
     }
-    g.impl()->storage->bump_version();
-    if (r.found_inf) {
-      found = true;
-      diagnostics_.nonfinite_parameters.push_back(name_of(params[i], i));
-    }
+    grads.push_back(g);
+    check_only.push_back(unscale_deferred(g, optimizer.master_weights()));
+    flagged_names_.push_back(name_of(params[i], i));
+    if (g.dtype() == f16) f16_elements_ += g.numel();
   }
-  const Device device = params.empty() ? Device::cpu() : params.front().device();
-  s.found_inf = full({}, found ? 1.0 : 0.0, {.dtype = f32, .device = device});
+  const Device device = grads.empty() ? (scale_.defined() ? scale_.device() : Device::cpu()) : grads.front().device();
+  lazy_init(device);
+  s.deferred = false;
+  for (bool deferred : check_only) s.deferred = s.deferred || deferred;
+  s.found_inf = zeros({}, {.dtype = f32, .device = device});
+  nonfinite_flags_ = zeros({int64_t(grads.size())}, {.dtype = i32, .device = device});
+  tiny_count_ = zeros({}, {.dtype = i64, .device = device});
+  if (device.is_cuda()) {
+    cuda_ops::unscale_and_check(grads, check_only, scale_, s.found_inf, nonfinite_flags_, tiny_count_);
+  } else {
+    // NOTE: 1/scale in f64, rounded once to f32: exact for powers of two.
+    const float inv_scale = float(1.0 / double(scale_.item<float>()));
+    bool found = false;
+    int64_t tiny = 0;
+    for (size_t i = 0; i < grads.size(); ++i) {
+      const Tensor& g = grads[i];
+      const UnscaleResult r = visit_floating(g.dtype(), "unscale_", [&]<class T> {
+        return unscale_cpu<T>(g.data_ptr<T>(), g.numel(), inv_scale, check_only[i]);
+      });
+      nonfinite_flags_.data_ptr<int32_t>()[i] = r.found_inf;
+      found = found || r.found_inf;
+      tiny += r.tiny;
+    }
+    *s.found_inf.data_ptr<float>() = found ? 1.0f : 0.0f;
+    *tiny_count_.data_ptr<int64_t>() = tiny;
+  }
+  for (const Tensor& g : grads) g.impl()->storage->bump_version();
   s.stage = Stage::Unscaled;
+}
+
+void GradScaler::step_async(Scalable& optimizer) {
+  if (!options_.enabled) {
+    optimizer.step(StepControl{});
+    return;
+  }
+  OptimizerState& s = per_optimizer_[&optimizer];
+  HG_CHECK(s.stage != Stage::Stepped, "GradScaler: step() has already been called since the last update()");
+  if (s.stage == Stage::Ready) unscale_(optimizer);
+  // The optimizer reads found_inf (and the scale, for deferred gradients) itself.
+  optimizer.step(StepControl{.found_inf = s.found_inf, .scale = s.deferred ? scale_ : Tensor()});
+  s.stage = Stage::Stepped;
 }
 
 StepResult GradScaler::step(Scalable& optimizer) {
@@ -117,75 +182,94 @@ StepResult GradScaler::step(Scalable& optimizer) {
     optimizer.step(StepControl{});
     return {.applied = true, .found_inf = false, .scale = 1.0, .skipped_in_a_row = 0};
   }
-  OptimizerState& s = per_optimizer_[&optimizer];
-  HG_CHECK(s.stage != Stage::Stepped, "GradScaler: step() has already been called since the last update()");
-  if (s.stage == Stage::Ready) unscale_(optimizer);
-  optimizer.step(StepControl{.found_inf = s.found_inf, .inv_scale = s.deferred_inv_scale});
-  s.stage = Stage::Stepped;
-  const bool found = s.found_inf.item<float>() != 0.0f;
-  skipped_in_a_row_ = found ? skipped_in_a_row_ + 1 : 0;
-  if (skipped_in_a_row_ >= options_.max_consecutive_skips) {
-    std::ostringstream why;
-    why << "GradScaler: " << skipped_in_a_row_ << " optimizer steps in a row were skipped (scale now " << scale_
-        << ", min_scale " << options_.min_scale << "): every step's gradients held inf/NaN. Non-finite gradients in: ";
-    for (size_t i = 0; i < diagnostics_.nonfinite_parameters.size() && i < 8; ++i)
-      why << (i ? ", " : "") << diagnostics_.nonfinite_parameters[i];
-    why << ". If the loss itself is inf/NaN, the model diverged (lower the learning rate, clip gradients, check the "
-           "data); if the scale sits at min_scale, the gradients overflow even unscaled (use bf16 or keep the "
-           "offending op in f32).";
-    HG_FAIL(why.str());
-  }
-  return {.applied = !found, .found_inf = found, .scale = scale_, .skipped_in_a_row = skipped_in_a_row_};
+  const double scale_used = get_scale();
+  step_async(optimizer);
+  const bool found = per_optimizer_[&optimizer].found_inf.item<float>() != 0.0f;  // waits for a GPU
+  // skipped_in_a_row_ counts iterations (update() maintains it); this step is included here.
+  const int skipped = found ? int(skipped_in_a_row_.item<int32_t>()) + 1 : 0;
+  check_stuck(skipped);
+  return {.applied = !found, .found_inf = found, .scale = scale_used, .skipped_in_a_row = skipped};
+}
+
+void GradScaler::check_stuck(int skipped) {
+  if (skipped < options_.max_consecutive_skips) return;
+  const ScalerDiagnostics d = diagnostics();
+  std::ostringstream why;
+  why << "GradScaler: " << skipped << " optimizer steps in a row were skipped (scale now " << get_scale()
+      << ", min_scale " << options_.min_scale << "): every step's gradients held inf/NaN. Non-finite gradients in: ";
+  for (size_t i = 0; i < d.nonfinite_parameters.size() && i < 8; ++i) why << (i ? ", " : "") << d.nonfinite_parameters[i];
+  why << ". If the loss itself is inf/NaN, the model diverged (lower the learning rate, clip gradients, check the "
+         "data); if the scale sits at min_scale, the gradients overflow even unscaled (use bf16 or keep the "
+         "offending op in f32).";
+  HG_FAIL(why.str());
+}
+
+ScalerDiagnostics GradScaler::diagnostics() const {
+  ScalerDiagnostics d;
+  if (!nonfinite_flags_.defined()) return d;
+  const std::vector<int32_t> flags = nonfinite_flags_.to_vector<int32_t>();  // waits for a GPU
+  for (size_t i = 0; i < flags.size(); ++i)
+    if (flags[i]) d.nonfinite_parameters.push_back(flagged_names_[i]);
+  d.f16_elements = f16_elements_;
+  d.f16_zero_or_subnormal = tiny_count_.item<int64_t>();
+  return d;
 }
 
 void GradScaler::update() {
   if (!options_.enabled) return;
   HG_CHECK(!per_optimizer_.empty(), "GradScaler: update() called without any unscale_() or step() this iteration");
-  bool found = false;
+  Tensor found;
   for (const auto& [_, s] : per_optimizer_) {
     HG_CHECK(s.stage != Stage::Ready, "GradScaler: update() called for an optimizer that was neither unscaled nor stepped");
-    found = found || s.found_inf.item<float>() != 0.0f;
+    found = found.defined() ? found + s.found_inf : s.found_inf;
   }
-  if (found) {
-    scale_ = std::max(scale_ * options_.backoff_factor, options_.min_scale);
-    growth_tracker_ = 0;
-  } else if (++growth_tracker_ == options_.growth_interval) {
-    const double grown = scale_ * options_.growth_factor;
-    // Never past max_scale (unless already above it), never to inf (pytorch#98828).
-    if (std::isfinite(grown) && std::isfinite(float(grown)) && grown <= std::max(options_.max_scale, scale_)) scale_ = grown;
-    growth_tracker_ = 0;
+  if (scale_.device().is_cuda()) {
+    cuda_ops::scaler_update(scale_, growth_tracker_, skipped_in_a_row_, found, options_.growth_factor,
+                            options_.backoff_factor, options_.growth_interval, options_.min_scale, options_.max_scale);
+    // The stuck detector reads the device counter only every max_consecutive_skips iterations.
+    if (++steps_since_stuck_check_ >= options_.max_consecutive_skips) {
+      steps_since_stuck_check_ = 0;
+      check_stuck(int(skipped_in_a_row_.item<int32_t>()));
+    }
+  } else {
+    update_rule(*scale_.data_ptr<float>(), *growth_tracker_.data_ptr<int32_t>(), *skipped_in_a_row_.data_ptr<int32_t>(),
+                found.item<float>() != 0.0f, options_);
   }
   per_optimizer_.clear();
 }
 
 void GradScaler::update(double new_scale) {
   if (!options_.enabled) return;
-  HG_CHECK(new_scale > 0 && std::isfinite(new_scale), "GradScaler: update(new_scale) needs a positive finite scale");
-  scale_ = new_scale;
+  HG_CHECK(new_scale > 0 && std::isfinite(float(new_scale)), "GradScaler: update(new_scale) needs a positive finite scale");
+  lazy_init(scale_.defined() ? scale_.device() : Device::cpu());
+  NoGradGuard no_grad;
+  scale_.fill_(new_scale);
   per_optimizer_.clear();
 }
 
 std::map<std::string, Tensor> GradScaler::state_dict() const {
   if (!options_.enabled) return {};
   const auto scalar = [](double v, DType d) { return full({}, v, {.dtype = d}); };
-  return {{"scale", scalar(scale_, f64)},
+  return {{"scale", scalar(get_scale(), f64)},
           {"growth_factor", scalar(options_.growth_factor, f64)},
           {"backoff_factor", scalar(options_.backoff_factor, f64)},
           {"growth_interval", scalar(double(options_.growth_interval), i64)},
-          {"_growth_tracker", scalar(double(growth_tracker_), i64)},
-          {"skipped_in_a_row", scalar(double(skipped_in_a_row_), i64)}};
+          {"_growth_tracker", scalar(double(growth_tracker()), i64)},
+          {"skipped_in_a_row", scalar(skipped_in_a_row_.defined() ? double(skipped_in_a_row_.item<int32_t>()) : 0.0, i64)}};
 }
 
 void GradScaler::load_state_dict(const std::map<std::string, Tensor>& state) {
   HG_CHECK(!state.empty(), "GradScaler: the state dict is empty: it was saved from a disabled GradScaler");
   for (const char* key : {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"})
     HG_CHECK(state.count(key), "GradScaler.load_state_dict: missing key \"", key, "\"");
-  scale_ = state.at("scale").item<double>();
   options_.growth_factor = state.at("growth_factor").item<double>();
   options_.backoff_factor = state.at("backoff_factor").item<double>();
   options_.growth_interval = state.at("growth_interval").item<int64_t>();
-  growth_tracker_ = state.at("_growth_tracker").item<int64_t>();
-  if (state.count("skipped_in_a_row")) skipped_in_a_row_ = int(state.at("skipped_in_a_row").item<int64_t>());
+  lazy_init(scale_.defined() ? scale_.device() : Device::cpu());
+  NoGradGuard no_grad;
+  scale_.fill_(state.at("scale").item<double>());
+  growth_tracker_.fill_(double(state.at("_growth_tracker").item<int64_t>()));
+  skipped_in_a_row_.fill_(state.count("skipped_in_a_row") ? double(state.at("skipped_in_a_row").item<int64_t>()) : 0.0);
   per_optimizer_.clear();
 }
 

@@ -12,6 +12,11 @@
 // Per optimizer, the calls must come in the order [unscale_] step, then update() once for all
 // optimizers; anything else (unscale_ twice, unscale_ after step, step twice) is an hg::Error.
 // enabled = false turns every method into a pass-through (bf16 needs no scaling).
+//
+// The scale, the growth tracker and the inf flags live in 0-d tensors on the gradients' device
+// (like PyTorch's): on CUDA, unscale_, the optimizer's skip decision and update() all happen in
+// kernels. Only reading a value on the host waits for the GPU: get_scale(), the StepResult of
+// step() (use step_async() for a step that returns nothing and never waits), diagnostics().
 #pragma once
 #include <map>
 #include <string>
@@ -20,6 +25,7 @@
 
 #include "amp/scalable.h"
 #include "core/tensor.h"
+#include "core/device.h"
 
 namespace hg::amp {
 
@@ -49,13 +55,15 @@ class GradScaler {
   Tensor scale(const Tensor& loss);
   void unscale_(Scalable& optimizer);
   StepResult step(Scalable& optimizer);
+  void step_async(Scalable& optimizer);  // step() without the StepResult: never waits for a GPU
   void update();                   // the scale rule above, once per iteration
   void update(double new_scale);   // sets the scale explicitly
 
   double get_scale() const;
   bool is_enabled() const { return options_.enabled; }
-  int64_t growth_tracker() const { return growth_tracker_; }
-  const ScalerDiagnostics& diagnostics() const { return diagnostics_; }
+  int64_t growth_tracker() const;
+  // What the last unscale_ saw (names of parameters with inf/NaN gradients, f16 tiny fraction).
+  ScalerDiagnostics diagnostics() const;
   // Names for the diagnostics (e.g. model.named_parameters()); otherwise parameters are numbered.
   void set_parameter_names(const std::vector<std::pair<std::string, Tensor>>& named);
 
@@ -66,18 +74,25 @@ class GradScaler {
   enum class Stage { Ready, Unscaled, Stepped };
   struct OptimizerState {
     Stage stage = Stage::Ready;
-    Tensor found_inf;           // 0-d f32 on the gradients' device: 1 when a gradient was inf/NaN
-    double deferred_inv_scale = 1.0;  // for 16-bit gradients unscaled into f32 master weights
+    Tensor found_inf;     // 0-d f32: 1 when a gradient was inf/NaN
+    bool deferred = false;  // some gradients are left scaled for the optimizer (StepControl.scale)
   };
+  void lazy_init(Device device);
+  void check_stuck(int skipped);
   std::string name_of(const Tensor& param, size_t index) const;
 
   GradScalerOptions options_;
-  double scale_;
-  int64_t growth_tracker_ = 0;
-  int skipped_in_a_row_ = 0;
+  Tensor scale_;             // 0-d f32 on the gradients' device, created by the first scale()
+  Tensor growth_tracker_;    // 0-d i32: clean steps since the last growth or backoff
+  Tensor skipped_in_a_row_;  // 0-d i32: consecutive skipped steps
   std::map<Scalable*, OptimizerState> per_optimizer_;
   std::map<const TensorImpl*, std::string> names_;
-  ScalerDiagnostics diagnostics_;
+  // For diagnostics(): the last unscale_'s per-gradient inf flags (i32), their parameters' names,
+  // and the f16 elements examined / found zero or subnormal.
+  Tensor nonfinite_flags_, tiny_count_;
+  std::vector<std::string> flagged_names_;
+  int64_t f16_elements_ = 0;
+  int64_t steps_since_stuck_check_ = 0;
 };
 
 }  // namespace hg::amp

@@ -1,10 +1,13 @@
 // The contract between the GradScaler and an optimizer (hg::optim::Optimizer implements it).
-// The scaler decides whether a step may apply; the optimizer's update loop obeys:
+// The scaler decides whether a step may apply; the optimizer's update obeys:
 //
-//   StepControl{.found_inf = flag, .inv_scale = 1/scale}
-//     found_inf: a 1-element f32 tensor on the parameters' device, nonzero when some gradient held
+//   StepControl{.found_inf = flag, .scale = scale}
+//     found_inf: a 0-d f32 tensor on the parameters' device, nonzero when some gradient held
 //                inf/NaN: the update then changes nothing (parameters, moments, step count).
-//     inv_scale: the factor the gradients still need (1 when unscale_ already ran).
+//     scale:     the loss scale (0-d f32), set when some gradients were left scaled for the
+//                optimizer to unscale (see unscale_deferred).
+// Both stay on the device: on CUDA the optimizer kernels read them, so a training step never
+// waits for the GPU.
 #pragma once
 #include <vector>
 
@@ -14,8 +17,15 @@ namespace hg::amp {
 
 struct StepControl {
   Tensor found_inf;
-  double inv_scale = 1.0;
+  Tensor scale;
 };
+
+// Gradients the optimizer unscales itself instead of GradScaler::unscale_: 16-bit gradients of
+// an optimizer with f32 master weights, unscaled in f32 as they are widened (unscaling in 16 bits
+// would flush small values -- PyTorch refuses with "Attempting to unscale FP16 gradients").
+inline bool unscale_deferred(const Tensor& grad, bool master_weights) {
+  return master_weights && is_16bit_floating(grad.dtype());
+}
 
 // What GradScaler::step returns: whether the optimizer step was applied or skipped, and why.
 struct StepResult {
@@ -32,7 +42,6 @@ class Scalable {
   // Every parameter the optimizer updates (their .grad() is what the scaler unscales).
   virtual std::vector<Tensor> parameters() const = 0;
   virtual void step(const StepControl& control) = 0;
-  // With master weights, 16-bit gradients are unscaled into f32 (see optim/optimizer.h).
   virtual bool master_weights() const = 0;
 };
 

@@ -83,8 +83,7 @@ struct Function {
     ctx->autocast_dtype_ = amp::autocast_dtype();
     if constexpr (requires { Derived::cast_inputs; }) {
       if (ctx->autocast_enabled_) {
-        for (Tensor& t : inputs)
-          if (t.defined() && is_floating(t.dtype()) && t.dtype() != f64) t = t.to(Derived::cast_inputs);
+        amp::detail::cast_inputs(name, inputs, Derived::cast_inputs);
         ctx->autocast_enabled_ = false;  // forward and backward run in cast_inputs, autocast off
       }
     } else {

@@ -1,7 +1,8 @@
 // Deterministic mode, PyTorch's use_deterministic_algorithms: when on, an op whose only kernel is
 // nondeterministic (floating-point atomics: the summation order changes from run to run) throws
 // instead of running. Every CPU kernel of halfgrad is deterministic (reductions use fixed chunk
-// boundaries); the CUDA embedding backward (atomicAdd) is the one op that refuses.
+// boundaries). On CUDA the embedding backward (atomicAdd) refuses, and conv2d's backward only
+// picks deterministic cuDNN algorithms (refusing if there is none for the shape).
 //
 //   hg::use_deterministic_algorithms(true);
 #pragma once

@@ -3,6 +3,7 @@
 // hg::Error("... built without CUDA").
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -15,7 +16,11 @@ void reduce(ReduceKind kind, const Tensor& x, const Tensor& out, int64_t outer, 
 // out[b] = a[b] @ b[b] through cuBLASLt (2-D operands broadcast over the batch).
 void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
 // out (rows, out_features) = x2 @ w^T (+ bias) (then relu), fused as a cuBLASLt epilogue.
+// NOTE: cuBLASLt's ReLU epilogue may map NaN to 0 where the CPU path keeps NaN.
 void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const Tensor& out, bool relu);
+// linear's weight gradient grad_w = g2^T @ x2; also writes the bias gradient (the column sums of
+// g2) through the BGRADB epilogue when cuBLASLt has a kernel for it -- returns whether it did.
+bool linear_weight_grad(const Tensor& g2, const Tensor& x2, const Tensor& grad_w, const Tensor& grad_bias);
 
 // conv2d through cuDNN; undefined gradient outputs are skipped.
 void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out, int64_t stride,
@@ -45,9 +50,39 @@ void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, int kernel, i
 // bitwise the same mask as the CPU.
 void dropout(const Tensor& in, const Tensor& out, double p, uint64_t seed, uint64_t offset);
 
-// GradScaler: multiplies a contiguous gradient by inv_scale (unless 1) and reports non-finite
-// values (the CUDA version writes a device flag; this entry point reads it back).
-bool unscale_and_check(const Tensor& grad, float inv_scale);
+// ---- GPU AMP: multi-tensor kernels that read and write device flags, never the host ----
+
+// For every gradient (contiguous, one launch per dtype): flags non-finite values into found_inf
+// (0-d f32) and nonfinite[i] (i32 per gradient), counts f16 zero/subnormal elements into tiny
+// (0-d i64), and multiplies by 1/scale (computed in f64 from the device scale) unless
+// check_only[i].
+void unscale_and_check(const std::vector<Tensor>& grads, const std::vector<bool>& check_only, const Tensor& scale,
+                       const Tensor& found_inf, const Tensor& nonfinite, const Tensor& tiny);
+// The GradScaler update rule on the device (one thread): backoff on found_inf, growth after
+// growth_interval clean steps, clamped to [min_scale, max_scale] and to finite f32.
+void scaler_update(const Tensor& scale, const Tensor& growth_tracker, const Tensor& skipped_in_a_row,
+                   const Tensor& found_inf, double growth_factor, double backoff_factor, int64_t growth_interval,
+                   double min_scale, double max_scale);
+
+struct SgdHyper {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+};
+struct AdamHyper {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;  // AdamW
+};
+// Multi-tensor optimizer updates. weights[i] is the parameter or its f32 master; params[i] is
+// the parameter (written with the rounded master when it differs from weights[i]); grads[i] in
+// the weight's or the parameter's dtype; `scale` (maybe undefined) unscales deferred gradients;
+// nothing changes where found_inf (maybe undefined) is nonzero; steps[i] (0-d f32) counts
+// applied steps per parameter, on the device.
+void sgd_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                const std::vector<Tensor>& momentum, const std::vector<Tensor>& steps, const SgdHyper& h,
+                const Tensor& found_inf, const Tensor& scale);
+void adam_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
+                 const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, const std::vector<Tensor>& steps,
+                 const AdamHyper& h, const Tensor& found_inf, const Tensor& scale);
 
 // batch_norm of contiguous x (N, C, ...): computes (training) or reads (eval) the per-channel
 // statistics on the device, updates the running statistics in place (training; unbiased

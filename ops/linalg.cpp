@@ -1,5 +1,5 @@
 // matmul and linear: shape checks, batching and broadcasting around the GEMM of ops/gemm.h
-// (ops/cuda/linalg.cpp sends the same calls to cuBLASLt). Backwards are matmuls of the gradient
+// (ops/cuda/gemm.cpp sends the same calls to cuBLASLt). Backwards are matmuls of the gradient
 // with transposed views of the saved operands (no copies).
 #include "ops/linalg.h"
 
@@ -137,17 +137,21 @@ Tensor linear_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
   const Tensor wt = gemm_operand(w.t());
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  // A fresh output (never a view of the bias), starting as the broadcast bias or zeros.
-  Tensor out = zeros({rows, out_features}, x.options());
-  if (b.defined()) out.copy_(expand(b.detach(), {rows, out_features}));
+  // A fresh output (never a view of the bias). The CPU GEMM accumulates onto the broadcast bias;
+  // cuBLASLt adds the bias (and ReLU) in its epilogue, overwriting the output.
+  const bool fused_on_gpu = x.device().is_cuda() && in > 0;
+  Tensor out = fused_on_gpu ? empty({rows, out_features}, x.options()) : zeros({rows, out_features}, x.options());
+  if (b.defined() && !fused_on_gpu) out.copy_(expand(b.detach(), {rows, out_features}));
   if (out.numel() > 0 && in > 0) {
-    if (out.device().is_cuda()) {
+    if (fused_on_gpu) {
       cuda_ops::linear_forward(x2, w, b, out, relu);
     } else {
       detail::gemm(dtype, detail::matrix_view(x2), detail::matrix_view(wt), out.raw_data(), /*accumulate=*/b.defined());
     }
   }
-  if (relu && !out.device().is_cuda() && out.numel() > 0)  // the CUDA path fuses it into the GEMM epilogue
+  if (relu && out.device().is_cuda() && !fused_on_gpu && out.numel() > 0)  // in_features == 0: relu(bias)
+    detail::cuda_map_elementwise<1>(out, {out}, math::Forward<math::Relu>{});
+  if (relu && !out.device().is_cuda() && out.numel() > 0)
     visit_floating(dtype, name, [&]<class T> {
       T* y = out.data_ptr<T>();
       for (int64_t k = 0; k < out.numel(); ++k) y[k] = Acc<T>(y[k]) < Acc<T>(0) ? T(Acc<T>(0)) : y[k];
@@ -164,8 +168,16 @@ Tensor linear_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
                                         math::BackwardFromInput<math::Relu>{});
            Tensor gx, gw, gb;
            if (sw.defined()) gx = matmul(g2, sw.get()).reshape(x_shape);
-           if (sx.defined()) gw = matmul(g2.t(), sx.get());
-           if (need_bias) gb = sum(g2, {0});
+           bool bias_done = false;
+           if (sx.defined() && g2.device().is_cuda() && g2.is_contiguous()) {
+             // One cuBLASLt call: the weight gradient, and the bias gradient in its BGRADB epilogue.
+             gw = empty({out_features, sx.get().shape()[1]}, sx.get().options());
+             if (need_bias) gb = empty({out_features}, g2.options());
+             bias_done = cuda_ops::linear_weight_grad(g2, sx.get(), gw, need_bias ? gb : Tensor()) && need_bias;
+           } else if (sx.defined()) {
+             gw = matmul(g2.t(), sx.get());
+           }
+           if (need_bias && !bias_done) gb = sum(g2, {0});
            return {gx, gw, gb};
          });
   return out;

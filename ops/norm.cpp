@@ -265,10 +265,11 @@ Tensor layer_norm(const Tensor& x_in, Shape normalized_shape, const Tensor& weig
     Tensor out = cuda_ops::layer_norm_forward(x, weight, bias, rows, D, eps, mean, rstd);
     record("layer_norm", out, {x, weight, bias},
            [sx = SavedTensor(x, "layer_norm"), sw = SavedTensor(weight, "layer_norm"), mean, rstd, rows, D,
-            has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {
+            normalized_shape, has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {
              Tensor dx, dw, db;
              cuda_ops::layer_norm_backward(sx.get(), grad.contiguous(), sw.get(), mean, rstd, rows, D, dx, dw, db);
-             return {dx, sw.defined() ? dw : Tensor(), has_b ? db : Tensor()};
+             return {dx, sw.defined() ? dw.reshape(normalized_shape) : Tensor(),
+                     has_b ? db.reshape(normalized_shape) : Tensor()};
            });
     return out;
   }

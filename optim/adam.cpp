@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "ops/cuda_ops.h"
 #include "optim/update_loop.h"
 
 namespace hg::optim {
@@ -38,6 +39,24 @@ void Adam::update(const Tensor& weight, const Tensor& grad, ParamState& state, d
     const A denom = std::sqrt(v[3]) / A(bias_correction2_sqrt) + A(eps);
     v[0] += A(-step_size) * (v[2] / denom);
   });
+}
+
+}  // namespace hg::optim
+
+namespace hg::optim {
+
+void Adam::update_cuda(DeviceGroup& group, const amp::StepControl& control) {
+  std::vector<Tensor> m, v;
+  for (size_t i = 0; i < group.params.size(); ++i) {
+    Tensor& exp_avg = group.states[i]->tensors["exp_avg"];
+    Tensor& exp_avg_sq = group.states[i]->tensors["exp_avg_sq"];
+    if (!exp_avg.defined()) exp_avg = zeros_like(group.weights[i]), exp_avg_sq = zeros_like(group.weights[i]);
+    m.push_back(exp_avg);
+    v.push_back(exp_avg_sq);
+  }
+  cuda_ops::adam_update(group.weights, group.params, group.grads, m, v, group.steps,
+                        {group.lr, options.beta1, options.beta2, options.eps, options.weight_decay, decoupled_},
+                        control.found_inf, control.scale);
 }
 
 }  // namespace hg::optim

@@ -33,6 +33,7 @@ class Adam : public Optimizer {
  protected:
   Adam(const std::vector<Tensor>& params, AdamOptions options, bool decoupled_weight_decay);
   void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) override;
+  void update_cuda(DeviceGroup& group, const amp::StepControl& control) override;
 
  private:
   bool decoupled_;  // AdamW

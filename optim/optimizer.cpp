@@ -48,21 +48,57 @@ Tensor Optimizer::weight_for(const Tensor& param, ParamState& state) {
 
 void Optimizer::step(const amp::StepControl& control) {
   NoGradGuard no_grad;
-  // NOTE: on the CPU the flag is read directly; the CUDA optimizers read it inside their kernels.
+  bool on_cuda = false;
+  for (const Tensor& p : parameters()) on_cuda = on_cuda || p.device().is_cuda();
+  if (on_cuda) return step_cuda(control);
   if (control.found_inf.defined() && control.found_inf.item<float>() != 0.0f) return;  // skipped: nothing changes
+  // NOTE: 1/scale in f64 for the gradients the GradScaler left scaled (see amp::unscale_deferred).
+  const double inv_scale = control.scale.defined() ? 1.0 / control.scale.item<double>() : 1.0;
   for (ParamGroup& group : groups_) {
     for (const Tensor& param : group.params) {
       if (!param.grad().defined()) continue;
       ParamState& state = state_[param.impl()];
       const Tensor weight = weight_for(param, state);
       Tensor grad = param.grad().to(weight.dtype()).contiguous();
-      if (control.inv_scale != 1.0) grad = grad * control.inv_scale;
+      if (inv_scale != 1.0 && amp::unscale_deferred(param.grad(), master_weights_)) grad = grad * inv_scale;
       ++state.step;
       update(weight, grad, state, group.lr);
       if (!weight.is_same(param)) Tensor(param).copy_(weight);  // round the master into the parameter
     }
   }
   ++steps_applied_;
+}
+
+// On CUDA everything stays on the device: per-parameter step counts are device tensors, and the
+// kernels themselves skip when found_inf is set, so no step ever waits for the GPU.
+void Optimizer::step_cuda(const amp::StepControl& control) {
+  for (ParamGroup& group : groups_) {
+    DeviceGroup dg;
+    dg.lr = group.lr;
+    for (const Tensor& param : group.params) {
+      if (!param.grad().defined()) continue;
+      HG_CHECK(param.device().is_cuda() && param.is_contiguous(), "optimizer: every parameter must be a contiguous "
+               "tensor on the same CUDA device (found one on ", param.device(), ")");
+      ParamState& state = state_[param.impl()];
+      dg.weights.push_back(weight_for(param, state));
+      dg.params.push_back(param);
+      dg.grads.push_back(param.grad().contiguous());
+      Tensor& count = state.tensors["step"];
+      if (!count.defined()) count = full({}, double(state.step), {.dtype = f32, .device = param.device()});
+      dg.steps.push_back(count);
+      dg.states.push_back(&state);
+    }
+    if (!dg.params.empty()) update_cuda(dg, control);
+  }
+  // One more applied step unless found_inf: counted on the device too.
+  const Device device = groups_.front().params.front().device();
+  if (!steps_applied_cuda_.defined()) steps_applied_cuda_ = zeros({}, {.dtype = f32, .device = device});
+  if (control.found_inf.defined()) steps_applied_cuda_.add_(1.0 - control.found_inf);
+  else steps_applied_cuda_.add_(ones({}, {.dtype = f32, .device = device}));
+}
+
+int64_t Optimizer::steps_applied() const {
+  return steps_applied_ + (steps_applied_cuda_.defined() ? int64_t(steps_applied_cuda_.item<float>()) : 0);
 }
 
 std::map<std::string, Tensor> Optimizer::state_dict() const {
@@ -74,10 +110,13 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
     auto it = state_.find(params[i].impl());
     if (it == state_.end()) continue;
     const std::string prefix = "state." + std::to_string(i) + ".";
-    out[prefix + "step"] = full({}, double(it->second.step), {.dtype = i64});
-    for (const auto& [name, t] : it->second.tensors) out[prefix + name] = t.detach().clone();
+    auto device_step = it->second.tensors.find("step");  // CUDA keeps the count on the device
+    const double step = device_step != it->second.tensors.end() ? device_step->second.item<double>() : double(it->second.step);
+    out[prefix + "step"] = full({}, step, {.dtype = i64});
+    for (const auto& [name, t] : it->second.tensors)
+      if (name != "step") out[prefix + name] = t.detach().clone();
   }
-  out["steps_applied"] = full({}, double(steps_applied_), {.dtype = i64});
+  out["steps_applied"] = full({}, double(steps_applied()), {.dtype = i64});
   return out;
 }
 
@@ -99,10 +138,11 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
              params.size(), " parameters");
     const std::string name = key.substr(dot + 1);
     ParamState& s = state_[params[index].impl()];
-    if (name == "step") s.step = t.item<int64_t>();
-    else s.tensors[name] = t.detach().clone();
+    if (name == "step") s.step = t.item<int64_t>();  // a CUDA step() re-creates its device count from it
+    else s.tensors[name] = t.detach().to(params[index].device()).clone();
   }
   if (auto it = state.find("steps_applied"); it != state.end()) steps_applied_ = it->second.item<int64_t>();
+  steps_applied_cuda_ = Tensor();
 }
 
 }  // namespace hg::optim

@@ -38,7 +38,7 @@ class Optimizer : public amp::Scalable {
   void add_param_group(const std::vector<Tensor>& params, double lr);
   std::vector<Tensor> parameters() const override;
   bool master_weights() const override { return master_weights_; }
-  int64_t steps_applied() const { return steps_applied_; }
+  int64_t steps_applied() const;  // steps that changed the parameters (reads the GPU's count on CUDA)
 
   // Learning rates and per-parameter state ("state.<i>.<name>", i = position in parameters()).
   std::map<std::string, Tensor> state_dict() const;
@@ -57,13 +57,25 @@ class Optimizer : public amp::Scalable {
   // unscaled). `state` lives in weight's dtype.
   virtual void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) = 0;
 
+  // One group's parameters on a CUDA device, for the multi-tensor kernels.
+  struct DeviceGroup {
+    std::vector<Tensor> weights, params, grads, steps;
+    std::vector<ParamState*> states;
+    double lr;
+  };
+  // Launches the optimizer's multi-tensor kernel; it reads found_inf/scale on the device.
+  virtual void update_cuda(DeviceGroup& group, const amp::StepControl& control) = 0;
+
+  void step_cuda(const amp::StepControl& control);
+
   // The f32 master of a 16-bit parameter (created on first use), or the parameter itself.
   Tensor weight_for(const Tensor& param, ParamState& state);
 
   std::vector<ParamGroup> groups_;
   std::map<const TensorImpl*, ParamState> state_;
   bool master_weights_;
-  int64_t steps_applied_ = 0;
+  int64_t steps_applied_ = 0;   // CPU
+  Tensor steps_applied_cuda_;   // CUDA: 0-d f32 counted by the kernels
 };
 
 }  // namespace hg::optim

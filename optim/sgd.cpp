@@ -1,6 +1,7 @@
 // SGD (see sgd.h).
 #include "optim/sgd.h"
 
+#include "ops/cuda_ops.h"
 #include "optim/update_loop.h"
 
 namespace hg::optim {
@@ -31,6 +32,22 @@ void SGD::update(const Tensor& weight, const Tensor& grad, ParamState& state, do
     v[2] = first ? d : A(momentum) * v[2] + A(1 - dampening) * d;
     v[0] -= A(lr) * (nesterov ? d + A(momentum) * v[2] : v[2]);
   });
+}
+
+}  // namespace hg::optim
+
+namespace hg::optim {
+
+void SGD::update_cuda(DeviceGroup& group, const amp::StepControl& control) {
+  std::vector<Tensor> buffers;
+  for (size_t i = 0; i < group.params.size(); ++i) {
+    Tensor& buffer = group.states[i]->tensors["momentum_buffer"];
+    if (options.momentum != 0 && !buffer.defined()) buffer = zeros_like(group.weights[i]);
+    buffers.push_back(buffer);
+  }
+  cuda_ops::sgd_update(group.weights, group.params, group.grads, buffers, group.steps,
+                       {group.lr, options.momentum, options.dampening, options.weight_decay, options.nesterov},
+                       control.found_inf, control.scale);
 }
 
 }  // namespace hg::optim

@@ -24,6 +24,7 @@ class SGD : public Optimizer {
 
  protected:
   void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) override;
+  void update_cuda(DeviceGroup& group, const amp::StepControl& control) override;
 };
 
 }  // namespace hg::optim

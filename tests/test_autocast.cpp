@@ -406,6 +406,12 @@ TEST_CASE("amp.custom_function.needs_a_policy_under_autocast") {
     for (const char* choice : {"Lower", "F32", "Promote", "Keep"}) CHECK(message.find(choice) != std::string::npos);
   }
   CHECK(amp::is_enabled());
+  // Once the op has a policy it runs.
+  amp::set_policy("test_no_policy_op", amp::CastPolicy::F32);
+  g_seen = {};
+  const Tensor y = NoPolicyOp::apply(x.to(hg::f16));
+  CHECK(g_seen.forward_dtype == "f32");
+  CHECK(dtype_of(y) == "f32");
 }
 
 TEST_CASE("amp.custom_function.set_policy_and_backward_under_the_forward_state") {

@@ -123,11 +123,13 @@ TEST_CASE("amp.grad_scaler.huge_scale_stays_finite_and_bounds_hold") {
   optim::SGD opt({p}, {.lr = 0.0});
   {
     amp::GradScaler scaler({.init_scale = 1e38, .growth_factor = 16, .growth_interval = 1, .max_scale = 1e300});
+    const double initial = scaler.get_scale();  // 1e38, or its f32 rounding if the scale lives in f32
+    CHECK(initial == doctest::Approx(1e38).epsilon(1e-7));
     for (int i = 0; i < 3; ++i) {
       cycle(scaler, opt, p, 1e-30);
       CHECK(std::isfinite(scaler.get_scale()));
       CHECK(std::isfinite(float(scaler.get_scale())));
-      CHECK(scaler.get_scale() == 1e38);
+      CHECK(scaler.get_scale() == initial);  // 1.6e39 is past f32's max: no growth
     }
     CHECK(std::isfinite(scaler.scale(hg::full({}, 1.0)).item<float>()));
   }
@@ -442,6 +444,23 @@ TEST_CASE("amp.grad_scaler.step_result_reports_what_happened") {
   CHECK(r.applied);
   CHECK(r.skipped_in_a_row == 0);
   CHECK(opt.steps_applied() == 2);
+}
+
+TEST_CASE("amp.grad_scaler.step_async_skips_like_step") {
+  const Tensor p = hg::zeros({3}, {.requires_grad = true});
+  optim::SGD opt({p}, {.lr = 1.0});
+  amp::GradScaler scaler({.init_scale = 8});
+  p.set_grad(hg::full({3}, 8.0));
+  scaler.step_async(opt);
+  CHECK_THROWS_HG(scaler.step_async(opt), "step() has already been called since the last update()");
+  scaler.update();
+  CHECK(p.to_vector<float>() == std::vector<float>{-1.f, -1.f, -1.f});  // unscaled: 8 / 8
+  p.set_grad(hg::full({3}, kInf));
+  scaler.step_async(opt);
+  scaler.update();
+  CHECK(p.to_vector<float>() == std::vector<float>{-1.f, -1.f, -1.f});  // skipped
+  CHECK(scaler.get_scale() == 4.0);
+  CHECK(opt.steps_applied() == 1);
 }
 
 TEST_CASE("amp.grad_scaler.lr_scheduler_does_not_advance_on_a_skipped_step") {

@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "core/copy.h"
 #include "core/storage.h"
+#include "ops/cuda/gemm_settings.h"
 
 namespace hg {
 
@@ -13,6 +14,8 @@ int device_count() { return 0; }
 bool is_available() { return false; }
 void synchronize() {}
 void empty_cache() {}
+void allow_tf32(bool) {}  // a CPU-only build has no TF32: the switch does nothing
+bool tf32_allowed() { return false; }
 int64_t memory_reserved(int) { return 0; }
 }  // namespace cuda
 

@@ -10,6 +10,10 @@ void reduce(ReduceKind, const Tensor& x, const Tensor&, int64_t, int64_t, int64_
 }
 
 void batched_gemm(const Tensor& a, const Tensor&, const Tensor&) { detail::check_cuda_device(a.device(), "matmul"); }
+bool linear_weight_grad(const Tensor& g, const Tensor&, const Tensor&, const Tensor&) {
+  detail::check_cuda_device(g.device(), "linear");
+  return false;
+}
 void linear_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, bool) {
   detail::check_cuda_device(x.device(), "linear");
 }
@@ -48,9 +52,22 @@ void avg_pool2d_backward(const Tensor& g, const Tensor&, int, int) { detail::che
 
 void dropout(const Tensor& in, const Tensor&, double, uint64_t, uint64_t) { detail::check_cuda_device(in.device(), "dropout"); }
 
-bool unscale_and_check(const Tensor& g, float) {
-  detail::check_cuda_device(g.device(), "GradScaler.unscale_");
-  return false;
+void unscale_and_check(const std::vector<Tensor>&, const std::vector<bool>&, const Tensor& scale, const Tensor&,
+                       const Tensor&, const Tensor&) {
+  detail::check_cuda_device(scale.device(), "GradScaler.unscale_");
+}
+void scaler_update(const Tensor& scale, const Tensor&, const Tensor&, const Tensor&, double, double, int64_t, double,
+                   double) {
+  detail::check_cuda_device(scale.device(), "GradScaler.update");
+}
+void sgd_update(const std::vector<Tensor>& w, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                const std::vector<Tensor>&, const std::vector<Tensor>&, const SgdHyper&, const Tensor&, const Tensor&) {
+  detail::check_cuda_device(w.front().device(), "SGD");
+}
+void adam_update(const std::vector<Tensor>& w, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                 const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&, const AdamHyper&,
+                 const Tensor&, const Tensor&) {
+  detail::check_cuda_device(w.front().device(), "Adam");
 }
 
 Tensor batch_norm_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const Tensor&, bool, double, double,

@@ -44,6 +44,20 @@ __global__ void map_strided(Pointers<T, N> p, int64_t numel, cuda_detail::Stride
 
 }  // namespace
 
+// Functors that make sense for integer tensors; the others are only instantiated for floating
+// dtypes (their constants, e.g. GELU's 1/sqrt(2), do not fit an integer type).
+template <class F> inline constexpr bool kIntegerSafe = false;
+template <> inline constexpr bool kIntegerSafe<math::Add> = true;
+template <> inline constexpr bool kIntegerSafe<math::Sub> = true;
+template <> inline constexpr bool kIntegerSafe<math::Mul> = true;
+template <> inline constexpr bool kIntegerSafe<math::Neg> = true;
+template <> inline constexpr bool kIntegerSafe<math::Abs> = true;
+template <> inline constexpr bool kIntegerSafe<math::Sign> = true;
+template <> inline constexpr bool kIntegerSafe<math::Equal> = true;
+template <> inline constexpr bool kIntegerSafe<math::AddScalar> = true;
+template <> inline constexpr bool kIntegerSafe<math::MulScalar> = true;
+template <> inline constexpr bool kIntegerSafe<math::AddScaled> = true;
+
 template <size_t N, class F>
 void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f) {
   check_cuda_device(out.device(), "elementwise op");
@@ -54,6 +68,9 @@ void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs
   }
   const int64_t numel = out.numel();
   visit_dtype(out.dtype(), [&]<class T> {
+    if constexpr (!is_floating_type_v<T> && !kIntegerSafe<F>) {
+      HG_FAIL("elementwise op: not defined for ", out.dtype(), " tensors");
+    } else {
     Pointers<T, N> p{static_cast<T*>(out.raw_data()), {}};
     for (size_t k = 0; k < N; ++k) p.in[k] = static_cast<const T*>(inputs[k].raw_data());
     if (contiguous) {
@@ -61,6 +78,7 @@ void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs
     } else {
       const auto ix = cuda_detail::make_indexer<int(N) + 1>(out, inputs.data(), int(N));
       map_strided<T, N, F><<<cuda_detail::blocks_for(numel), cuda_detail::kThreads>>>(p, numel, ix, f);
+    }
     }
   });
   HG_CUDA_CHECK(cudaGetLastError());

@@ -1,0 +1,405 @@
+// cuDNN convolutions for CUDA tensors: conv2d's forward (the bias added by cudnnAddTensor) and its
+// backward (data, filter and bias gradients). Contiguous NCHW tensors of f16/bf16/f32/f64; 16-bit
+// data computes in f32 on tensor cores. Each algorithm comes from cuDNN's _v7 heuristics once per
+// shape and is cached; its workspace is a grow-only buffer per device. Legacy cuDNN API (still
+// shipped in cuDNN 9), on the legacy default stream like the rest of halfgrad.
+#include <cuda_runtime.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <mutex>
+#include <vector>
+
+#include "core/cuda/cuda_check.h"
+#include "core/cuda/cuda_copy.h"
+#include "core/determinism.h"
+#include "ops/cuda/gemm_settings.h"
+#include "ops/cuda/library_check.h"
+#include "ops/cuda_ops.h"
+
+namespace hg::cuda_ops {
+
+namespace {
+
+// NOTE: the fastest algorithm can want gigabytes of scratch space (FFT variants); one that wants
+// more than this is passed over for the next best.
+constexpr size_t kMaxWorkspaceBytes = size_t(1) << 30;
+constexpr size_t kWorkspaceRound = size_t(2) << 20;  // grow in 2 MiB steps
+
+// ---- per-device state -----------------------------------------------------------------------------
+
+struct DnnDevice {
+  cudnnHandle_t handle = nullptr;
+  void* workspace = nullptr;  // cudaMalloc'ed, outside hg::memory's counters (see library_check.h)
+  size_t workspace_bytes = 0;
+};
+
+// One lock for all cuDNN work, held for a whole conv call: the workspace can then never be
+// replaced (grown) under a call that uses it, and the algorithm cache needs no lock of its own.
+// The device runs the calls one after another on the default stream anyway.
+std::mutex& dnn_mutex() {
+  static std::mutex mutex;
+  return mutex;
+}
+
+// The caller holds dnn_mutex. Handles are never destroyed: at process exit the CUDA runtime may
+// already be gone. A new handle works on the default (NULL) stream.
+DnnDevice& dnn_device(int index) {
+  static std::map<int, DnnDevice> devices;
+  DnnDevice& device = devices[index];
+  if (device.handle == nullptr) HG_CUDNN_CHECK(cudnnCreate(&device.handle));
+  return device;
+}
+
+void* workspace(DnnDevice& device, size_t nbytes) {
+  if (nbytes <= device.workspace_bytes) return device.workspace;
+  if (device.workspace != nullptr) {
+    // Kernels queued earlier may still read the old block; let them finish before freeing it.
+    HG_CUDA_CHECK(cudaDeviceSynchronize());
+    HG_CUDA_CHECK(cudaFree(device.workspace));
+    device.workspace = nullptr;
+    device.workspace_bytes = 0;
+  }
+  const size_t rounded = (nbytes + kWorkspaceRound - 1) / kWorkspaceRound * kWorkspaceRound;
+  device.workspace = cuda_detail::allocate_library_workspace(rounded, "cuDNN");
+  device.workspace_bytes = rounded;
+  return device.workspace;
+}
+
+// ---- types, shapes, descriptors -------------------------------------------------------------------
+
+struct DnnTypes {
+  cudnnDataType_t data;
+  cudnnDataType_t compute;
+  cudnnMathType_t math;
+};
+
+DnnTypes dnn_types(DType dtype) {
+  // NOTE: 16-bit data accumulates in f32 (cuDNN's "pseudo-half" configuration) on tensor cores.
+  // f32 stays on the FMA units unless TF32 is allowed: CUDNN_DEFAULT_MATH lets cuDNN use TF32.
+  if (dtype == f16) return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
+  if (dtype == bf16) return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
+  if (dtype == f32) return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, cuda::tf32_allowed() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH};
+  if (dtype == f64) return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH};
+  HG_FAIL("conv2d (CUDA): cuDNN needs f16, bf16, f32 or f64 tensors, got ", dtype);
+}
+
+// cuDNN's alpha/beta live on the host: double for double data, float for every other type.
+struct Scalars {
+  bool is_double;
+  float float_values[2] = {1.0f, 0.0f};
+  double double_values[2] = {1.0, 0.0};
+  const void* one() const { return is_double ? static_cast<const void*>(&double_values[0]) : &float_values[0]; }
+  const void* zero() const { return is_double ? static_cast<const void*>(&double_values[1]) : &float_values[1]; }
+};
+
+struct ConvShape {
+  int n, c, h, w;    // input (N, C, H, W)
+  int o, oh, ow;     // output (N, O, OH, OW)
+  int kh, kw;        // weight (O, C, kh, kw); 0 when no weight is involved
+  int stride, pad;
+};
+
+int to_int(int64_t value, const char* what) {
+  HG_CHECK(value >= 0 && value <= INT_MAX, "conv2d (CUDA): ", what, " (", value, ") does not fit cuDNN's 32-bit sizes");
+  return int(value);
+}
+
+ConvShape conv_shape(const Tensor& x, const Tensor& y, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
+  HG_CHECK(x.dim() == 4 && y.dim() == 4, "conv2d (CUDA): expected 4-D (N, C, H, W) tensors, got ", x.shape(), " and ",
+           y.shape());
+  // NOTE: the legacy API indexes NCHW tensors with 32-bit integers.
+  to_int(x.numel(), "the input's element count");
+  to_int(y.numel(), "the output's element count");
+  return {to_int(x.shape()[0], "N"),  to_int(x.shape()[1], "C"),  to_int(x.shape()[2], "H"),
+          to_int(x.shape()[3], "W"),  to_int(y.shape()[1], "O"),  to_int(y.shape()[2], "OH"),
+          to_int(y.shape()[3], "OW"), to_int(kh, "kh"),           to_int(kw, "kw"),
+          to_int(stride, "stride"),   to_int(padding, "padding")};
+}
+
+// RAII owners. The full constructors delegate to the creating one: once that has finished the
+// object exists, so if setting the descriptor throws, the destructor still frees it.
+struct TensorDesc {
+  cudnnTensorDescriptor_t desc = nullptr;
+  TensorDesc() { HG_CUDNN_CHECK(cudnnCreateTensorDescriptor(&desc)); }
+  TensorDesc(cudnnDataType_t type, int n, int c, int h, int w) : TensorDesc() {
+    HG_CUDNN_CHECK(cudnnSetTensor4dDescriptor(desc, CUDNN_TENSOR_NCHW, type, n, c, h, w));
+  }
+  ~TensorDesc() { cudnnDestroyTensorDescriptor(desc); }
+  TensorDesc(const TensorDesc&) = delete;
+  TensorDesc& operator=(const TensorDesc&) = delete;
+};
+
+struct FilterDesc {
+  cudnnFilterDescriptor_t desc = nullptr;
+  FilterDesc() { HG_CUDNN_CHECK(cudnnCreateFilterDescriptor(&desc)); }
+  FilterDesc(cudnnDataType_t type, int o, int c, int kh, int kw) : FilterDesc() {
+    HG_CUDNN_CHECK(cudnnSetFilter4dDescriptor(desc, type, CUDNN_TENSOR_NCHW, o, c, kh, kw));
+  }
+  ~FilterDesc() { cudnnDestroyFilterDescriptor(desc); }
+  FilterDesc(const FilterDesc&) = delete;
+  FilterDesc& operator=(const FilterDesc&) = delete;
+};
+
+struct ConvDesc {
+  cudnnConvolutionDescriptor_t desc = nullptr;
+  ConvDesc() { HG_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&desc)); }
+  ConvDesc(int pad, int stride, const DnnTypes& types) : ConvDesc() {
+    // halfgrad's conv2d, like PyTorch's, is a cross-correlation (the kernel is not flipped).
+    HG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(desc, pad, pad, stride, stride, /*dilation*/ 1, 1,
+                                                   CUDNN_CROSS_CORRELATION, types.compute));
+    HG_CUDNN_CHECK(cudnnSetConvolutionMathType(desc, types.math));
+  }
+  ~ConvDesc() { cudnnDestroyConvolutionDescriptor(desc); }
+  ConvDesc(const ConvDesc&) = delete;
+  ConvDesc& operator=(const ConvDesc&) = delete;
+};
+
+// The four descriptors of one convolution: input x, output y (or their gradients), weight, conv.
+struct ConvDescs {
+  TensorDesc x, y;
+  FilterDesc w;
+  ConvDesc conv;
+  ConvDescs(const ConvShape& s, const DnnTypes& t)
+      : x(t.data, s.n, s.c, s.h, s.w), y(t.data, s.n, s.o, s.oh, s.ow), w(t.data, s.o, s.c, s.kh, s.kw),
+        conv(s.pad, s.stride, t) {}
+};
+
+// ---- algorithm choice -----------------------------------------------------------------------------
+
+enum class Pass { Forward, BackwardData, BackwardFilter };
+
+const char* pass_name(Pass pass) {
+  return pass == Pass::Forward ? "conv2d forward" : pass == Pass::BackwardData ? "conv2d backward (input)"
+                                                                               : "conv2d backward (weight)";
+}
+
+// One entry of a _v7 heuristic list, whatever the pass.
+struct Candidate {
+  int algo;
+  cudnnStatus_t status;
+  cudnnDeterminism_t determinism;
+  cudnnMathType_t math;
+};
+
+template <class Perf>
+std::vector<Candidate> candidates_of(const std::vector<Perf>& perf, int count) {
+  std::vector<Candidate> out;
+  for (int i = 0; i < count && i < int(perf.size()); ++i)
+    out.push_back({int(perf[size_t(i)].algo), perf[size_t(i)].status, perf[size_t(i)].determinism,
+                   perf[size_t(i)].mathType});
+  return out;
+}
+
+// cuDNN's heuristic ranking for the pass, best first (no benchmarking: deterministic choice).
+std::vector<Candidate> heuristic_candidates(Pass pass, cudnnHandle_t handle, const ConvDescs& d) {
+  int max_count = 0, count = 0;
+  if (pass == Pass::Forward) {
+    HG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithmMaxCount(handle, &max_count));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(size_t(std::max(max_count, 1)));
+    HG_CUDNN_CHECK(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x.desc, d.w.desc, d.conv.desc, d.y.desc,
+                                                          int(perf.size()), &count, perf.data()));
+    return candidates_of(perf, count);
+  }
+  if (pass == Pass::BackwardData) {
+    HG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle, &max_count));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(size_t(std::max(max_count, 1)));
+    HG_CUDNN_CHECK(cudnnGetConvolutionBackwardDataAlgorithm_v7(handle, d.w.desc, d.y.desc, d.conv.desc, d.x.desc,
+                                                               int(perf.size()), &count, perf.data()));
+    return candidates_of(perf, count);
+  }
+  HG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle, &max_count));
+  std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(size_t(std::max(max_count, 1)));
+  HG_CUDNN_CHECK(cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle, d.x.desc, d.y.desc, d.conv.desc, d.w.desc,
+                                                               int(perf.size()), &count, perf.data()));
+  return candidates_of(perf, count);
+}
+
+// The workspace `algo` needs with the math type currently set on d.conv; the status says whether
+// the algorithm supports the configuration at all.
+cudnnStatus_t workspace_size(Pass pass, cudnnHandle_t handle, const ConvDescs& d, int algo, size_t* bytes) {
+  if (pass == Pass::Forward)
+    return cudnnGetConvolutionForwardWorkspaceSize(handle, d.x.desc, d.w.desc, d.conv.desc, d.y.desc,
+                                                   cudnnConvolutionFwdAlgo_t(algo), bytes);
+  if (pass == Pass::BackwardData)
+    return cudnnGetConvolutionBackwardDataWorkspaceSize(handle, d.w.desc, d.y.desc, d.conv.desc, d.x.desc,
+                                                        cudnnConvolutionBwdDataAlgo_t(algo), bytes);
+  return cudnnGetConvolutionBackwardFilterWorkspaceSize(handle, d.x.desc, d.y.desc, d.conv.desc, d.w.desc,
+                                                        cudnnConvolutionBwdFilterAlgo_t(algo), bytes);
+}
+
+struct Algorithm {
+  int algo;
+  cudnnMathType_t math;
+  size_t workspace;
+};
+
+// The first heuristic candidate that works, is deterministic when deterministic mode is on, and
+// needs at most kMaxWorkspaceBytes.
+Algorithm choose_algorithm(Pass pass, cudnnHandle_t handle, const ConvDescs& d, const DnnTypes& t, bool deterministic) {
+  for (const Candidate& c : heuristic_candidates(pass, handle, d)) {
+    if (c.status != CUDNN_STATUS_SUCCESS) continue;
+    if (deterministic && c.determinism != CUDNN_DETERMINISTIC) continue;
+    // Since cuDNN 7.4 an algorithm is (algo, math type), and the list may mix math types. Without
+    // TF32 an f32 convolution keeps CUDNN_FMA_MATH whatever the list says.
+    const cudnnMathType_t math = t.math == CUDNN_FMA_MATH ? CUDNN_FMA_MATH : c.math;
+    HG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.desc, math));
+    size_t bytes = 0;
+    if (workspace_size(pass, handle, d, c.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kMaxWorkspaceBytes) continue;
+    return {c.algo, math, bytes};
+  }
+  if (deterministic) detail::alert_nondeterministic(pass_name(pass));  // throws: only non-deterministic ones left
+  HG_FAIL(pass_name(pass), " (CUDA): cuDNN offers no usable algorithm (within ", kMaxWorkspaceBytes >> 20,
+          " MiB of workspace) for this shape and dtype");
+}
+
+using AlgoKey = std::array<int64_t, 14>;
+
+// The cached choice for this pass, shape, dtype and mode; the caller holds dnn_mutex.
+Algorithm cached_algorithm(Pass pass, int device, cudnnHandle_t handle, const ConvDescs& d, const ConvShape& s,
+                           const DnnTypes& t) {
+  static std::map<AlgoKey, Algorithm> cache;
+  const bool deterministic = are_deterministic_algorithms_enabled();
+  const AlgoKey key{device, int64_t(pass), int64_t(t.data), int64_t(t.math), int64_t(deterministic),
+                    s.n,    s.c,           s.h,             s.w,            s.o,
+                    s.kh,   s.kw,          s.stride,        s.pad};
+  auto it = cache.find(key);
+  if (it == cache.end()) it = cache.emplace(key, choose_algorithm(pass, handle, d, t, deterministic)).first;
+  return it->second;
+}
+
+// ---- running --------------------------------------------------------------------------------------
+
+void check_operands(const char* op, const Tensor& reference, std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) continue;
+    HG_CHECK(t->dtype() == reference.dtype() && t->device() == reference.device(), op, " (CUDA): tensors must share ",
+             "one dtype and device (", reference.dtype(), " on ", reference.device(), "), got ", t->dtype(), " on ",
+             t->device());
+  }
+}
+
+void check_output(const char* op, const Tensor& t) {
+  if (t.defined()) HG_CHECK(t.is_contiguous(), op, " (CUDA): output tensors must be contiguous");
+}
+
+// Everything one conv call holds while it runs: the device (under the lock), types and scalars.
+struct DnnCall {
+  std::lock_guard<std::mutex> lock{dnn_mutex()};
+  int index;
+  DnnDevice& device;
+  DnnTypes types;
+  Scalars scalars;
+  DnnCall(Device d, DType dtype)
+      : index(d.index()), device(dnn_device(d.index())), types(dnn_types(dtype)), scalars{dtype == f64} {}
+};
+
+// The algorithm for `pass`, with its math type set on d.conv and its workspace ready.
+struct Prepared {
+  Algorithm algorithm;
+  void* scratch;
+};
+
+Prepared prepare(Pass pass, DnnCall& call, const ConvDescs& d, const ConvShape& s) {
+  const Algorithm a = cached_algorithm(pass, call.index, call.device.handle, d, s, call.types);
+  HG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.desc, a.math));
+  return {a, workspace(call.device, a.workspace)};
+}
+
+// The value of an empty sum (no input channels, a zero-sized kernel, an empty batch).
+void fill_zeros(const Tensor& t) {
+  HG_CUDA_CHECK(cudaMemsetAsync(t.raw_data(), 0, size_t(t.numel()) * element_size(t.dtype()), nullptr));
+}
+
+// out += bias (O) broadcast over N, OH, OW (cuDNN: C = alpha A + beta C with beta = 1).
+void add_bias(DnnCall& call, const ConvShape& s, const Tensor& bias, const Tensor& out) {
+  const Tensor b = bias.contiguous();
+  const TensorDesc bias_desc(call.types.data, 1, s.o, 1, 1), out_desc(call.types.data, s.n, s.o, s.oh, s.ow);
+  HG_CUDNN_CHECK(cudnnAddTensor(call.device.handle, call.scalars.one(), bias_desc.desc, b.raw_data(),
+                                call.scalars.one(), out_desc.desc, out.raw_data()));
+}
+
+// grad_bias (O) = dy summed over N, OH, OW.
+void bias_backward(DnnCall& call, const ConvShape& s, const Tensor& dy, const Tensor& grad_bias) {
+  if (dy.numel() == 0) return fill_zeros(grad_bias);
+  const TensorDesc dy_desc(call.types.data, s.n, s.o, s.oh, s.ow), db_desc(call.types.data, 1, s.o, 1, 1);
+  HG_CUDNN_CHECK(cudnnConvolutionBackwardBias(call.device.handle, call.scalars.one(), dy_desc.desc, dy.raw_data(),
+                                              call.scalars.zero(), db_desc.desc, grad_bias.raw_data()));
+}
+
+}  // namespace
+
+// ---- entry points ---------------------------------------------------------------------------------
+
+// out (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, kh, kw)) (+ bias (O) per channel).
+void conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Tensor& out, int64_t stride,
+                    int64_t padding) {
+  check_operands("conv2d", out, {&x_in, &w_in, &bias});
+  check_output("conv2d", out);
+  detail::check_cuda_device(out.device(), "conv2d");
+  if (out.numel() == 0) return;
+  const Tensor x = x_in.contiguous(), w = w_in.contiguous();
+  const ConvShape s = conv_shape(x, out, w.shape()[2], w.shape()[3], stride, padding);
+  DnnCall call(out.device(), out.dtype());
+  if (s.c == 0 || s.kh == 0 || s.kw == 0) {  // cuDNN rejects zero-sized filters
+    fill_zeros(out);
+  } else {
+    const ConvDescs d(s, call.types);
+    int n = 0, c = 0, h = 0, wd = 0;  // cuDNN's own output shape must be the one conv2d allocated
+    HG_CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(d.conv.desc, d.x.desc, d.w.desc, &n, &c, &h, &wd));
+    HG_CHECK(n == s.n && c == s.o && h == s.oh && wd == s.ow, "conv2d (CUDA): cuDNN computes an output of (", n, ", ",
+             c, ", ", h, ", ", wd, ") but the output tensor is ", out.shape());
+    const Prepared p = prepare(Pass::Forward, call, d, s);
+    HG_CUDNN_CHECK(cudnnConvolutionForward(call.device.handle, call.scalars.one(), d.x.desc, x.raw_data(), d.w.desc,
+                                           w.raw_data(), d.conv.desc, cudnnConvolutionFwdAlgo_t(p.algorithm.algo),
+                                           p.scratch, p.algorithm.workspace, call.scalars.zero(), d.y.desc,
+                                           out.raw_data()));
+  }
+  if (bias.defined()) add_bias(call, s, bias, out);
+}
+
+// Writes each defined gradient of conv2d from grad (N, O, OH, OW): grad_x (N, C, H, W) needs w,
+// grad_w (O, C, kh, kw) needs x, grad_bias (O) needs only grad.
+void conv2d_backward(const Tensor& x_in, const Tensor& w_in, const Tensor& grad, int64_t stride, int64_t padding,
+                     const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_bias) {
+  check_operands("conv2d backward", grad, {&x_in, &w_in, &grad_x, &grad_w, &grad_bias});
+  for (const Tensor* t : {&grad_x, &grad_w, &grad_bias}) check_output("conv2d backward", *t);
+  HG_CHECK(!grad_x.defined() || w_in.defined(), "conv2d backward (CUDA): the input's gradient needs the weight");
+  detail::check_cuda_device(grad.device(), "conv2d backward");
+  const Tensor dy = grad.contiguous(), x = x_in.contiguous(), w = w_in.defined() ? w_in.contiguous() : Tensor();
+  const Tensor& kernel = w.defined() ? w : grad_w;  // only its shape is needed
+  const int64_t kh = kernel.defined() ? kernel.shape()[2] : 0, kw = kernel.defined() ? kernel.shape()[3] : 0;
+  const ConvShape s = conv_shape(x, dy, kh, kw, stride, padding);
+  DnnCall call(grad.device(), grad.dtype());
+  if (grad_bias.defined() && grad_bias.numel() > 0) bias_backward(call, s, dy, grad_bias);
+  const bool need_x = grad_x.defined() && grad_x.numel() > 0, need_w = grad_w.defined() && grad_w.numel() > 0;
+  if (!need_x && !need_w) return;
+  if (dy.numel() == 0 || x.numel() == 0 || kh == 0 || kw == 0) {  // empty sums; cuDNN takes no empty tensors
+    if (need_x) fill_zeros(grad_x);
+    if (need_w) fill_zeros(grad_w);
+    return;
+  }
+  const ConvDescs d(s, call.types);
+  if (need_x) {  // grad_x = the transposed convolution of grad with w
+    const Prepared p = prepare(Pass::BackwardData, call, d, s);
+    HG_CUDNN_CHECK(cudnnConvolutionBackwardData(call.device.handle, call.scalars.one(), d.w.desc, w.raw_data(),
+                                                d.y.desc, dy.raw_data(), d.conv.desc,
+                                                cudnnConvolutionBwdDataAlgo_t(p.algorithm.algo), p.scratch,
+                                                p.algorithm.workspace, call.scalars.zero(), d.x.desc, grad_x.raw_data()));
+  }
+  if (need_w) {  // grad_w = the correlation of x with grad, summed over the batch
+    const Prepared p = prepare(Pass::BackwardFilter, call, d, s);
+    HG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(call.device.handle, call.scalars.one(), d.x.desc, x.raw_data(),
+                                                  d.y.desc, dy.raw_data(), d.conv.desc,
+                                                  cudnnConvolutionBwdFilterAlgo_t(p.algorithm.algo), p.scratch,
+                                                  p.algorithm.workspace, call.scalars.zero(), d.w.desc,
+                                                  grad_w.raw_data()));
+  }
+}
+
+}  // namespace hg::cuda_ops

@@ -1,0 +1,160 @@
+// CUDA cross_entropy, the twin of ops/loss.cpp: one warp per row of logits (N, C). For target t,
+// smoothing eps and lse = log sum exp(x):
+//   loss = (1 - eps) * (lse - x[t]) + eps * (lse - mean(x))
+//   dloss/dx[c] = softmax(x)[c] - (1 - eps) * [c == t] - eps / C
+// Row math is in double like the CPU's. The mean over the valid rows is a second, one-block kernel
+// that sums the row losses in a fixed order (deterministic), and the backward reads the incoming
+// gradient from device memory, so neither direction waits for the GPU.
+#include <cmath>
+
+#include "core/cuda/device_math.cuh"
+#include "ops/cuda/launch.cuh"
+#include "ops/cuda_ops.h"
+
+namespace hg::cuda_ops {
+
+namespace {
+
+using cuda_detail::acc_t;
+using cuda_detail::from_acc;
+using cuda_detail::to_acc;
+
+constexpr int kWarp = 32;
+
+// ---- math -----------------------------------------------------------------------------------------
+
+// NaN counts as the largest value (the CPU's `v > max || isnan(v)`), so a NaN logit gives a NaN lse.
+__device__ __forceinline__ double nan_max(double a, double b) { return (b > a || b != b) ? b : a; }
+
+__device__ __forceinline__ double warp_max(double v) {
+  for (int step = kWarp / 2; step > 0; step /= 2) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, step));
+  return v;
+}
+
+__device__ __forceinline__ double warp_sum(double v) {
+  for (int step = kWarp / 2; step > 0; step /= 2) v += __shfl_xor_sync(0xffffffffu, v, step);
+  return v;
+}
+
+// log sum exp of one row, max-subtracted so exp() <= 1; every lane of the warp gets the result.
+template <class T>
+__device__ double row_log_sum_exp(const T* row, int64_t C, int lane) {
+  double max = -INFINITY;
+  for (int64_t c = lane; c < C; c += kWarp) max = nan_max(max, double(to_acc(row[c])));
+  max = warp_max(max);
+  double total = 0;
+  for (int64_t c = lane; c < C; c += kWarp) total += ::exp(double(to_acc(row[c])) - max);
+  return max + ::log(warp_sum(total));
+}
+
+// ---- kernels --------------------------------------------------------------------------------------
+
+// row_loss[i] = the loss of row i, 0 for an ignored row. One warp per row (warp-uniform loop).
+template <class T>
+__global__ void cross_entropy_rows_kernel(const T* logits, const int64_t* targets, int64_t N, int64_t C,
+                                          double smoothing, int64_t ignore_index, double* row_loss) {
+  const int lane = int(threadIdx.x) % kWarp;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; i < N; i += warps) {
+    const int64_t t = targets[i];
+    if (t == ignore_index) {
+      if (lane == 0) row_loss[i] = 0;
+      continue;
+    }
+    const T* row = logits + i * C;
+    const double lse = row_log_sum_exp(row, C, lane);
+    double row_mean = 0;
+    if (smoothing > 0) {
+      for (int64_t c = lane; c < C; c += kWarp) row_mean += double(to_acc(row[c])) / double(C);
+      row_mean = warp_sum(row_mean);
+    }
+    if (lane == 0)
+      row_loss[i] = (1 - smoothing) * (lse - double(to_acc(row[t]))) + smoothing * (lse - row_mean);
+  }
+}
+
+// out = sum(row_loss) / valid, in one block: each thread sums a fixed stride of rows, then a
+// shared-memory tree in a fixed order. NOTE: valid == 0 gives 0/0 = NaN, as on the CPU.
+template <class T>
+__global__ void cross_entropy_mean_kernel(const double* row_loss, int64_t N, int64_t valid, T* out) {
+  __shared__ double partial[cuda_detail::kThreads];
+  double total = 0;
+  for (int64_t i = threadIdx.x; i < N; i += blockDim.x) total += row_loss[i];
+  partial[threadIdx.x] = total;
+  __syncthreads();
+  for (int step = blockDim.x / 2; step > 0; step /= 2) {
+    if (int(threadIdx.x) < step) partial[threadIdx.x] += partial[threadIdx.x + step];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[0] = from_acc<T>(acc_t<T>(partial[0] / double(valid)));
+}
+
+// grad[i, c] = g / valid * (softmax(x)[c] - target(c)); zeros for an ignored row. `g` is the 0-d
+// incoming gradient, read here rather than on the host.
+template <class T, class G>
+__global__ void cross_entropy_backward_kernel(const T* logits, const int64_t* targets, const G* g, int64_t N,
+                                              int64_t C, double smoothing, int64_t ignore_index, int64_t valid,
+                                              T* grad) {
+  const int lane = int(threadIdx.x) % kWarp;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
+  const double scale = double(to_acc(g[0])) / double(valid);
+  for (int64_t i = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; i < N; i += warps) {
+    const int64_t t = targets[i];
+    T* gr = grad + i * C;
+    if (t == ignore_index) {
+      for (int64_t c = lane; c < C; c += kWarp) gr[c] = from_acc<T>(acc_t<T>(0));
+      continue;
+    }
+    const T* row = logits + i * C;
+    const double lse = row_log_sum_exp(row, C, lane);
+    for (int64_t c = lane; c < C; c += kWarp) {
+      const double p = ::exp(double(to_acc(row[c])) - lse);
+      const double target = (c == t ? 1 - smoothing : 0) + smoothing / double(C);
+      gr[c] = from_acc<T>(acc_t<T>(scale * (p - target)));
+    }
+  }
+}
+
+}  // namespace
+
+// ---- launchers ------------------------------------------------------------------------------------
+
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, double label_smoothing, int64_t ignore_index,
+                             int64_t valid) {
+  detail::check_cuda_device(logits.device(), "cross_entropy");
+  const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  Tensor out = empty({}, {.dtype = logits.dtype(), .device = logits.device()});
+  Tensor row_loss = empty({N}, {.dtype = f64, .device = logits.device()});
+  visit_floating(logits.dtype(), "cross_entropy", [&]<class T> {
+    if (N > 0) {
+      cross_entropy_rows_kernel<T><<<cuda_detail::blocks_for(N * kWarp), cuda_detail::kThreads>>>(
+          logits.data_ptr<T>(), targets.data_ptr<int64_t>(), N, C, label_smoothing, ignore_index,
+          row_loss.data_ptr<double>());
+      HG_CUDA_CHECK(cudaGetLastError());
+    }
+    cross_entropy_mean_kernel<T><<<1, cuda_detail::kThreads>>>(row_loss.data_ptr<double>(), N, valid,
+                                                               out.data_ptr<T>());
+  });
+  HG_CUDA_CHECK(cudaGetLastError());
+  return out;
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& grad_output,
+                            double label_smoothing, int64_t ignore_index, int64_t valid, const Tensor& grad_logits) {
+  detail::check_cuda_device(logits.device(), "cross_entropy backward");
+  HG_CHECK(grad_output.numel() == 1 && grad_output.device() == logits.device(),
+           "cross_entropy backward: expected a 1-element gradient on ", logits.device(), ", got ", grad_output.shape(),
+           " on ", grad_output.device());
+  const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  if (N * C == 0) return;
+  visit_floating(logits.dtype(), "cross_entropy backward", [&]<class T> {
+    visit_floating(grad_output.dtype(), "cross_entropy backward", [&]<class G> {
+      cross_entropy_backward_kernel<T, G><<<cuda_detail::blocks_for(N * kWarp), cuda_detail::kThreads>>>(
+          logits.data_ptr<T>(), targets.data_ptr<int64_t>(), grad_output.data_ptr<G>(), N, C,
+          label_smoothing, ignore_index, valid, grad_logits.data_ptr<T>());
+    });
+  });
+  HG_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace hg::cuda_ops

@@ -1,0 +1,175 @@
+// CUDA softmax and log_softmax, the twins of ops/softmax.cpp: x is contiguous (outer, D, inner)
+// and each (outer, inner) line takes the maximum, the sum of exp(x - max), then the output. Rows
+// (inner == 1) get one warp each, so the three passes read D / 32 values per lane and combine
+// with shuffles; other lines get one thread each (adjacent threads read adjacent columns).
+// Math is in acc_t<T>: f32 for f32/f16/bf16, f64 for f64, as on the CPU.
+#include <cmath>
+
+#include "core/cuda/device_math.cuh"
+#include "ops/cuda/launch.cuh"
+#include "ops/cuda_ops.h"
+
+namespace hg::cuda_ops {
+
+namespace {
+
+using cuda_detail::acc_t;
+using cuda_detail::from_acc;
+using cuda_detail::to_acc;
+
+constexpr int kWarp = 32;
+
+// ---- math -----------------------------------------------------------------------------------------
+
+template <class A>
+__device__ __forceinline__ A exp_acc(A v) {
+  if constexpr (std::is_same_v<A, float>) return expf(v);
+  else return ::exp(v);
+}
+
+template <class A>
+__device__ __forceinline__ A log_acc(A v) {
+  if constexpr (std::is_same_v<A, float>) return logf(v);
+  else return ::log(v);
+}
+
+// The larger of a and b where NaN counts as the largest and a NaN already held stays: the CPU's
+// `if (v > max || isnan(v)) max = v`, so a NaN anywhere in a line makes the whole line NaN.
+template <class A>
+__device__ __forceinline__ A nan_max(A a, A b) {
+  return (b > a || b != b) ? b : a;
+}
+
+// Butterfly reductions: every lane ends with the same, order-fixed (deterministic) result.
+template <class A>
+__device__ __forceinline__ A warp_max(A v) {
+  for (int step = kWarp / 2; step > 0; step /= 2) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, step));
+  return v;
+}
+
+template <class A>
+__device__ __forceinline__ A warp_sum(A v) {
+  for (int step = kWarp / 2; step > 0; step /= 2) v += __shfl_xor_sync(0xffffffffu, v, step);
+  return v;
+}
+
+// ---- kernels --------------------------------------------------------------------------------------
+
+// One warp per contiguous row of length D. The loop bound is the same for the 32 lanes of a warp,
+// so every lane reaches each shuffle.
+template <class T>
+__global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t D, bool log) {
+  using A = acc_t<T>;
+  const int lane = int(threadIdx.x) % kWarp;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; row < rows; row += warps) {
+    const T* xr = x + row * D;
+    T* yr = y + row * D;
+    A max = -INFINITY;
+    for (int64_t d = lane; d < D; d += kWarp) max = nan_max(max, to_acc(xr[d]));
+    max = warp_max(max);
+    A total = 0;
+    for (int64_t d = lane; d < D; d += kWarp) total += exp_acc(to_acc(xr[d]) - max);
+    total = warp_sum(total);
+    const A log_total = log_acc(total);
+    for (int64_t d = lane; d < D; d += kWarp) {
+      const A shifted = to_acc(xr[d]) - max;
+      yr[d] = from_acc<T>(log ? shifted - log_total : exp_acc(shifted) / total);
+    }
+  }
+}
+
+// One thread per (outer, inner) line, walking D with stride `inner`: the CPU loop verbatim.
+template <class T>
+__global__ void softmax_lines_kernel(const T* x, T* y, int64_t outer, int64_t D, int64_t inner, bool log) {
+  using A = acc_t<T>;
+  const int64_t lines = outer * inner;
+  for (int64_t line = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; line < lines;
+       line += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (line / inner) * D * inner + line % inner;
+    A max = -INFINITY;
+    for (int64_t d = 0; d < D; ++d) max = nan_max(max, to_acc(x[base + d * inner]));
+    A total = 0;
+    for (int64_t d = 0; d < D; ++d) total += exp_acc(to_acc(x[base + d * inner]) - max);
+    const A log_total = log_acc(total);
+    for (int64_t d = 0; d < D; ++d) {
+      const A shifted = to_acc(x[base + d * inner]) - max;
+      y[base + d * inner] = from_acc<T>(log ? shifted - log_total : exp_acc(shifted) / total);
+    }
+  }
+}
+
+// Backward from the saved output y:
+//   softmax:     dx = y * (g - sum(g * y))
+//   log_softmax: dx = g - exp(y) * sum(g)
+template <class T>
+__global__ void softmax_backward_rows_kernel(const T* y, const T* g, T* dx, int64_t rows, int64_t D, bool log) {
+  using A = acc_t<T>;
+  const int lane = int(threadIdx.x) % kWarp;
+  const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
+  for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; row < rows; row += warps) {
+    const int64_t base = row * D;
+    A total = 0;  // sum(g * y) for softmax, sum(g) for log_softmax
+    for (int64_t d = lane; d < D; d += kWarp) total += to_acc(g[base + d]) * (log ? A(1) : to_acc(y[base + d]));
+    total = warp_sum(total);
+    for (int64_t d = lane; d < D; d += kWarp) {
+      const A gv = to_acc(g[base + d]), yv = to_acc(y[base + d]);
+      dx[base + d] = from_acc<T>(log ? gv - exp_acc(yv) * total : yv * (gv - total));
+    }
+  }
+}
+
+template <class T>
+__global__ void softmax_backward_lines_kernel(const T* y, const T* g, T* dx, int64_t outer, int64_t D, int64_t inner,
+                                              bool log) {
+  using A = acc_t<T>;
+  const int64_t lines = outer * inner;
+  for (int64_t line = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; line < lines;
+       line += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t base = (line / inner) * D * inner + line % inner;
+    A total = 0;
+    for (int64_t d = 0; d < D; ++d) total += to_acc(g[base + d * inner]) * (log ? A(1) : to_acc(y[base + d * inner]));
+    for (int64_t d = 0; d < D; ++d) {
+      const int64_t k = base + d * inner;
+      const A gv = to_acc(g[k]), yv = to_acc(y[k]);
+      dx[k] = from_acc<T>(log ? gv - exp_acc(yv) * total : yv * (gv - total));
+    }
+  }
+}
+
+}  // namespace
+
+// ---- launchers ------------------------------------------------------------------------------------
+
+void softmax(const Tensor& x, const Tensor& out, int64_t outer, int64_t D, int64_t inner, bool log) {
+  detail::check_cuda_device(x.device(), "softmax");
+  if (outer * inner == 0) return;
+  visit_floating(x.dtype(), "softmax", [&]<class T> {
+    if (inner == 1) {
+      softmax_rows_kernel<T><<<cuda_detail::blocks_for(outer * kWarp), cuda_detail::kThreads>>>(
+          x.data_ptr<T>(), out.data_ptr<T>(), outer, D, log);
+    } else {
+      softmax_lines_kernel<T><<<cuda_detail::blocks_for(outer * inner), cuda_detail::kThreads>>>(
+          x.data_ptr<T>(), out.data_ptr<T>(), outer, D, inner, log);
+    }
+  });
+  HG_CUDA_CHECK(cudaGetLastError());
+}
+
+void softmax_backward(const Tensor& y, const Tensor& g, const Tensor& dx, int64_t outer, int64_t D, int64_t inner,
+                      bool log) {
+  detail::check_cuda_device(y.device(), "softmax backward");
+  if (outer * inner == 0) return;
+  visit_floating(y.dtype(), "softmax backward", [&]<class T> {
+    if (inner == 1) {
+      softmax_backward_rows_kernel<T><<<cuda_detail::blocks_for(outer * kWarp), cuda_detail::kThreads>>>(
+          y.data_ptr<T>(), g.data_ptr<T>(), dx.data_ptr<T>(), outer, D, log);
+    } else {
+      softmax_backward_lines_kernel<T><<<cuda_detail::blocks_for(outer * inner), cuda_detail::kThreads>>>(
+          y.data_ptr<T>(), g.data_ptr<T>(), dx.data_ptr<T>(), outer, D, inner, log);
+    }
+  });
+  HG_CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace hg::cuda_ops
