@@ -234,6 +234,9 @@ void GradScaler::update() {
   } else {
     update_rule(*scale_.data_ptr<float>(), *growth_tracker_.data_ptr<int32_t>(), *skipped_in_a_row_.data_ptr<int32_t>(),
                 found.item<float>() != 0.0f, options_);
+    per_optimizer_.clear();
+    check_stuck(*skipped_in_a_row_.data_ptr<int32_t>());  // free on the CPU: every iteration
+    return;
   }
   per_optimizer_.clear();
 }

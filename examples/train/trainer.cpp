@@ -58,7 +58,13 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   ProgressBar bar("epoch " + std::to_string(m.epoch) + "/" + std::to_string(config_.epochs), total);
   model_.train();
   int64_t epoch_peak = 0;
-  double loss_sum = 0;
+  // NOTE: on CUDA nothing in the loop reads a device value (a read waits for the GPU): the loss
+  // is summed on the device, the GradScaler's skip decision stays on the device (step_async),
+  // and skipped steps are counted from the optimizer's device counter at the end of the epoch.
+  const bool on_gpu = device.is_cuda();
+  const int64_t applied_before = optimizer_->steps_applied();
+  hg::Tensor loss_sum_device;
+  double loss_sum = 0, shown_loss = 0;
   int64_t samples = 0;
   const auto start = std::chrono::steady_clock::now();
   for (auto [x_cpu, y_cpu] : loader_) {
@@ -76,17 +82,28 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     }
     if (m.steps == 1) m.activation_bytes = hg::memory::allocated(device) - before;  // step 0 warms caches
     scaler_.scale(loss).backward();
-    const hg::amp::StepResult result = scaler_.step(*optimizer_);
+    scaler_.step_async(*optimizer_);
     scaler_.update();
     m.step_peak_bytes = std::max(m.step_peak_bytes, hg::memory::peak_allocated(device) - before);
     epoch_peak = std::max(epoch_peak, hg::memory::peak_allocated(device));
-    m.skipped_steps += !result.applied;
-    loss_sum += loss.item<double>();
+    if (on_gpu) {
+      hg::NoGradGuard no_grad;
+      loss_sum_device = loss_sum_device.defined() ? loss_sum_device + loss.detach() : loss.detach().clone();
+    } else {
+      loss_sum += loss.item<double>();
+    }
     samples += x.shape()[0];
     ++m.steps;
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (show_progress) bar.update(m.steps, double(samples) / seconds, loss_sum / double(m.steps));
+    if (show_progress && ProgressBar::terminal()) {
+      // On the GPU the running loss is read (a sync) only every 50 steps.
+      if (!on_gpu) shown_loss = loss_sum / double(m.steps);
+      else if (m.steps % 50 == 1) shown_loss = loss_sum_device.item<double>() / double(m.steps);
+      bar.update(m.steps, double(samples) / seconds, shown_loss);
+    }
   }
+  if (on_gpu && loss_sum_device.defined()) loss_sum = loss_sum_device.item<double>();
+  m.skipped_steps = m.steps - (optimizer_->steps_applied() - applied_before);
   bar.finish();
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.samples_per_s = double(samples) / m.seconds;
