@@ -26,6 +26,7 @@
 #include "ops/elementwise.h"
 #include "ops/elementwise_kernel.h"
 #include "ops/gemm.h"
+#include "ops/gemm_packed.h"
 #include "ops/math/activation.h"
 
 namespace hg {
@@ -123,18 +124,6 @@ void col2im_add(const S* cols, int64_t pitch, const ConvGeometry& g, S* image) {
       }
 }
 
-// `n` values of T as compute-type S: the data itself when T is S, else widened into `panel`.
-template <class T>
-const Acc<T>* as_acc(const T* data, int64_t n, std::vector<Acc<T>>& panel) {
-  if constexpr (std::is_same_v<T, Acc<T>>) {
-    return data;
-  } else {
-    panel.resize(size_t(n));
-    convert_to_float(data, panel.data(), size_t(n));
-    return panel.data();
-  }
-}
-
 template <class T>
 void store(const Acc<T>* values, int64_t n, T* out) {
   if constexpr (std::is_same_v<T, Acc<T>>) std::copy(values, values + n, out);
@@ -146,13 +135,35 @@ detail::MatrixView dense_transposed(const void* data, int64_t rows, int64_t cols
   return {data, rows, cols, 1, rows};
 }
 
+// ---- the GEMM operand type ---------------------------------------------------------------------
+
+// GEMM operands are laid out in a panel type P: bf16 stays bf16 on CPUs with AVX512-BF16 (the
+// GEMM multiplies bf16 pairs natively, accumulating in f32, at twice the f32 rate); every other
+// dtype is widened to its compute type. Results (S = Acc<T>) are always f32 or f64.
+template <class T, class P>
+const P* as_panel(const T* data, int64_t n, std::vector<P>& panel) {
+  if constexpr (std::is_same_v<T, P>) {
+    return data;
+  } else {
+    panel.resize(size_t(n));
+    convert_to_float(data, panel.data(), size_t(n));
+    return panel.data();
+  }
+}
+
+template <class P, class S>
+void panel_gemm(const detail::MatrixView& a, const detail::MatrixView& b, S* c, bool accumulate) {
+  if constexpr (std::is_same_v<P, bfloat16>) detail::packed_gemm<bfloat16>(a, b, c, b.cols, accumulate);
+  else detail::gemm_dense<S>(a, b, c, accumulate);
+}
+
 // ---- forward ------------------------------------------------------------------------------------
 
-template <class T>
+template <class T, class P>
 void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const ConvGeometry& g, bool relu) {
   using S = Acc<T>;
-  std::vector<S> w_panel;
-  const S* weight = as_acc(w.data_ptr<T>(), g.O * g.ckk(), w_panel);
+  std::vector<P> w_panel;
+  const P* weight = as_panel<T, P>(w.data_ptr<T>(), g.O * g.ckk(), w_panel);
   std::vector<S> bias(static_cast<size_t>(g.O), S(0));
   if (b.defined()) {
     const std::vector<double> values = b.to_vector<double>();
@@ -162,13 +173,13 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
   T* output = out.data_ptr<T>();
   const int64_t image = g.C * g.H * g.W, plane = g.O * g.ohw();
   // A 1x1 convolution with stride 1 and no padding: the image already is its column matrix.
-  const bool identity_columns = std::is_same_v<T, S> && g.kh == 1 && g.kw == 1 && g.stride == 1 && g.pad == 0;
+  const bool identity_columns = std::is_same_v<T, P> && g.kh == 1 && g.kw == 1 && g.stride == 1 && g.pad == 0;
   parallel_for(0, g.N, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<S> cols(identity_columns ? 0 : static_cast<size_t>(g.ckk() * g.ohw()));
+    std::vector<P> cols(identity_columns ? 0 : static_cast<size_t>(g.ckk() * g.ohw()));
     std::vector<S> result(std::is_same_v<T, S> ? 0 : static_cast<size_t>(plane));
     for (int64_t n = lo; n < hi; ++n) {
-      const S* columns = nullptr;
-      if constexpr (std::is_same_v<T, S>) {
+      const P* columns = nullptr;
+      if constexpr (std::is_same_v<T, P>) {
         if (identity_columns) columns = input + n * image;
       }
       if (columns == nullptr) {
@@ -177,7 +188,7 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
       }
       S* dst = result.empty() ? reinterpret_cast<S*>(output + n * plane) : result.data();
       for (int64_t o = 0; o < g.O; ++o) std::fill_n(dst + o * g.ohw(), g.ohw(), bias[size_t(o)]);
-      detail::gemm_dense<S>(dense(weight, g.O, g.ckk()), dense(columns, g.ckk(), g.ohw()), dst, true);
+      panel_gemm<P, S>(dense(weight, g.O, g.ckk()), dense(columns, g.ckk(), g.ohw()), dst, true);
       if (relu)  // fused: the image's output is still in cache (NaN stays NaN, like relu)
         for (int64_t k = 0; k < plane; ++k) dst[k] = dst[k] < S(0) ? S(0) : dst[k];
       if (!result.empty()) store<T>(result.data(), plane, output + n * plane);
@@ -189,40 +200,41 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
 
 // relu_output: for conv2d_relu, the forward's output y; the incoming gradient passes only where
 // y > 0 (relu's derivative), applied while each image's gradient is gathered.
-template <class T>
+template <class T, class P>
 void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T* relu_output, const ConvGeometry& g,
                    Tensor* gx, Tensor* gw, Tensor* gb) {
   using S = Acc<T>;
   const T* input = x.data_ptr<T>();
   const T* dy = grad.data_ptr<T>();
   const int64_t image = g.C * g.H * g.W, plane = g.O * g.ohw(), wsize = g.O * g.ckk();
-  std::vector<S> w_panel;
-  const S* weight = gx ? as_acc(w.data_ptr<T>(), wsize, w_panel) : nullptr;
+  std::vector<P> w_panel;
+  const P* weight = gx ? as_panel<T, P>(w.data_ptr<T>(), wsize, w_panel) : nullptr;
   const int64_t parts = (g.N + kImagesPerPartial - 1) / kImagesPerPartial;
   std::vector<std::vector<S>> weight_partial(gw ? static_cast<size_t>(parts) : 0, std::vector<S>(size_t(wsize), S(0)));
   std::vector<std::vector<double>> bias_partial(gb ? static_cast<size_t>(parts) : 0, std::vector<double>(size_t(g.O), 0.0));
   parallel_chunks(g.N, kImagesPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
-    std::vector<S> cols(static_cast<size_t>(g.ckk() * g.ohw())), dimage(gx ? static_cast<size_t>(image) : 0), g_panel;
+    std::vector<P> cols(static_cast<size_t>(g.ckk() * g.ohw())), g_panel;
+    std::vector<S> dcols(gx ? static_cast<size_t>(g.ckk() * g.ohw()) : 0), dimage(gx ? static_cast<size_t>(image) : 0);
     for (int64_t n = lo; n < hi; ++n) {
-      const S* g_n = as_acc(dy + n * plane, plane, g_panel);  // (O, OH*OW)
+      const P* g_n = as_panel<T, P>(dy + n * plane, plane, g_panel);  // (O, OH*OW)
       if (relu_output != nullptr) {
         g_panel.resize(size_t(plane));
         const T* y = relu_output + n * plane;
-        for (int64_t k = 0; k < plane; ++k) g_panel[size_t(k)] = Acc<T>(y[k]) > Acc<T>(0) ? g_n[k] : S(0);
+        for (int64_t k = 0; k < plane; ++k) g_panel[size_t(k)] = Acc<T>(y[k]) > Acc<T>(0) ? g_n[k] : P(0);
         g_n = g_panel.data();
       }
       if (gb)
         for (int64_t o = 0; o < g.O; ++o)
-          for (int64_t p = 0; p < g.ohw(); ++p) bias_partial[size_t(part)][size_t(o)] += double(g_n[o * g.ohw() + p]);
+          for (int64_t p = 0; p < g.ohw(); ++p) bias_partial[size_t(part)][size_t(o)] += double(Acc<P>(g_n[o * g.ohw() + p]));
       if (gw) {
         im2col(input + n * image, g, cols.data(), g.ohw());
-        detail::gemm_dense<S>(dense(g_n, g.O, g.ohw()), dense_transposed(cols.data(), g.ohw(), g.ckk()),
-                              weight_partial[size_t(part)].data(), true);
+        panel_gemm<P, S>(dense(g_n, g.O, g.ohw()), dense_transposed(cols.data(), g.ohw(), g.ckk()),
+                         weight_partial[size_t(part)].data(), true);
       }
       if (gx) {
-        detail::gemm_dense<S>(dense_transposed(weight, g.ckk(), g.O), dense(g_n, g.O, g.ohw()), cols.data(), false);
+        panel_gemm<P, S>(dense_transposed(weight, g.ckk(), g.O), dense(g_n, g.O, g.ohw()), dcols.data(), false);
         std::fill(dimage.begin(), dimage.end(), S(0));
-        col2im_add(cols.data(), g.ohw(), g, dimage.data());
+        col2im_add(dcols.data(), g.ohw(), g, dimage.data());
         store<T>(dimage.data(), image, gx->data_ptr<T>() + n * image);
       }
     }
@@ -242,6 +254,15 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
     }
     store<T>(total.data(), g.O, gb->data_ptr<T>());
   }
+}
+
+// Runs body.template operator()<T, P>() with the panel type for T (see as_panel).
+template <class T, class Body>
+void with_panel_type(const Body& body) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (cpu::has_avx512_bf16()) return body.template operator()<T, bfloat16>();
+  }
+  body.template operator()<T, Acc<T>>();
 }
 
 ConvGeometry check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& options) {
@@ -286,7 +307,9 @@ Tensor conv2d_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
       cuda_ops::conv2d_forward(x, w, b, out, options.stride, options.padding);
       if (relu) detail::cuda_map_elementwise<1>(out, {out}, math::Forward<math::Relu>{});
     } else {
-      visit_floating(dtype, name, [&]<class T> { conv_forward<T>(x, w, b, out, g, relu); });
+      visit_floating(dtype, name, [&]<class T> {
+        with_panel_type<T>([&]<class U, class P> { conv_forward<U, P>(x, w, b, out, g, relu); });
+      });
     }
   }
   const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = b.defined() && b.requires_grad();
@@ -305,8 +328,10 @@ Tensor conv2d_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
            } else {
              const Tensor y = sy.get();
              visit_floating(x.dtype(), name, [&]<class T> {
-               conv_backward<T>(x, need_x ? sw.get() : Tensor(), gy, y.defined() ? y.data_ptr<T>() : nullptr, g,
-                                need_x ? &gx : nullptr, need_w ? &gw : nullptr, need_b ? &gb : nullptr);
+               with_panel_type<T>([&]<class U, class P> {
+                 conv_backward<U, P>(x, need_x ? sw.get() : Tensor(), gy, y.defined() ? y.data_ptr<U>() : nullptr, g,
+                                     need_x ? &gx : nullptr, need_w ? &gw : nullptr, need_b ? &gb : nullptr);
+               });
              });
            }
            return {gx, gw, gb};

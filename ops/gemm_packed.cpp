@@ -8,6 +8,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 #include <vector>
 
@@ -116,34 +117,71 @@ __attribute__((target("avx512f"))) void microkernel(int64_t kc, const float* a, 
 // f32 lane, so one instruction does 32 multiply-adds (an f32 FMA does 16). Panels hold k in
 // pairs: A as [k/2][kMR][2], B as [k/2][kNR][2]; an odd k is padded with a zero.
 
+// Fast paths for full panels with an even depth, picked by the source layout: when k runs along
+// memory, the pair (k, k+1) is one 32-bit word to copy; otherwise two k-rows are interleaved.
+// Edge panels and odd depths take the general loop.
 void pack_a_bf16(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out) {
-  const bfloat16* base = static_cast<const bfloat16*>(a.data);
+  const uint16_t* base = reinterpret_cast<const uint16_t*>(a.data);
   const int64_t pairs = (kc + 1) / 2;
   for (int64_t p = 0; p < mc; p += kMR) {
     const int64_t rows = std::min(kMR, mc - p);
     uint16_t* panel = out + p * pairs * 2;
+    if (rows == kMR && kc % 2 == 0 && a.col_stride == 1) {  // row-major A: k pairs are words
+      for (int64_t r = 0; r < kMR; ++r) {
+        const uint16_t* src = base + (i0 + p + r) * a.row_stride + k0;
+        for (int64_t kk = 0; kk < pairs; ++kk) std::memcpy(panel + (kk * kMR + r) * 2, src + 2 * kk, 4);
+      }
+      continue;
+    }
+    if (rows == kMR && kc % 2 == 0 && a.row_stride == 1) {  // column-major A: interleave two k-columns
+      for (int64_t kk = 0; kk < pairs; ++kk) {
+        const uint16_t* k_even = base + (k0 + 2 * kk) * a.col_stride + i0 + p;
+        const uint16_t* k_odd = k_even + a.col_stride;
+        for (int64_t r = 0; r < kMR; ++r) {
+          panel[(kk * kMR + r) * 2] = k_even[r];
+          panel[(kk * kMR + r) * 2 + 1] = k_odd[r];
+        }
+      }
+      continue;
+    }
     for (int64_t kk = 0; kk < pairs; ++kk)
       for (int64_t r = 0; r < kMR; ++r)
         for (int64_t half = 0; half < 2; ++half) {
           const int64_t k = 2 * kk + half;
           panel[(kk * kMR + r) * 2 + half] =
-              (r < rows && k < kc) ? base[(i0 + p + r) * a.row_stride + (k0 + k) * a.col_stride].bits : uint16_t(0);
+              (r < rows && k < kc) ? base[(i0 + p + r) * a.row_stride + (k0 + k) * a.col_stride] : uint16_t(0);
         }
   }
 }
 
 void pack_b_bf16(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, uint16_t* out) {
-  const bfloat16* base = static_cast<const bfloat16*>(b.data);
+  const uint16_t* base = reinterpret_cast<const uint16_t*>(b.data);
   const int64_t pairs = (kc + 1) / 2;
   for (int64_t q = 0; q < nc; q += kNR) {
     const int64_t cols = std::min(kNR, nc - q);
     uint16_t* panel = out + q * pairs * 2;
+    if (cols == kNR && kc % 2 == 0 && b.col_stride == 1) {  // row-major B: interleave two k-rows
+      for (int64_t kk = 0; kk < pairs; ++kk) {
+        const uint16_t* k_even = base + (k0 + 2 * kk) * b.row_stride + j0 + q;
+        const uint16_t* k_odd = k_even + b.row_stride;
+        uint16_t* dst = panel + kk * kNR * 2;
+        for (int64_t c = 0; c < kNR; ++c) dst[2 * c] = k_even[c], dst[2 * c + 1] = k_odd[c];
+      }
+      continue;
+    }
+    if (cols == kNR && kc % 2 == 0 && b.row_stride == 1) {  // column-major B: k pairs are words
+      for (int64_t c = 0; c < kNR; ++c) {
+        const uint16_t* src = base + k0 + (j0 + q + c) * b.col_stride;
+        for (int64_t kk = 0; kk < pairs; ++kk) std::memcpy(panel + (kk * kNR + c) * 2, src + 2 * kk, 4);
+      }
+      continue;
+    }
     for (int64_t kk = 0; kk < pairs; ++kk)
       for (int64_t c = 0; c < kNR; ++c)
         for (int64_t half = 0; half < 2; ++half) {
           const int64_t k = 2 * kk + half;
           panel[(kk * kNR + c) * 2 + half] =
-              (c < cols && k < kc) ? base[(k0 + k) * b.row_stride + (j0 + q + c) * b.col_stride].bits : uint16_t(0);
+              (c < cols && k < kc) ? base[(k0 + k) * b.row_stride + (j0 + q + c) * b.col_stride] : uint16_t(0);
         }
   }
 }

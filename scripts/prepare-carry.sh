@@ -59,6 +59,7 @@ copy /usr/lib/cmake/doctest "$dest/lib/cmake/"
 # file (lib/cmake/doctest -> three folders up), so doctest::doctest points into .carry/include.
 targets=$dest/lib/cmake/doctest/doctestTargets.cmake
 if grep -q 'set(_IMPORT_PREFIX "/usr")' "$targets"; then
+  # shellcheck disable=SC2016  # ${CMAKE_CURRENT_LIST_DIR} is CMake's, not the shell's
   sed -i 's|set(_IMPORT_PREFIX "/usr")|get_filename_component(_IMPORT_PREFIX "${CMAKE_CURRENT_LIST_DIR}/../../.." ABSOLUTE)|' "$targets"
   copied+=("(patched lib/cmake/doctest/doctestTargets.cmake: _IMPORT_PREFIX relative to the file)")
 fi
