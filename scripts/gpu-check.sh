@@ -26,6 +26,9 @@ set -uo pipefail
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$repo" || exit 1
 t0=$SECONDS
+# PyTorch runs with the environment it came with (its libraries' RUNPATHs pick its own CUDA
+# wheels; the toolkit folders added below for halfgrad's programs could shadow them).
+orig_ld_set=${LD_LIBRARY_PATH+1} orig_ld=${LD_LIBRARY_PATH-}
 budget=${HG_CHECK_BUDGET:-465}
 build=${HG_CHECK_BUILD_DIR:-build-gpu}
 jobs=$(nproc 2>/dev/null || echo 4)
@@ -206,7 +209,9 @@ echo "${configure_cmd[*]}"
 configured=0
 if run_step configure 120 "$reserve_bench" "$logs/configure.log" "${configure_cmd[@]}"; then
   configured=1
-  grep -E 'halfgrad:|Eigen|doctest|ZLIB|CUDA' "$logs/configure.log" | grep -v '^--.*Looking' | head -n 20
+  grep -E 'halfgrad:|ZLIB|CUDAToolkit' "$logs/configure.log" | head -n 10
+  grep -E '^(Eigen3_DIR|doctest_DIR|CLI11_DIR|ZLIB_LIBRARY[A-Z_]*|ZLIB_INCLUDE_DIR|CUDNN_LIBRARY|CUDNN_INCLUDE_DIR|CMAKE_CUDA_ARCHITECTURES|CMAKE_GENERATOR):' \
+    "$build/CMakeCache.txt" | sed 's/^/  /'
 else
   echo "configure FAILED (rc $last_rc); last lines:"
   tail -n 30 "$logs/configure.log"
@@ -276,7 +281,10 @@ else
 fi
 banner "bench: python3 bench/gpu_torch_bench.py"
 if [[ -n $python ]]; then
-  PYTHONUNBUFFERED=1 run_step torch_bench 130 5 "$logs/torch_bench.log" "$python" bench/gpu_torch_bench.py \
+  torch_env=(env)  # (env's options before its assignments)
+  if [[ -n $orig_ld_set ]]; then torch_env+=(LD_LIBRARY_PATH="$orig_ld"); else torch_env+=(-u LD_LIBRARY_PATH); fi
+  torch_env+=(PYTHONUNBUFFERED=1)
+  run_step torch_bench 130 5 "$logs/torch_bench.log" "${torch_env[@]}" "$python" bench/gpu_torch_bench.py \
     --csv "$torch_csv" --seconds "$bench_seconds"
   grep -v -E 'UserWarning|warnings.warn' "$logs/torch_bench.log"
 else
