@@ -20,7 +20,7 @@ struct Rule {
 std::map<std::string, Rule, std::less<>> default_rules() {
   const std::string gemm = "GEMM: tensor cores / f32-accumulated 16-bit GEMM";
   const std::string range = "needs f32 range or accuracy";
-  const std::string kept = "elementwise: exact enough in the input dtype";
+  const std::string kept = "runs in the dtype it receives (PyTorch's default)";
   std::map<std::string, Rule, std::less<>> rules = {
       {"matmul", {CastPolicy::Lower, gemm}},
       {"linear", {CastPolicy::Lower, gemm}},

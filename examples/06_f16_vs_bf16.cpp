@@ -157,7 +157,7 @@ bool show_sums(const LimitsTable& limits) {
     const hg::Tensor total = hg::sum(stored);
     const double value = total.item<double>();
     std::cout << "   hg::sum of the " << limits[k].name << " tensor: " << std::setprecision(7) << value << " ("
-              << total.dtype() << " result of an f32 accumulation), exact " << exact << ", error "
+              << total.dtype() << " result of an f64 accumulation), exact " << exact << ", error "
               << std::setprecision(3) << (value - exact) / exact * 100.0 << " %\n";
     ok = ok && std::fabs(value - exact) <= exact * double(limits[k].epsilon) / 2.0;  // one rounding, at the end
   }

@@ -620,7 +620,8 @@ std::map<std::string, Tensor> optimizer_steps(hg::Device device, hg::DType dtype
 }
 
 void check_optimizer(const std::string& name, hg::DType dtype, const MakeOptimizer& make, bool with_scaler = false) {
-  INFO(name + " on " + name_of(dtype) + " parameters");
+  const std::string label = name + " on " + name_of(dtype) + " parameters";
+  INFO(label);
   const auto cpu = optimizer_steps(kCpu, dtype, make, with_scaler);
   const auto cuda = optimizer_steps(gpu(), dtype, make, with_scaler);
   REQUIRE(cuda.size() == cpu.size());
