@@ -25,6 +25,7 @@ scripts/gpu-check.sh joins the two. Benchmarks never assert: a failing case prin
 the rest still run; without torch or a CUDA device the script says so and exits 0.
 """
 import argparse
+import contextlib
 import math
 import sys
 import time
@@ -56,20 +57,25 @@ def short_error(e):
 
 def set_tf32(torch, enabled):
     """TF32 for matmul and cuDNN; the fp32_precision API where it exists (PyTorch >= 2.9),
-    else allow_tf32 (mixing the two APIs is refused by newer versions)."""
+    else allow_tf32 (newer versions refuse to mix the two APIs). Never raises: a version whose
+    switches differ keeps its defaults, and a warning says so."""
     mode = "tf32" if enabled else "ieee"
     matmul = torch.backends.cuda.matmul
-    if hasattr(matmul, "fp32_precision"):
-        try:
+    try:
+        # (an unknown name raises AssertionError in older versions' __getattr__: no hasattr)
+        if isinstance(getattr(matmul, "fp32_precision"), str):
             matmul.fp32_precision = mode
             torch.backends.cudnn.conv.fp32_precision = mode
             return
-        except Exception:  # noqa: BLE001 -- fall back to the older switches
-            pass
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        matmul.allow_tf32 = enabled
-        torch.backends.cudnn.allow_tf32 = enabled
+    except Exception:  # noqa: BLE001 -- fall back to the older switches
+        pass
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            matmul.allow_tf32 = enabled
+            torch.backends.cudnn.allow_tf32 = enabled
+    except Exception as e:  # noqa: BLE001
+        print("gpu_torch_bench: warning: could not set TF32 to %s: %s" % (enabled, short_error(e)), file=sys.stderr)
 
 
 def sync(torch):
@@ -163,8 +169,11 @@ def train_one(torch, name, batch, input_shape, make, precision, budget):
     y = torch.randint(0, 10, (batch,), device="cuda")
     loss_fn = torch.nn.functional.cross_entropy
 
+    def region():  # f32: no autocast context at all
+        return torch.autocast("cuda", dtype=dtype) if use_autocast else contextlib.nullcontext()
+
     def body():
-        with torch.autocast("cuda", dtype=dtype, enabled=use_autocast):
+        with region():
             loss = loss_fn(model(x), y)
         scaler.scale(loss).backward()
         scaler.step(opt)

@@ -114,7 +114,8 @@ int main(int argc, char** argv) {
   }
   try {
     hg::data::FashionMNIST train;
-    hg::data::DataLoader loader(train, {.batch_size = 128, .shuffle = true, .seed = 0});
+    const hg::data::PixelStatistics stats = hg::data::pixel_statistics(train);  // the recipe hg-train uses
+    hg::data::DataLoader loader(train, {.batch_size = 128, .shuffle = true, .seed = 0, .mean = stats.mean, .std = stats.std});
     std::vector<hg::data::Batch> batches;
     for (auto batch : loader) {
       batches.push_back(batch);

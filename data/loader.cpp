@@ -1,6 +1,8 @@
 // DataLoader (see loader.h).
 #include "data/loader.h"
 
+#include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "core/philox.h"
@@ -10,6 +12,18 @@ namespace hg::data {
 DataLoader::DataLoader(const MNIST& dataset, DataLoaderOptions options)
     : images_(dataset.images()), labels_(dataset.labels()), options_(options) {
   HG_CHECK(options.batch_size > 0, "DataLoader: batch_size must be positive, got ", options.batch_size);
+  HG_CHECK(options.std > 0, "DataLoader: std must be positive, got ", options.std);
+}
+
+PixelStatistics pixel_statistics(const MNIST& dataset) {
+  const Tensor images = dataset.images().contiguous();
+  const uint8_t* p = images.data_ptr<uint8_t>();
+  double sum = 0, squares = 0;
+  const int64_t n = images.numel();
+  for (int64_t i = 0; i < n; ++i) sum += p[i], squares += double(p[i]) * p[i];
+  const double mean = sum / double(std::max<int64_t>(n, 1)) / 255.0;
+  const double variance = squares / double(std::max<int64_t>(n, 1)) / (255.0 * 255.0) - mean * mean;
+  return {mean, std::sqrt(std::max(variance, 0.0))};
 }
 
 int64_t DataLoader::num_batches() const {
@@ -52,10 +66,11 @@ Batch DataLoader::make_batch(int64_t batch) const {
   const int64_t* labels = labels_.data_ptr<int64_t>();
   float* x = out.x.data_ptr<float>();
   int64_t* y = out.y.data_ptr<int64_t>();
+  const float scale = float(1.0 / (255.0 * options_.std)), shift = float(-options_.mean / options_.std);
   for (int64_t k = 0; k < count; ++k) {
     const int64_t sample = order_[size_t(first + k)];
     const uint8_t* image = src + sample * pixels;
-    for (int64_t p = 0; p < pixels; ++p) x[k * pixels + p] = float(image[p]) * (1.0f / 255.0f);
+    for (int64_t p = 0; p < pixels; ++p) x[k * pixels + p] = float(image[p]) * scale + shift;
     y[k] = labels[sample];
   }
   return out;

@@ -21,10 +21,20 @@ struct DataLoaderOptions {
   bool shuffle = true;
   bool drop_last = false;
   uint64_t seed = 0;
+  // x = (pixel / 255 - mean) / std; the defaults give [0, 1]. Training recipes normalise with
+  // the training set's statistics (pixel_statistics below).
+  double mean = 0.0;
+  double std = 1.0;
 };
 
+// The mean and standard deviation of a dataset's pixels scaled to [0, 1].
+struct PixelStatistics {
+  double mean, std;
+};
+PixelStatistics pixel_statistics(const MNIST& dataset);
+
 struct Batch {
-  Tensor x;  // f32 (B, 1, 28, 28), values / 255
+  Tensor x;  // f32 (B, 1, 28, 28), (values / 255 - mean) / std
   Tensor y;  // i64 (B)
 };
 

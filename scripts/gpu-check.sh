@@ -34,7 +34,8 @@ build=${HG_CHECK_BUILD_DIR:-build-gpu}
 jobs=$(nproc 2>/dev/null || echo 4)
 bench_seconds=${HG_CHECK_SECONDS:-1.0}
 build_cap=${HG_CHECK_BUILD_TIMEOUT:-300}
-logs=$repo/$build/gpu-check
+[[ $build == /* ]] || build=$repo/$build
+logs=$build/gpu-check
 mkdir -p "$logs"
 rm -f "$logs"/*.log "$logs"/*.csv "$logs"/*.md
 transcript=$logs/gpu-check.log
@@ -83,11 +84,11 @@ if command -v nvidia-smi >/dev/null; then
 else
   echo "nvidia-smi: not found"
 fi
+# The toolkit's own nvcc first (a wrapper script elsewhere on PATH would hide the toolkit's root).
 nvcc=""
-if command -v nvcc >/dev/null; then nvcc=$(command -v nvcc)
-elif [[ -x ${CUDA_HOME:-/usr/local/cuda}/bin/nvcc ]]; then nvcc=${CUDA_HOME:-/usr/local/cuda}/bin/nvcc
-elif [[ -x /usr/local/cuda/bin/nvcc ]]; then nvcc=/usr/local/cuda/bin/nvcc
-fi
+for candidate in "${CUDA_HOME:-}/bin/nvcc" "${CUDA_PATH:-}/bin/nvcc" /usr/local/cuda/bin/nvcc "$(command -v nvcc || true)"; do
+  if [[ $candidate == /* && -x $candidate ]]; then nvcc=$candidate; break; fi
+done
 if [[ -n $nvcc ]]; then echo "nvcc: $nvcc"; "$nvcc" --version | tail -n 2; else echo "nvcc: NOT FOUND"; fi
 cuda_root=""
 [[ -n $nvcc ]] && cuda_root=$(cd "$(dirname "$(readlink -f "$nvcc")")/.." && pwd)
@@ -134,16 +135,21 @@ except Exception:
     print("")
 EOF
   )
-  if [[ -n $wheel && -f $wheel/include/cudnn.h ]] && lib=$(first_lib "$wheel/lib"); then
-    cudnn_inc=$wheel/include cudnn_lib=$lib
-    echo "cuDNN from the pip wheel: $wheel"
+  if [[ -n $wheel ]] && lib=$(first_lib "$wheel/lib"); then
+    cudnn_lib=$lib
+    if [[ -f $wheel/include/cudnn.h ]]; then cudnn_inc=$wheel/include
+    elif [[ -f $repo/.carry/cudnn/include/cudnn.h ]]; then cudnn_inc=$repo/.carry/cudnn/include
+    fi
+    echo "cuDNN from the pip wheel: $wheel (headers: ${cudnn_inc:-none})"
   fi
 fi
 if [[ -z $cudnn_inc ]]; then
-  # Last resort: a libcudnn.so* under /usr or /opt with cudnn.h in ../include.
+  # Last resort: a libcudnn.so* under /usr or /opt, with cudnn.h in ../include (or carried headers).
+  cudnn_lib=""
   while read -r lib; do
     inc=$(cd "$(dirname "$lib")/../include" 2>/dev/null && pwd)
-    if [[ -n $inc && -f $inc/cudnn.h ]]; then
+    [[ -n $inc && -f $inc/cudnn.h ]] || inc=$repo/.carry/cudnn/include
+    if [[ -f $inc/cudnn.h ]]; then
       cudnn_inc=$inc cudnn_lib=$lib
       echo "cuDNN found by search: $cudnn_inc, $cudnn_lib"
       break

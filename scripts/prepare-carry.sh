@@ -15,7 +15,9 @@
 #   include/eigen3/Eigen/...         share/eigen3/cmake/Eigen3Config.cmake (+ Targets, Version)
 #   include/doctest/doctest.h        lib/cmake/doctest/doctestConfig.cmake (+ doctest.cmake, ...)
 #   include/CLI/*.hpp                share/cmake/CLI11/CLI11Config.cmake (+ Version)
-#   include/zlib.h, include/zconf.h  lib/libz.a (position-independent: links into libhalfgrad.so)
+#   cudnn/include/cudnn*.h           (from /usr/local/cuda, if there: a fallback for a cuDNN wheel without headers)
+#   include/zlib.h, include/zconf.h  lib/libz.so + lib/libz.so.1 (copies of libz.so.1.x; or lib/libz.a
+#                                    when it is position-independent, so links into libhalfgrad.so)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -69,22 +71,46 @@ grep -q '_IMPORT_PREFIX "/usr"' "$targets" && die "could not make $targets reloc
 copy /usr/include/CLI "$dest/include/"
 copy /usr/share/cmake/CLI11 "$dest/share/cmake/"
 
-# ---- zlib: headers + the static library -------------------------------------------------------
+# ---- zlib: headers + a library to link -------------------------------------------------------
 copy /usr/include/zlib.h "$dest/include/"
 copy /usr/include/zconf.h "$dest/include/"
 multiarch=$(gcc -print-multiarch 2>/dev/null || echo x86_64-linux-gnu)
-if [[ -f /usr/lib/$multiarch/libz.a ]]; then
-  # Debian's libz.a is position-independent (no R_X86_64_32 relocations), so it links into the
-  # shared libhalfgrad.so; the GPU machine then needs no libz.so development symlink.
-  if readelf -r "/usr/lib/$multiarch/libz.a" 2>/dev/null | grep -qE 'R_X86_64_32S? '; then
-    echo "prepare-carry: warning: libz.a has absolute relocations; linking it into a shared library may fail" >&2
-  fi
-  copy "/usr/lib/$multiarch/libz.a" "$dest/lib/"
+libdir=/usr/lib/$multiarch
+# libhalfgrad is a shared library, so a static libz.a only works when it is position-independent.
+# Debian 12's is not ("relocation R_X86_64_PC32 against symbol `z_errmsg' can not be used when
+# making a shared object"), so try the link and otherwise carry the shared library: its SONAME is
+# libz.so.1, which every Linux system has at run time (zlib1g is essential).
+zlib_static_links() {
+  local tmp
+  tmp=$(mktemp -d)
+  echo 'int hg_probe(void) { return 0; }' >"$tmp/p.c"
+  gcc -shared -fPIC -o "$tmp/p.so" "$tmp/p.c" -Wl,--whole-archive "$libdir/libz.a" -Wl,--no-whole-archive \
+    >/dev/null 2>&1
+  local rc=$?
+  rm -rf "$tmp"
+  return $rc
+}
+if [[ -f $libdir/libz.a ]] && zlib_static_links; then
+  copy "$libdir/libz.a" "$dest/lib/"
 else
-  # Only the shared library: copy it with its symlinks (the .so link is what the linker finds).
-  for f in /usr/lib/"$multiarch"/libz.so*; do
-    cp -aL "$f" "$dest/lib/" && copied+=("$f -> lib/")
-  done
+  real=$(readlink -f "$libdir/libz.so" 2>/dev/null || true)
+  [[ -f $real ]] || real=$(readlink -f "$libdir/libz.so.1")
+  [[ -f $real ]] || die "no libz.so in $libdir (install zlib1g-dev)"
+  # Plain copies, no symbolic links (the device tool carries a link as a link).
+  cp "$real" "$dest/lib/libz.so"
+  cp "$real" "$dest/lib/libz.so.1"
+  copied+=("$real -> lib/libz.so, lib/libz.so.1 (libz.a is not position-independent)")
+fi
+
+# ---- cuDNN headers (a fallback only) -----------------------------------------------------------
+# The GPU machine's cuDNN may come as the pip wheel nvidia-cudnn-cu13; should that wheel lack
+# headers, gpu-check.sh compiles against these (cuDNN 9's legacy convolution API is stable within
+# major version 9) and links the wheel's libcudnn.so.9.
+cuda_inc=$(readlink -f /usr/local/cuda/include 2>/dev/null || true)
+if [[ -n $cuda_inc && -f $cuda_inc/cudnn.h ]]; then
+  mkdir -p "$dest/cudnn/include"
+  cp "$cuda_inc"/cudnn*.h "$dest/cudnn/include/"
+  copied+=("$cuda_inc/cudnn*.h -> cudnn/include/ ($(grep -hE '#define CUDNN_(MAJOR|MINOR) ' "$cuda_inc/cudnn_version.h" | awk '{printf "%s%s", sep, $3; sep="."}'))")
 fi
 
 # ---- summary --------------------------------------------------------------------------------

@@ -69,6 +69,9 @@ int run_single(const TrainConfig& config, const hg::data::MNIST& train, const hg
   std::printf("hg-train: %s, %s, precision %s, lr %g, batch %lld, %d epoch(s), %d thread(s), %s\n", config.model.c_str(),
               config.optimizer.c_str(), config.precision.c_str(), config.lr, (long long)config.batch_size, config.epochs,
               hg::get_num_threads(), config.device.str().c_str());
+  if (config.normalize)
+    std::printf("inputs normalised with the training set's pixel mean %.4f and std %.4f\n",
+                trainer.input_statistics().mean, trainer.input_statistics().std);
   std::vector<EpochMetrics> epochs;
   for (int e = 0; e < config.epochs; ++e) {
     epochs.push_back(trainer.run_epoch(true));
@@ -149,6 +152,8 @@ int main(int argc, char** argv) {
   app.add_option("--train-limit", train_limit, "train on the first N samples only (0: all)");
   app.add_option("--max-steps", config.max_steps_per_epoch, "stop each epoch after N steps (0: full epochs)");
   app.add_flag("--compare", compare, "train in f32, f16 and bf16 and print one comparison table");
+  bool raw_pixels = false;
+  app.add_flag("--no-normalize", raw_pixels, "feed pixels in [0, 1] instead of normalising with the training set's mean/std");
   CLI11_PARSE(app, argc, argv);
 
   try {
@@ -158,6 +163,7 @@ int main(int argc, char** argv) {
     // f16 needs tensor cores to pay off and a GradScaler to be safe; on a CPU with AVX512-BF16,
     // bf16 GEMMs run natively at twice the f32 rate and need no scaling.
     if (config.precision == "auto") config.precision = config.device.is_cuda() ? "f16" : "bf16";
+    config.normalize = !raw_pixels;
     if (config.device.is_cuda() && !hg::cuda::is_available()) {
       std::fprintf(stderr, "hg-train: --device cuda, but no CUDA device is available (built with CUDA: %s)\n",
                    hg::cuda::built_with_cuda() ? "yes" : "no");

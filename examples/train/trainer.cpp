@@ -40,7 +40,9 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
       test_set_(test),
       model_((hg::manual_seed(config_.seed), make_model(config_.model))),
       scaler_({.enabled = config_.precision == "f16"}),
-      loader_(train_set_, {.batch_size = config_.batch_size, .shuffle = true, .seed = config_.seed}),
+      stats_(config_.normalize ? hg::data::pixel_statistics(train_set_) : hg::data::PixelStatistics{0.0, 1.0}),
+      loader_(train_set_,
+              {.batch_size = config_.batch_size, .shuffle = true, .seed = config_.seed, .mean = stats_.mean, .std = stats_.std}),
       autocast_(config_.precision != "f32"),
       autocast_dtype_(autocast_ ? precision_dtype(config_.precision) : hg::f16) {
   precision_dtype(config_.precision);  // validates the name
@@ -117,7 +119,7 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
 double Trainer::evaluate() {
   hg::NoGradGuard no_grad;
   model_.eval();
-  hg::data::DataLoader test_loader(test_set_, {.batch_size = 1000, .shuffle = false});
+  hg::data::DataLoader test_loader(test_set_, {.batch_size = 1000, .shuffle = false, .mean = stats_.mean, .std = stats_.std});
   int64_t correct = 0, seen = 0;
   for (auto [x, y] : test_loader) {
     hg::amp::Autocast autocast(autocast_dtype_, autocast_);

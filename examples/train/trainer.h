@@ -23,6 +23,8 @@ struct TrainConfig {
   uint64_t seed = 0;
   hg::Device device = hg::Device::cpu();
   int64_t max_steps_per_epoch = 0;  // 0: whole epochs
+  // Inputs are normalised with the training set's pixel statistics (computed at start).
+  bool normalize = true;
 };
 
 struct EpochMetrics {
@@ -48,6 +50,7 @@ class Trainer {
 
   hg::nn::Sequential& model() { return model_; }
   hg::amp::GradScaler& scaler() { return scaler_; }
+  const hg::data::PixelStatistics& input_statistics() const { return stats_; }
   // Everything needed to resume bitwise: model, optimizer, scaler, loader position, RNG.
   void save_checkpoint(const std::string& path);
   void load_checkpoint(const std::string& path);
@@ -58,6 +61,7 @@ class Trainer {
   hg::nn::Sequential model_;
   std::unique_ptr<hg::optim::Optimizer> optimizer_;
   hg::amp::GradScaler scaler_;
+  hg::data::PixelStatistics stats_;
   hg::data::DataLoader loader_;
   bool autocast_;
   hg::DType autocast_dtype_;
