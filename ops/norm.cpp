@@ -112,6 +112,9 @@ Tensor batch_norm_cuda(const Tensor& x, const Tensor& running_mean, const Tensor
                        const Tensor& bias, bool training, double momentum, double eps) {
   Tensor mean, rstd;
   Tensor out = cuda_ops::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps, mean, rstd);
+  if (training)  // the kernel wrote the running statistics in place
+    for (const Tensor* t : {&running_mean, &running_var})
+      if (t->defined()) t->impl()->storage->bump_version();
   record("batch_norm", out, {x, weight, bias},
          [sx = SavedTensor(x, "batch_norm"), sw = SavedTensor(weight, "batch_norm"), mean, rstd, training,
           has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {

@@ -384,7 +384,12 @@ bool linear_weight_grad(const Tensor& g2, const Tensor& x2, const Tensor& grad_w
   detail::check_cuda_device(grad_w.device(), "linear backward");
   const int64_t rows = g2.shape()[0], out_features = g2.shape()[1], in = x2.shape()[1];
   if (out_features == 0 || in == 0) return grad_bias.defined() && out_features == 0;
-  HG_CHECK(rows > 0, "linear backward (CUDA): needs at least one row");
+  if (rows == 0) {  // an empty batch: the gradients are sums of nothing
+    HG_CUDA_CHECK(cudaMemsetAsync(grad_w.raw_data(), 0, size_t(grad_w.numel()) * element_size(grad_w.dtype()), nullptr));
+    if (grad_bias.defined())
+      HG_CUDA_CHECK(cudaMemsetAsync(grad_bias.raw_data(), 0, size_t(grad_bias.numel()) * element_size(grad_bias.dtype()), nullptr));
+    return grad_bias.defined();
+  }
   Tensor g_copy, x_copy;
   Gemm g;
   g.dtype = grad_w.dtype();

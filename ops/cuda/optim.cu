@@ -3,6 +3,9 @@
 // gradient overflowed, then a second tiny kernel advances the per-parameter step counts -- so an
 // AMP step needs no host synchronisation. Same arithmetic as the CPU loops (optim/sgd.cpp,
 // optim/adam.cpp), in the weight's compute type.
+#include <map>
+#include <utility>
+
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda_ops.h"
@@ -100,13 +103,13 @@ __global__ void advance_steps(Batch<float, float> counts, const float* found_inf
 }
 
 template <class W, class P>
-Batch<W, P> make_batch(size_t first, size_t count, const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
-                       const std::vector<Tensor>& grads, const std::vector<Tensor>* s0, const std::vector<Tensor>* s1,
-                       const std::vector<Tensor>& steps, const Tensor& scale) {
+Batch<W, P> make_batch(const std::vector<size_t>& members, const std::vector<Tensor>& weights,
+                       const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>* s0,
+                       const std::vector<Tensor>* s1, const std::vector<Tensor>& steps, const Tensor& scale) {
   Batch<W, P> b{};
-  b.count = int(count);
-  for (size_t k = 0; k < count; ++k) {
-    const size_t i = first + k;
+  b.count = int(members.size());
+  for (size_t k = 0; k < members.size(); ++k) {
+    const size_t i = members[k];
     b.weight[k] = weights[i].data_ptr<W>();
     b.param[k] = weights[i].is_same(params[i]) ? nullptr : params[i].data_ptr<P>();
     b.grad[k] = grads[i].data_ptr<P>();
@@ -119,32 +122,33 @@ Batch<W, P> make_batch(size_t first, size_t count, const std::vector<Tensor>& we
   return b;
 }
 
-// Runs `launch(batch)` over the parameters in launches of kTensorsPerLaunch, for the (weight,
-// parameter) dtype pair they share: equal dtypes, or an f32 master for a 16-bit parameter.
+// Runs `launch(members)` over the parameters, grouped by their (weight, parameter) dtype pair --
+// equal dtypes, or an f32 master for a 16-bit parameter -- in launches of kTensorsPerLaunch.
 template <class Launch>
 void for_each_batch(const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
                     const std::vector<Tensor>& steps, const float* found_inf, const Launch& launch) {
   HG_CHECK(!weights.empty(), "optimizer: no parameters");
-  const DType w_dtype = weights.front().dtype(), p_dtype = params.front().dtype();
-  for (size_t i = 0; i < weights.size(); ++i)
-    HG_CHECK(weights[i].dtype() == w_dtype && params[i].dtype() == p_dtype, "optimizer (CUDA): parameters of one group "
-             "must share a dtype (found ", params[i].dtype(), " and ", p_dtype, ")");
-  for (size_t first = 0; first < weights.size(); first += kTensorsPerLaunch) {
-    const size_t count = std::min<size_t>(kTensorsPerLaunch, weights.size() - first);
-    visit_floating(w_dtype, "optimizer", [&]<class W> {
-      visit_floating(p_dtype, "optimizer", [&]<class P> {
-        if constexpr (std::is_same_v<W, P> || (std::is_same_v<W, float> && !std::is_same_v<P, double>)) {
-          launch.template operator()<W, P>(first, count);
-        } else {
-          HG_FAIL("optimizer (CUDA): a ", dtype_of<W>(), " master for ", dtype_of<P>(), " parameters is not supported");
-        }
+  std::map<std::pair<DType, DType>, std::vector<size_t>> by_dtypes;
+  for (size_t i = 0; i < weights.size(); ++i) by_dtypes[{weights[i].dtype(), params[i].dtype()}].push_back(i);
+  for (const auto& [dtypes, indices] : by_dtypes) {
+    for (size_t first = 0; first < indices.size(); first += kTensorsPerLaunch) {
+      const std::vector<size_t> members(indices.begin() + long(first),
+                                        indices.begin() + long(std::min(indices.size(), first + kTensorsPerLaunch)));
+      visit_floating(dtypes.first, "optimizer", [&]<class W> {
+        visit_floating(dtypes.second, "optimizer", [&]<class P> {
+          if constexpr (std::is_same_v<W, P> || (std::is_same_v<W, float> && !std::is_same_v<P, double>)) {
+            launch.template operator()<W, P>(members);
+          } else {
+            HG_FAIL("optimizer (CUDA): a ", dtype_of<W>(), " master for ", dtype_of<P>(), " parameters is not supported");
+          }
+        });
       });
-    });
-    Batch<float, float> counts{};
-    counts.count = int(count);
-    for (size_t k = 0; k < count; ++k) counts.step[k] = steps[first + k].data_ptr<float>();
-    advance_steps<<<1, kTensorsPerLaunch>>>(counts, found_inf);
-    HG_CUDA_CHECK(cudaGetLastError());
+      Batch<float, float> counts{};
+      counts.count = int(members.size());
+      for (size_t k = 0; k < members.size(); ++k) counts.step[k] = steps[members[k]].data_ptr<float>();
+      advance_steps<<<1, kTensorsPerLaunch>>>(counts, found_inf);
+      HG_CUDA_CHECK(cudaGetLastError());
+    }
   }
 }
 
@@ -156,8 +160,8 @@ void sgd_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& p
                 const std::vector<Tensor>& momentum, const std::vector<Tensor>& steps, const SgdHyper& h,
                 const Tensor& found_inf, const Tensor& scale) {
   detail::check_cuda_device(params.front().device(), "SGD");
-  for_each_batch(weights, params, steps, optional_ptr(found_inf), [&]<class W, class P>(size_t first, size_t count) {
-    const auto b = make_batch<W, P>(first, count, weights, params, grads, &momentum, nullptr, steps, scale);
+  for_each_batch(weights, params, steps, optional_ptr(found_inf), [&]<class W, class P>(const std::vector<size_t>& members) {
+    const auto b = make_batch<W, P>(members, weights, params, grads, &momentum, nullptr, steps, scale);
     sgd_kernel<W, P><<<b.count * kBlocksPerTensor, cuda_detail::kThreads>>>(b, h, optional_ptr(found_inf), optional_ptr(scale));
     HG_CUDA_CHECK(cudaGetLastError());
   });
@@ -167,8 +171,8 @@ void adam_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& 
                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, const std::vector<Tensor>& steps,
                  const AdamHyper& h, const Tensor& found_inf, const Tensor& scale) {
   detail::check_cuda_device(params.front().device(), "Adam");
-  for_each_batch(weights, params, steps, optional_ptr(found_inf), [&]<class W, class P>(size_t first, size_t count) {
-    const auto b = make_batch<W, P>(first, count, weights, params, grads, &exp_avg, &exp_avg_sq, steps, scale);
+  for_each_batch(weights, params, steps, optional_ptr(found_inf), [&]<class W, class P>(const std::vector<size_t>& members) {
+    const auto b = make_batch<W, P>(members, weights, params, grads, &exp_avg, &exp_avg_sq, steps, scale);
     adam_kernel<W, P><<<b.count * kBlocksPerTensor, cuda_detail::kThreads>>>(b, h, optional_ptr(found_inf), optional_ptr(scale));
     HG_CUDA_CHECK(cudaGetLastError());
   });
