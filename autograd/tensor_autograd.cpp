@@ -26,14 +26,6 @@ void Tensor::set_grad(const Tensor& grad) const {
 
 void Tensor::backward(const Tensor& grad) const { autograd::run_backward(*this, grad); }
 
-Tensor Tensor::detach() const {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = this->impl()->storage;
-  impl->shape = shape();
-  impl->strides = strides();
-  impl->offset = storage_offset();
-  impl->dtype = dtype();
-  return Tensor(std::move(impl));
-}
+Tensor Tensor::detach() const { return detail::alias(*this, shape(), strides(), storage_offset()); }
 
 }  // namespace hg

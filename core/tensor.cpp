@@ -51,6 +51,16 @@ void Tensor::set_data(const Tensor& other) const {
 
 namespace detail {
 
+Tensor alias(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = base.impl()->storage;
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->offset = offset;
+  impl->dtype = base.dtype();
+  return Tensor(std::move(impl));
+}
+
 void check_dtype_matches(const Tensor& t, DType expected, std::string_view what) {
   HG_CHECK(t.dtype() == expected, what, ": the tensor holds ", t.dtype(), " elements, but ", expected,
            " was requested (convert first with .to(hg::", expected, "))");
@@ -121,13 +131,7 @@ Tensor as_strided(const Tensor& base, Shape shape, Shape strides, int64_t offset
     HG_CHECK(last < capacity, "as_strided: view of shape ", shape, ", strides ", strides, " and offset ", offset,
              " reaches element ", last, " of a storage with ", capacity, " elements");
   }
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = base.impl()->storage;
-  impl->shape = std::move(shape);
-  impl->strides = std::move(strides);
-  impl->offset = offset;
-  impl->dtype = base.dtype();
-  return Tensor(std::move(impl));
+  return detail::alias(base, std::move(shape), std::move(strides), offset);
 }
 
 }  // namespace hg

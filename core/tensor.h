@@ -139,6 +139,9 @@ Tensor as_strided(const Tensor& base, Shape shape, Shape strides, int64_t offset
 // ---- template definitions ----
 
 namespace detail {
+// A new handle on base's storage with the given geometry (no checks, no autograd history): the
+// one place views, detach() and as_strided build their TensorImpl.
+Tensor alias(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 void check_dtype_matches(const Tensor& t, DType expected, std::string_view what);
 // Copies the tensor to a contiguous CPU buffer of dtype `dtype` (for item/to_vector).
 Tensor to_cpu_contiguous(const Tensor& t, DType dtype);

@@ -82,6 +82,24 @@ void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
   }
 }
 
+// Stores (or adds into C) the valid rows and columns of a 12 x 32 tile of accumulators.
+__attribute__((target("avx512f"))) inline void store_tile(__m512 (&acc)[kMR][2], float* c, int64_t ldc, int64_t rows,
+                                                         int64_t cols, bool overwrite) {
+  const __mmask16 left = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
+  const __mmask16 right = cols >= 32 ? __mmask16(0xFFFF) : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
+#pragma GCC unroll 12
+  for (int i = 0; i < kMR; ++i) {
+    if (i >= rows) break;
+    float* row = c + i * ldc;
+    if (!overwrite) {
+      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_maskz_loadu_ps(left, row));
+      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_maskz_loadu_ps(right, row + 16));
+    }
+    _mm512_mask_storeu_ps(row, left, acc[i][0]);
+    _mm512_mask_storeu_ps(row + 16, right, acc[i][1]);
+  }
+}
+
 // One tile: C[0:rows, 0:cols] = (or +=) A_panel @ B_panel. The padded rows and columns of the
 // panels are zeros; only the valid part is stored (masked stores for the columns).
 __attribute__((target("avx512f"))) void microkernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
@@ -98,19 +116,7 @@ __attribute__((target("avx512f"))) void microkernel(int64_t kc, const float* a, 
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
   }
-  const __mmask16 left = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
-  const __mmask16 right = cols >= 32 ? __mmask16(0xFFFF) : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
-#pragma GCC unroll 12
-  for (int i = 0; i < kMR; ++i) {
-    if (i >= rows) break;
-    float* row = c + i * ldc;
-    if (!overwrite) {
-      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_maskz_loadu_ps(left, row));
-      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_maskz_loadu_ps(right, row + 16));
-    }
-    _mm512_mask_storeu_ps(row, left, acc[i][0]);
-    _mm512_mask_storeu_ps(row + 16, right, acc[i][1]);
-  }
+  store_tile(acc, c, ldc, rows, cols, overwrite);
 }
 
 // ---- bf16 with AVX512-BF16: vdpbf16ps multiplies pairs of bf16 and adds both products into an
@@ -203,19 +209,7 @@ __attribute__((target("avx512f,avx512bf16"))) void microkernel_bf16(int64_t pair
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
     }
   }
-  const __mmask16 left = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
-  const __mmask16 right = cols >= 32 ? __mmask16(0xFFFF) : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
-#pragma GCC unroll 12
-  for (int i = 0; i < kMR; ++i) {
-    if (i >= rows) break;
-    float* row = c + i * ldc;
-    if (!overwrite) {
-      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_maskz_loadu_ps(left, row));
-      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_maskz_loadu_ps(right, row + 16));
-    }
-    _mm512_mask_storeu_ps(row, left, acc[i][0]);
-    _mm512_mask_storeu_ps(row + 16, right, acc[i][1]);
-  }
+  store_tile(acc, c, ldc, rows, cols, overwrite);
 }
 
 struct Scratch {

@@ -68,16 +68,6 @@ Shape infer_shape(Shape shape, int64_t numel, std::string_view op) {
   return shape;
 }
 
-Tensor make_view(const Tensor& x, Shape shape, Shape strides, int64_t offset) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->storage = x.impl()->storage;
-  impl->shape = std::move(shape);
-  impl->strides = std::move(strides);
-  impl->offset = offset;
-  impl->dtype = x.dtype();
-  return Tensor(std::move(impl));
-}
-
 }  // namespace
 
 // ---- reshape / view / flatten ------------------------------------------------------------------
@@ -88,7 +78,7 @@ Tensor Tensor::view(Shape shape) const {
   HG_CHECK(strides.has_value(), "view: size ", shape, " is not compatible with the input's size ", this->shape(),
            " and strides ", this->strides(), " (at least one dimension spans two contiguous subspaces); use "
            "reshape(), which copies");
-  Tensor out = make_view(*this, shape, *strides, storage_offset());
+  Tensor out = detail::alias(*this, shape, *strides, storage_offset());
   record("view", out, {*this}, [in_shape = this->shape()](const Tensor& g) -> std::vector<Tensor> {
     return {g.reshape(in_shape)};
   });
@@ -127,7 +117,7 @@ Tensor Tensor::permute(Shape dims) const {
     strides[i] = this->strides()[d];
     inverse[d] = i;
   }
-  Tensor out = make_view(*this, shape, strides, storage_offset());
+  Tensor out = detail::alias(*this, shape, strides, storage_offset());
   record("permute", out, {*this}, [inverse](const Tensor& g) -> std::vector<Tensor> { return {g.permute(inverse)}; });
   return out;
 }
@@ -153,7 +143,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
              " at non-singleton dimension ", lead + d, " (shape ", x.shape(), " to ", shape, ")");
     strides[lead + d] = from == 1 && to != 1 ? 0 : x.strides()[d];
   }
-  Tensor out = make_view(x, shape, strides, x.storage_offset());
+  Tensor out = detail::alias(x, shape, strides, x.storage_offset());
   record("expand", out, {x}, [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {sum_to(g, in)}; });
   return out;
 }
@@ -181,7 +171,7 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
            ") is out of range for dimension ", dim, " of size ", size);
   Shape shape = x.shape();
   shape[d] = length;
-  Tensor out = make_view(x, shape, x.strides(), x.storage_offset() + start * x.strides()[d]);
+  Tensor out = detail::alias(x, shape, x.strides(), x.storage_offset() + start * x.strides()[d]);
   record("narrow", out, {x}, [in = x.shape(), options = x.options(), d, start](const Tensor& g) -> std::vector<Tensor> {
     Tensor full = zeros(in, options);
     narrow(full, d, start, g.shape()[d]).copy_(g);

@@ -8,11 +8,14 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <climits>
+#include <cstdio>
 #include <cstdint>
 #include <initializer_list>
 #include <map>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "autograd/grad_mode.h"
@@ -340,6 +343,19 @@ void bias_backward(DnnCall&, const ConvShape&, const Tensor& dy, const Tensor& g
 // ---- entry points ---------------------------------------------------------------------------------
 
 // out (N, O, OH, OW) = conv(x (N, C, H, W), w (O, C, kh, kw)) (+ bias (O) per channel).
+// NOTE: tensor cores want 16-bit convolutions with channel counts that are multiples of 8 (cuDNN
+// pads or falls back to slower kernels otherwise). Said once per process, on stderr.
+void lint_tensor_cores(DType dtype, int64_t in_channels, int64_t out_channels) {
+  if (!is_16bit_floating(dtype) || (in_channels % 8 == 0 && out_channels % 8 == 0)) return;
+  static std::atomic<bool> warned{false};
+  if (warned.exchange(true)) return;
+  std::fprintf(stderr,
+               "halfgrad: warning: a %s conv2d with %lld input and %lld output channels: channel counts that are "
+               "not multiples of 8 keep tensor cores below full speed. Shown once.\n",
+               std::string(dtype_name(dtype)).c_str(), static_cast<long long>(in_channels),
+               static_cast<long long>(out_channels));
+}
+
 void conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Tensor& out, int64_t stride,
                     int64_t padding) {
   check_operands("conv2d", out, {&x_in, &w_in, &bias});
@@ -348,6 +364,7 @@ void conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, 
   if (out.numel() == 0) return;
   const Tensor x = x_in.contiguous(), w = w_in.contiguous();
   const ConvShape s = conv_shape(x, out, w.shape()[2], w.shape()[3], stride, padding);
+  lint_tensor_cores(out.dtype(), s.c, s.o);
   DnnCall call(out.device(), out.dtype());
   if (s.c == 0 || s.kh == 0 || s.kw == 0) {  // cuDNN rejects zero-sized filters
     fill_zeros(out);

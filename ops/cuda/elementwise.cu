@@ -33,6 +33,33 @@ __global__ void map_contiguous(Pointers<T, N> p, int64_t numel, F f) {
   }
 }
 
+// The same with 16-byte loads and stores (8 halves, 4 floats, 2 doubles per access) when every
+// operand is 16-byte aligned: one wide memory transaction instead of several narrow ones.
+template <class T, size_t N, class F>
+__global__ void map_contiguous_wide(Pointers<T, N> p, int64_t numel, F f) {
+  constexpr int kLanes = 16 / sizeof(T);
+  struct alignas(16) Pack {
+    T lane[kLanes];
+  };
+  const int64_t packs = numel / kLanes;
+  const int64_t first = blockIdx.x * int64_t(blockDim.x) + threadIdx.x, step = int64_t(gridDim.x) * blockDim.x;
+  for (int64_t i = first; i < packs; i += step) {
+    Pack in[N > 0 ? N : 1];
+    for (size_t k = 0; k < N; ++k) in[k] = reinterpret_cast<const Pack*>(p.in[k])[i];
+    Pack out;
+    for (int j = 0; j < kLanes; ++j)
+      out.lane[j] = [&]<size_t... K>(std::index_sequence<K...>) {
+        return cuda_detail::from_acc<T>(f(cuda_detail::to_acc(in[K].lane[j])...));
+      }(std::make_index_sequence<N>{});
+    reinterpret_cast<Pack*>(p.out)[i] = out;
+  }
+  for (int64_t i = packs * kLanes + first; i < numel; i += step) {  // the last few elements
+    int64_t off[N + 1];
+    for (size_t k = 0; k <= N; ++k) off[k] = i;
+    apply_at<T, N>(p, off, f, std::make_index_sequence<N>{});
+  }
+}
+
 template <class T, size_t N, class F>
 __global__ void map_strided(Pointers<T, N> p, int64_t numel, cuda_detail::StridedIndexer<int(N) + 1> ix, F f) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * blockDim.x) {
@@ -73,7 +100,11 @@ void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs
     } else {
     Pointers<T, N> p{static_cast<T*>(out.raw_data()), {}};
     for (size_t k = 0; k < N; ++k) p.in[k] = static_cast<const T*>(inputs[k].raw_data());
-    if (contiguous) {
+    bool aligned = reinterpret_cast<uintptr_t>(p.out) % 16 == 0;
+    for (size_t k = 0; k < N; ++k) aligned = aligned && reinterpret_cast<uintptr_t>(p.in[k]) % 16 == 0;
+    if (contiguous && aligned && 16 % sizeof(T) == 0) {
+      map_contiguous_wide<T, N, F><<<cuda_detail::blocks_for(numel / (16 / sizeof(T)) + 1), cuda_detail::kThreads>>>(p, numel, f);
+    } else if (contiguous) {
       map_contiguous<T, N, F><<<cuda_detail::blocks_for(numel), cuda_detail::kThreads>>>(p, numel, f);
     } else {
       const auto ix = cuda_detail::make_indexer<int(N) + 1>(out, inputs.data(), int(N));

@@ -1,0 +1,329 @@
+// Helpers shared by tests/test_ops_*.cpp (the ops' behaviour, TESTING.md scenarios 1, 3-7, 10-16):
+// the naive f64 reference every op is checked against (namespace ref), the tolerances kF32, kExact
+// and gemm_tolerance(), CHECK_CLOSE_WITH / CHECK_MATCHES_REF, and the random inputs normal() and
+// positive(). Helpers only; the TEST_CASEs are in the .cpp files.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "test_support.h"
+
+using hg::Tensor;
+using hg_test::Tolerance;
+
+inline constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+inline constexpr double kInf = std::numeric_limits<double>::infinity();
+
+inline const Tolerance kF32 = hg_test::tolerance_for(hg::f32);
+inline const Tolerance kExact{0.0, 0.0};
+
+// NOTE: matmul, linear and conv2d accumulate K = (inner dimension) products in f32 registers, so
+// their error grows like sqrt(K) * 2^-24 * |a||b| rather than staying within one rounding of the
+// result. As PyTorch does per op, they get a documented looser tolerance: rtol 1e-5 and an
+// atol of 1e-5 * sqrt(K) (inputs here are N(0, 1), so |a||b| ~ 1).
+inline Tolerance gemm_tolerance(int64_t K) { return {1e-5, 1e-5 * std::max(1.0, std::sqrt(double(K)))}; }
+
+#define CHECK_CLOSE_WITH(actual, expected, tolerance)                                            \
+  do {                                                                                           \
+    const auto close_report_ = hg_test::compare((actual), (expected), (tolerance));              \
+    CHECK_MESSAGE(!close_report_.has_value(), close_report_.value_or(""));                       \
+  } while (0)
+
+// ---- the naive f64 reference -------------------------------------------------------------------------
+// Every op written the obvious way on row-major std::vector<double>, with no strides, SIMD,
+// threads or reuse of halfgrad code, so that a bug in a kernel cannot also be in its oracle.
+
+namespace ref {
+
+struct Array {
+  hg::Shape shape;
+  std::vector<double> v;
+};
+
+inline int64_t numel(const hg::Shape& s) {
+  int64_t n = 1;
+  for (int64_t d : s) n *= d;
+  return n;
+}
+
+inline Array of(const Tensor& t) { return {t.shape(), t.to_vector<double>()}; }
+inline Tensor tensor(const Array& a) { return hg::from_vector(a.v, a.shape); }  // f64
+
+inline std::vector<int64_t> coords(int64_t i, const hg::Shape& s) {
+  std::vector<int64_t> c(s.size());
+  for (int d = s.ndim() - 1; d >= 0; --d) {
+    c[size_t(d)] = i % s[d];
+    i /= s[d];
+  }
+  return c;
+}
+
+inline int64_t offset(const std::vector<int64_t>& c, const hg::Shape& s) {
+  int64_t o = 0;
+  for (size_t d = 0; d < s.size(); ++d) o = o * s[d] + c[d];
+  return o;
+}
+
+template <class F>
+inline Array map(const Array& a, F f) {
+  Array out{a.shape, a.v};
+  for (double& x : out.v) x = f(x);
+  return out;
+}
+
+// NumPy broadcasting: the element of `a` that output coordinates `c` read.
+inline double broadcast_at(const Array& a, const std::vector<int64_t>& c) {
+  const size_t lead = c.size() - a.shape.size();
+  int64_t o = 0;
+  for (size_t d = 0; d < a.shape.size(); ++d) o = o * a.shape[d] + (a.shape[d] == 1 ? 0 : c[lead + d]);
+  return a.v[size_t(o)];
+}
+
+template <class F>
+inline Array zip(const Array& a, const Array& b, F f) {
+  const size_t n = std::max(a.shape.size(), b.shape.size());
+  hg::Shape shape(n);
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t sa = d < n - a.shape.size() ? 1 : a.shape[d - (n - a.shape.size())];
+    const int64_t sb = d < n - b.shape.size() ? 1 : b.shape[d - (n - b.shape.size())];
+    shape[d] = sa == 1 ? sb : sa;
+  }
+  Array out{shape, std::vector<double>(size_t(numel(shape)))};
+  for (int64_t i = 0; i < numel(shape); ++i) {
+    const auto c = coords(i, shape);
+    out.v[size_t(i)] = f(broadcast_at(a, c), broadcast_at(b, c));
+  }
+  return out;
+}
+
+// Folds the elements of each reduced group with f, starting from init.
+template <class F>
+inline Array reduce(const Array& a, std::vector<int64_t> dims, bool keepdim, double init, F f) {
+  const int nd = a.shape.ndim();
+  std::vector<bool> reduced(size_t(nd), false);
+  for (int64_t d : dims)
+    if (nd > 0) reduced[size_t((d + nd) % nd)] = true;
+  hg::Shape keep, kept;
+  for (int d = 0; d < nd; ++d) {
+    keep.push_back(reduced[size_t(d)] ? 1 : a.shape[d]);
+    if (!reduced[size_t(d)]) kept.push_back(a.shape[d]);
+  }
+  Array out{keep, std::vector<double>(size_t(numel(keep)), init)};
+  for (int64_t i = 0; i < numel(a.shape); ++i) {
+    auto c = coords(i, a.shape);
+    for (int d = 0; d < nd; ++d)
+      if (reduced[size_t(d)]) c[size_t(d)] = 0;
+    double& acc = out.v[size_t(offset(c, keep))];
+    acc = f(acc, a.v[size_t(i)]);
+  }
+  if (!keepdim) out.shape = kept;
+  return out;
+}
+
+inline std::vector<int64_t> all_dims(const Array& a) {
+  std::vector<int64_t> dims;
+  for (int d = 0; d < a.shape.ndim(); ++d) dims.push_back(d);
+  return dims;
+}
+
+inline Array sum(const Array& a, std::vector<int64_t> dims, bool keepdim) {
+  return reduce(a, std::move(dims), keepdim, 0.0, [](double acc, double x) { return acc + x; });
+}
+
+inline Array mean(const Array& a, std::vector<int64_t> dims, bool keepdim) {
+  Array s = sum(a, dims, keepdim);
+  const double count = double(numel(a.shape)) / double(std::max<int64_t>(numel(s.shape), 1));
+  for (double& x : s.v) x /= count;
+  return s;
+}
+
+inline double nan_max(double acc, double x) { return std::isnan(acc) || std::isnan(x) ? kNaN : std::max(acc, x); }
+
+inline Array amax(const Array& a, int64_t dim, bool keepdim) { return reduce(a, {dim}, keepdim, -kInf, nan_max); }
+
+// (M,K)@(K,N), (B,M,K)@(B,K,N), and a 2-D or batch-1 operand broadcast over the other's batch.
+inline Array matmul(const Array& a, const Array& b) {
+  const bool a3 = a.shape.ndim() == 3, b3 = b.shape.ndim() == 3;
+  const int64_t Ba = a3 ? a.shape[0] : 1, Bb = b3 ? b.shape[0] : 1;
+  const int64_t B = (Ba == 0 || Bb == 0) ? 0 : std::max(Ba, Bb);
+  const int64_t M = a.shape[a.shape.ndim() - 2], K = a.shape.back(), N = b.shape.back();
+  Array out{a3 || b3 ? hg::Shape{B, M, N} : hg::Shape{M, N}, {}};
+  out.v.assign(size_t(B * M * N), 0.0);
+  for (int64_t n = 0; n < B; ++n)
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) {
+        double total = 0;
+        for (int64_t k = 0; k < K; ++k)
+          total += a.v[size_t((Ba == 1 ? 0 : n) * M * K + i * K + k)] * b.v[size_t((Bb == 1 ? 0 : n) * K * N + k * N + j)];
+        out.v[size_t((n * M + i) * N + j)] = total;
+      }
+  return out;
+}
+
+// x (..., in) @ w (out, in)^T + bias (out), bias optional (empty).
+inline Array linear(const Array& x, const Array& w, const std::vector<double>& bias) {
+  const int64_t in = w.shape[1], outs = w.shape[0], rows = numel(x.shape) / std::max<int64_t>(in, 1);
+  Array out{x.shape, std::vector<double>(size_t(rows * outs))};
+  out.shape.back() = outs;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < outs; ++o) {
+      double total = bias.empty() ? 0.0 : bias[size_t(o)];
+      for (int64_t k = 0; k < in; ++k) total += x.v[size_t(r * in + k)] * w.v[size_t(o * in + k)];
+      out.v[size_t(r * outs + o)] = total;
+    }
+  return out;
+}
+
+// Views `shape` around `dim` as (outer, D, inner).
+inline void lines(const hg::Shape& shape, int64_t dim, int64_t& outer, int64_t& D, int64_t& inner) {
+  outer = D = inner = 1;
+  if (shape.empty()) return;
+  const int d = int((dim + shape.ndim()) % shape.ndim());
+  D = shape[d];
+  for (int k = 0; k < d; ++k) outer *= shape[k];
+  for (int k = d + 1; k < shape.ndim(); ++k) inner *= shape[k];
+}
+
+inline Array softmax(const Array& a, int64_t dim, bool log) {
+  int64_t outer, D, inner;
+  lines(a.shape, dim, outer, D, inner);
+  Array out = a;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      const auto at = [&](int64_t d) { return size_t((o * D + d) * inner + i); };
+      double max = -kInf;
+      for (int64_t d = 0; d < D; ++d) max = std::max(max, a.v[at(d)]);
+      double total = 0;
+      for (int64_t d = 0; d < D; ++d) total += std::exp(a.v[at(d)] - max);
+      for (int64_t d = 0; d < D; ++d)
+        out.v[at(d)] = log ? a.v[at(d)] - max - std::log(total) : std::exp(a.v[at(d)] - max) / total;
+    }
+  return out;
+}
+
+// PyTorch's formula: mean over non-ignored rows of (1 - eps) * nll + eps * (lse - mean(row)).
+inline double cross_entropy(const Array& logits, const std::vector<int64_t>& targets, double eps = 0.0,
+                            int64_t ignore_index = -100) {
+  const int64_t N = logits.shape[0], C = logits.shape[1];
+  double total = 0;
+  int64_t valid = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (targets[size_t(n)] == ignore_index) continue;
+    const double* row = &logits.v[size_t(n * C)];
+    double max = -kInf, row_mean = 0, sum_exp = 0;
+    for (int64_t c = 0; c < C; ++c) max = std::max(max, row[c]), row_mean += row[c] / double(C);
+    for (int64_t c = 0; c < C; ++c) sum_exp += std::exp(row[c] - max);
+    const double lse = max + std::log(sum_exp);
+    total += (1 - eps) * (lse - row[targets[size_t(n)]]) + eps * (lse - row_mean);
+    ++valid;
+  }
+  return total / double(valid);
+}
+
+inline Array conv2d(const Array& x, const Array& w, const std::vector<double>& bias, int64_t stride, int64_t pad) {
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t O = w.shape[0], kh = w.shape[2], kw = w.shape[3];
+  const int64_t OH = (H + 2 * pad - kh) / stride + 1, OW = (W + 2 * pad - kw) / stride + 1;
+  Array out{{N, O, OH, OW}, std::vector<double>(size_t(N * O * OH * OW))};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          double total = bias.empty() ? 0.0 : bias[size_t(o)];
+          for (int64_t c = 0; c < C; ++c)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t h = oh * stride + i - pad, ww = ow * stride + j - pad;
+                if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
+                total += x.v[size_t(((n * C + c) * H + h) * W + ww)] * w.v[size_t(((o * C + c) * kh + i) * kw + j)];
+              }
+          out.v[size_t(((n * O + o) * OH + oh) * OW + ow)] = total;
+        }
+  return out;
+}
+
+inline Array pool2d(const Array& x, int64_t k, int64_t s, bool max) {
+  const int64_t P = x.shape[0] * x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t OH = (H - k) / s + 1, OW = (W - k) / s + 1;
+  Array out{{x.shape[0], x.shape[1], OH, OW}, std::vector<double>(size_t(P * OH * OW))};
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        double acc = max ? -kInf : 0.0;
+        for (int64_t i = 0; i < k; ++i)
+          for (int64_t j = 0; j < k; ++j) {
+            const double v = x.v[size_t((p * H + oh * s + i) * W + ow * s + j)];
+            acc = max ? nan_max(acc, v) : acc + v;
+          }
+        out.v[size_t((p * OH + oh) * OW + ow)] = max ? acc : acc / double(k * k);
+      }
+  return out;
+}
+
+// Per-channel statistics of x (N, C, ...): biased variance, as batch_norm normalises with.
+inline void channel_stats(const Array& x, std::vector<double>& mean, std::vector<double>& var) {
+  const int64_t N = x.shape[0], C = x.shape[1], S = numel(x.shape) / std::max<int64_t>(N * C, 1);
+  mean.assign(size_t(C), 0.0);
+  var.assign(size_t(C), 0.0);
+  for (int64_t c = 0; c < C; ++c) {
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) mean[size_t(c)] += x.v[size_t((n * C + c) * S + s)] / double(N * S);
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t s = 0; s < S; ++s) {
+        const double d = x.v[size_t((n * C + c) * S + s)] - mean[size_t(c)];
+        var[size_t(c)] += d * d / double(N * S);
+      }
+  }
+}
+
+inline Array batch_norm(const Array& x, const std::vector<double>& mean, const std::vector<double>& var,
+                        const std::vector<double>& w, const std::vector<double>& b, double eps) {
+  const int64_t N = x.shape[0], C = x.shape[1], S = numel(x.shape) / std::max<int64_t>(N * C, 1);
+  Array out = x;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < S; ++s) {
+        double& y = out.v[size_t((n * C + c) * S + s)];
+        y = (y - mean[size_t(c)]) / std::sqrt(var[size_t(c)] + eps);
+        if (!w.empty()) y *= w[size_t(c)];
+        if (!b.empty()) y += b[size_t(c)];
+      }
+  return out;
+}
+
+inline Array layer_norm(const Array& x, int64_t D, const std::vector<double>& w, const std::vector<double>& b, double eps) {
+  Array out = x;
+  for (int64_t r = 0; r < numel(x.shape) / D; ++r) {
+    double mean = 0, var = 0;
+    for (int64_t i = 0; i < D; ++i) mean += x.v[size_t(r * D + i)] / double(D);
+    for (int64_t i = 0; i < D; ++i) var += (x.v[size_t(r * D + i)] - mean) * (x.v[size_t(r * D + i)] - mean) / double(D);
+    for (int64_t i = 0; i < D; ++i) {
+      double& y = out.v[size_t(r * D + i)];
+      y = (y - mean) / std::sqrt(var + eps);
+      if (!w.empty()) y *= w[size_t(i)];
+      if (!b.empty()) y += b[size_t(i)];
+    }
+  }
+  return out;
+}
+
+inline double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
+inline double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+}  // namespace ref
+
+// actual (any float dtype) against a reference array, with shape checked by compare().
+#define CHECK_MATCHES_REF(actual, expected_array, tolerance) \
+  CHECK_CLOSE_WITH((actual), ref::tensor(expected_array), (tolerance))
+
+inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+// N(0, scale^2) f32 values and positive values in [lo, lo + width), both exactly representable.
+inline Tensor normal(hg::Shape shape, double scale = 1.0) { return (hg::randn(std::move(shape)) * scale).detach(); }
+inline Tensor positive(hg::Shape shape, double lo = 0.05, double width = 4.0) {
+  return (hg::rand(std::move(shape)) * width + lo).detach();
+}

@@ -1,0 +1,282 @@
+// Behaviour of the ops, TESTING.md scenarios 6, 7 and 10-13: what goes wrong is an hg::Error that
+// says why. 06 matmul/linear shape errors;  07 shape/dim errors;  10 devices;
+// 11 dtype promotion (and unsafe downcasts);  12/13 cross_entropy targets.
+// Helpers are in ops_test_helpers.h.
+#include <cmath>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "ops_test_helpers.h"
+
+// ---- scenario 6: matmul / linear inner-dimension mismatch ------------------------------------------
+
+TEST_CASE("ops.scenario06.mismatched_inner_dims_name_both_shapes_and_allocate_nothing") {
+  const Tensor a = hg::randn({3, 4}), b = hg::randn({5, 6});
+  const Tensor a3 = hg::randn({2, 3, 4}), b3 = hg::randn({2, 5, 6});
+  const Tensor x = hg::randn({3, 4}), w = hg::randn({5, 6}), bias = hg::randn({5});
+  struct Case {
+    const char* what;
+    std::function<void()> call;
+    std::vector<std::string> needles;
+  };
+  const Case cases[] = {
+      {"2-D", [&] { hg::matmul(a, b); }, {"mat1 and mat2 shapes cannot be multiplied (3x4 and 5x6)"}},
+      {"3-D", [&] { hg::matmul(a3, b3); }, {"mat1 and mat2 shapes cannot be multiplied (2x3x4 and 2x5x6)"}},
+      {"3-D @ 2-D", [&] { hg::matmul(a3, b); }, {"mat1 and mat2 shapes cannot be multiplied (2x3x4 and 5x6)"}},
+      {"2-D @ 3-D", [&] { hg::matmul(a, b3); }, {"mat1 and mat2 shapes cannot be multiplied (3x4 and 2x5x6)"}},
+      {"linear", [&] { hg::linear(x, w, bias); }, {"mat1 and mat2 shapes cannot be multiplied", "[3, 4]", "[5, 6]"}},
+      {"linear 3-D", [&] { hg::linear(a3, w); }, {"mat1 and mat2 shapes cannot be multiplied", "[2, 3, 4]", "[5, 6]"}},
+  };
+  for (const Case& c : cases) {
+    const std::string what = c.what;
+    CAPTURE(what);
+    const int64_t before = hg::memory::allocated();
+    hg::memory::reset_peak();
+    std::string message;
+    try {
+      c.call();
+    } catch (const hg::Error& e) {
+      message = e.what();
+    }
+    for (const std::string& needle : c.needles) CHECK_MESSAGE(message.find(needle) != std::string::npos, message);
+    CHECK(hg::memory::allocated() == before);
+    CHECK(hg::memory::peak_allocated() == before);  // nothing was allocated, even briefly
+  }
+  // Autograd inputs and 16-bit inputs fail the same way.
+  CHECK_THROWS_HG(hg::matmul(a.to(hg::f16), b.to(hg::f16)), "cannot be multiplied (3x4 and 5x6)");
+  CHECK_THROWS_HG(hg::matmul(hg::randn({3, 4}).requires_grad_(), b), "cannot be multiplied (3x4 and 5x6)");
+}
+
+// ---- scenario 7: shape errors name the dim and the sizes -------------------------------------------
+
+TEST_CASE("ops.scenario07.broadcast_incompatible_shapes") {
+  const Tensor a = hg::zeros({2, 3}), b = hg::zeros({4, 3});
+  for (const auto& call : std::vector<std::function<Tensor()>>{[&] { return hg::add(a, b); }, [&] { return hg::sub(a, b); },
+                                                               [&] { return hg::mul(a, b); }, [&] { return hg::div(a, b); }}) {
+    CHECK_THROWS_HG(call(), "shapes [2, 3] and [4, 3] cannot be broadcast together (dimension 0: 2 vs 4)");
+  }
+  CHECK_THROWS_HG(hg::add(hg::zeros({3, 1, 4}), hg::zeros({5, 3})), "[3, 1, 4] and [5, 3] cannot be broadcast");
+  CHECK_THROWS_HG(hg::mse_loss(hg::zeros({3}), hg::zeros({3, 1})), "mse_loss: input shape [3] and target shape [3, 1]");
+  CHECK_THROWS_HG(hg::expand(hg::zeros({2, 3}), {2, 4}), "expand: the expanded size 4 must match the existing size 3");
+  CHECK_THROWS_HG(hg::expand(hg::zeros({2, 3}), {3}), "expand: cannot expand shape [2, 3]");
+  CHECK_THROWS_HG(hg::matmul(hg::zeros({2, 3, 4}), hg::zeros({3, 4, 5})), "batch sizes 2 and 3");
+}
+
+TEST_CASE("ops.scenario07.bad_reshape_and_view") {
+  const Tensor x = hg::zeros({2, 3});
+  CHECK_THROWS_HG(x.reshape({4, 2}), "reshape: shape [4, 2] is invalid for input of size 6");
+  CHECK_THROWS_HG(x.reshape({-1, 4}), "reshape: shape [-1, 4] is invalid for input of size 6");
+  CHECK_THROWS_HG(x.reshape({-1, -1}), "only one dimension can be -1");
+  CHECK_THROWS_HG(x.view({7}), "view: shape [7] is invalid for input of size 6");
+  CHECK_THROWS_HG(x.t().view({6}), "view: size [6] is not compatible with the input's size [3, 2]");
+  CHECK_THROWS_HG(hg::zeros({0, 3}).reshape({-1, 0}), "reshape");
+  CHECK_THROWS_HG(hg::squeeze(x, 1), "squeeze: dimension 1 has size 3");
+  CHECK_THROWS_HG(hg::narrow(x, 1, 2, 2), "narrow: [2, 2 + 2) is out of range for dimension 1 of size 3");
+  CHECK_THROWS_HG(hg::cat({x, hg::zeros({2, 4})}, 0), "cat: sizes must match except in dimension 0");
+  CHECK_THROWS_HG(hg::cat({x, hg::zeros({6})}, 0), "cat: tensor 1 has 1 dims");
+  CHECK_THROWS_HG(hg::layer_norm(x, {2}, {}, {}, 1e-5), "layer_norm: normalized_shape [2] must match");
+  CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 2, 5, 5}), hg::zeros({3, 4, 3, 3})), "conv2d: input has 2 channels");
+  CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 2, 2, 2}), hg::zeros({3, 2, 3, 3})), "smaller than the kernel");
+  CHECK_THROWS_HG(hg::max_pool2d(hg::zeros({1, 1, 2, 2}), 3, 1), "max_pool2d: input 2x2 is smaller than the 3x3 window");
+  CHECK_THROWS_HG(hg::cross_entropy(hg::zeros({4, 3}), hg::zeros({5}, {.dtype = hg::i64})),
+                  "expected targets of shape [4]");
+  CHECK_THROWS_HG(hg::linear(hg::zeros({2, 3}), hg::zeros({4, 3}), hg::zeros({3})), "bias must have shape [4]");
+}
+
+// The out-of-range message names the op, the valid range for a 2-D tensor, and the dim given.
+#define CHECK_DIM_ERROR(expr, op, got)                                                                    \
+  do {                                                                                                    \
+    const std::string needle_ = std::string(op) + ": dimension out of range (expected to be in range of " \
+                                "[-2, 1], but got " + (got) + ")";                                        \
+    CHECK_THROWS_HG(expr, needle_.c_str());                                                               \
+  } while (0)
+
+TEST_CASE("ops.scenario07.out_of_range_dims") {
+  const Tensor x = hg::zeros({2, 3});
+  CHECK_DIM_ERROR(hg::sum(x, {2}), "sum", "2");
+  CHECK_DIM_ERROR(hg::mean(x, {-3}), "mean", "-3");
+  CHECK_DIM_ERROR(hg::amax(x, 5), "amax", "5");
+  CHECK_DIM_ERROR(hg::argmax(x, -3), "argmax", "-3");
+  CHECK_DIM_ERROR(hg::softmax(x, 2), "softmax", "2");
+  CHECK_DIM_ERROR(hg::log_softmax(x, -3), "log_softmax", "-3");
+  CHECK_DIM_ERROR(x.transpose(0, 2), "transpose", "2");
+  CHECK_DIM_ERROR(x.permute({0, 2}), "permute", "2");
+  CHECK_THROWS_HG(x.permute({0}), "permute: got 1 dims [0] for a 2-d tensor");
+  CHECK_THROWS_HG(x.permute({1, 1}), "permute: dimension 1 repeats");
+  CHECK_DIM_ERROR(x.flatten(0, 2), "flatten", "2");
+  CHECK_DIM_ERROR(hg::narrow(x, 2, 0, 1), "narrow", "2");
+  CHECK_DIM_ERROR(hg::cat({x, x}, 2), "cat", "2");
+  CHECK_THROWS_HG(hg::unsqueeze(x, 4), "unsqueeze: dimension out of range (expected to be in range of [-3, 2], but got 4)");
+  CHECK_THROWS_HG(hg::sum(x, {0, -2}), "sum: dimension -2 appears more than once");
+  CHECK_THROWS_HG(hg::softmax(hg::zeros({}), 1), "expected to be in range of [-1, 0], but got 1");
+}
+
+// ---- scenario 10: devices ---------------------------------------------------------------------------
+
+TEST_CASE("ops.scenario10.requesting_cuda_without_a_device_throws" * doctest::skip(hg_test::cuda_available())) {
+  CHECK_THROWS_HG(hg::zeros({2}, {.device = hg::Device::cuda()}), "cuda");
+  CHECK_THROWS_HG(hg::ones({2, 3}).to(hg::Device::cuda()), "cuda");
+  CHECK_THROWS_HG(hg::randn({2}, {.device = hg::Device::cuda()}), "cuda");
+}
+
+TEST_CASE("ops.scenario10.mixing_cpu_and_cuda_is_an_error" * doctest::skip(!hg_test::cuda_available())) {
+  const hg::Device gpu = hg::Device::cuda();
+  const Tensor cpu = hg::randn({4, 3}), cuda = hg::randn({4, 3}).to(gpu);
+  const Tensor weight_cuda = hg::randn({5, 3}).to(gpu), targets = hg::zeros({4}, {.dtype = hg::i64});
+  const int64_t cpu_bytes = hg::memory::allocated(), gpu_bytes = hg::memory::allocated(gpu);
+  // No implicit copy: every op refuses, naming both devices.
+  const std::vector<std::pair<const char*, std::function<Tensor()>>> calls = {
+      {"add", [&] { return hg::add(cpu, cuda); }},
+      {"mul", [&] { return hg::mul(cuda, cpu); }},
+      {"matmul", [&] { return hg::matmul(cpu, cuda.t()); }},
+      {"linear", [&] { return hg::linear(cpu, weight_cuda); }},
+      {"mse_loss", [&] { return hg::mse_loss(cuda, cpu); }},
+      {"cat", [&] { return hg::cat({cpu, cuda}, 0); }},
+      {"cross_entropy", [&] { return hg::cross_entropy(cuda, targets); }},
+      {"conv2d", [&] { return hg::conv2d(hg::randn({1, 3, 4, 4}), hg::randn({2, 3, 3, 3}).to(gpu)); }},
+  };
+  for (const auto& [name, call] : calls) {
+    const std::string op = name;
+    CAPTURE(op);
+    std::string message;
+    try {
+      call();
+    } catch (const hg::Error& e) {
+      message = e.what();
+    }
+    CHECK_MESSAGE(message.find("same device") != std::string::npos, message);
+    CHECK_MESSAGE(message.find("cuda:0") != std::string::npos, message);
+    CHECK_MESSAGE(message.find("cpu") != std::string::npos, message);
+  }
+  CHECK(hg::memory::allocated() == cpu_bytes);
+  CHECK(hg::memory::allocated(gpu) == gpu_bytes);
+}
+
+// ---- scenario 11: dtype promotion -------------------------------------------------------------------
+
+TEST_CASE("ops.scenario11.promotion_table_through_add_and_mul") {
+  struct Row {
+    hg::DType a, b, expected;
+  };
+  // PyTorch's table: integers < 16-bit floats < f32 < f64; u8 < i32 < i64; f16 with bf16 -> f32.
+  const Row table[] = {
+      {hg::f16, hg::f32, hg::f32},   {hg::bf16, hg::f16, hg::f32}, {hg::bf16, hg::f32, hg::f32},
+      {hg::f32, hg::f64, hg::f64},   {hg::f16, hg::f64, hg::f64},  {hg::i64, hg::f16, hg::f16},
+      {hg::i32, hg::bf16, hg::bf16}, {hg::u8, hg::i32, hg::i32},   {hg::i32, hg::i64, hg::i64},
+      {hg::u8, hg::f32, hg::f32},    {hg::i64, hg::f32, hg::f32},  {hg::i64, hg::f64, hg::f64},
+      {hg::f16, hg::f16, hg::f16},   {hg::bf16, hg::bf16, hg::bf16}, {hg::i64, hg::i64, hg::i64},
+      {hg::u8, hg::u8, hg::u8},      {hg::i64, hg::u8, hg::i64},
+  };
+  // Operands every dtype holds exactly; floats get a fraction so truncation would show.
+  const auto operand = [](hg::DType dtype, double first) {
+    const double fraction = hg::is_floating(dtype) ? 0.5 : 0.0;
+    return hg::from_vector(std::vector<double>{first + fraction, 2, 3 + fraction}, {3}, {.dtype = dtype});
+  };
+  for (const Row& r : table) {
+    const std::string a_name(hg::dtype_name(r.a)), b_name(hg::dtype_name(r.b));
+    CAPTURE(a_name);
+    CAPTURE(b_name);
+    const Tensor a = operand(r.a, 1), b = operand(r.b, 4);
+    const std::vector<double> va = values(a), vb = values(b);
+    std::vector<double> sum, product;
+    for (size_t i = 0; i < 3; ++i) sum.push_back(va[i] + vb[i]), product.push_back(va[i] * vb[i]);
+    for (const Tensor& y : {hg::add(a, b), hg::add(b, a), a + b}) {
+      CHECK(y.dtype() == r.expected);
+      CHECK(values(y) == sum);
+    }
+    for (const Tensor& y : {hg::mul(a, b), hg::mul(b, a), a * b}) {
+      CHECK(y.dtype() == r.expected);
+      CHECK(values(y) == product);
+    }
+  }
+}
+
+TEST_CASE("ops.scenario11.scalar_promotion_table") {
+  struct Row {
+    hg::DType tensor;
+    const char* op;
+    double scalar;
+    hg::DType expected;
+    double first_value;  // the result for the tensor element 3
+  };
+  // A scalar is "weak": it never widens a floating tensor; a fractional scalar turns an integer
+  // tensor into f32; division is never integer.
+  const Row table[] = {
+      {hg::i64, "add", 2.0, hg::i64, 5.0},   {hg::i64, "add", 0.5, hg::f32, 3.5},
+      {hg::i32, "mul", 2.5, hg::f32, 7.5},   {hg::i32, "mul", -2.0, hg::i32, -6.0},
+      {hg::i64, "div", 2.0, hg::f32, 1.5},   {hg::u8, "mul", 3.0, hg::u8, 9.0},
+      {hg::f16, "mul", 2.5, hg::f16, 7.5},   {hg::bf16, "add", 0.25, hg::bf16, 3.25},
+      {hg::f32, "add", 0.1, hg::f32, 3.1f},  {hg::f64, "mul", 0.1, hg::f64, 3 * 0.1},
+      {hg::f16, "div", 4.0, hg::f16, 0.75},
+  };
+  for (const Row& r : table) {
+    const std::string tensor_name(hg::dtype_name(r.tensor)), op(r.op);
+    CAPTURE(tensor_name);
+    CAPTURE(op);
+    CAPTURE(r.scalar);
+    const Tensor t = hg::full({2}, 3.0, {.dtype = r.tensor});
+    const Tensor y = op == "add" ? t + r.scalar : op == "mul" ? t * r.scalar : t / r.scalar;
+    CHECK(y.dtype() == r.expected);
+    CHECK(values(y)[0] == r.first_value);
+  }
+}
+
+TEST_CASE("ops.scenario11.unsafe_downcast_into_an_existing_tensor_raises") {
+  // PyTorch test_out Case 4: a floating result cannot be written into an integer tensor.
+  Tensor counts = hg::zeros({3}, {.dtype = hg::i64});
+  CHECK_THROWS_AS(counts.add_(hg::full({3}, 0.5)), hg::Error);
+  CHECK(values(counts) == std::vector<double>{0, 0, 0});
+  // Same-kind writes are fine: f64 into f32, integers into floats.
+  Tensor x = hg::zeros({3});
+  x.add_(hg::full({3}, 0.5, {.dtype = hg::f64}));
+  x.add_(hg::ones({3}, {.dtype = hg::i64}));
+  CHECK(values(x) == std::vector<double>{1.5, 1.5, 1.5});
+}
+
+// ---- scenarios 12 and 13: cross_entropy targets -----------------------------------------------------
+
+TEST_CASE("ops.scenario12.cross_entropy_target_out_of_bounds_throws") {
+  const Tensor logits = hg::randn({3, 5});
+  const auto targets = [](std::vector<int64_t> t) { return hg::from_vector(t, {int64_t(t.size())}); };
+  CHECK_THROWS_HG(hg::cross_entropy(logits, targets({0, 7, 1})), "Target 7 is out of bounds");
+  CHECK_THROWS_HG(hg::cross_entropy(logits, targets({5, 0, 1})), "Target 5 is out of bounds");  // == C
+  CHECK_THROWS_HG(hg::cross_entropy(logits, targets({0, 1, -1})), "Target -1 is out of bounds");
+  CHECK_THROWS_HG(hg::cross_entropy(logits, targets({-100, -2, 1})), "Target -2 is out of bounds");
+  CHECK_THROWS_HG(hg::cross_entropy(logits, targets({0, 9, 1}), {.label_smoothing = 0.1}), "Target 9 is out of bounds");
+  CHECK_THROWS_HG(hg::cross_entropy(logits.to(hg::f16), targets({0, 6, 1})), "Target 6 is out of bounds");
+  // The message says how many classes there are.
+  CHECK_THROWS_HG(hg::cross_entropy(logits, targets({0, 7, 1})), "5 classes");
+  // ignore_index itself is fine, wherever it points; other negatives are not.
+  CHECK_NOTHROW(hg::cross_entropy(logits, targets({-1, 0, 4}), {.ignore_index = -1}));
+  CHECK_NOTHROW(hg::cross_entropy(logits, targets({7, 0, 4}), {.ignore_index = 7}));
+  CHECK_THROWS_HG(hg::cross_entropy(logits, targets({-2, 0, 4}), {.ignore_index = -1}), "Target -2 is out of bounds");
+  CHECK_THROWS_HG(hg::cross_entropy(logits, targets({-100, 0, 4}), {.ignore_index = -1}), "Target -100 is out of bounds");
+  // Nothing was recorded: a failed call leaves no graph behind for a requires-grad input.
+  const Tensor leaf = hg::randn({3, 5}).requires_grad_();
+  CHECK_THROWS_HG(hg::cross_entropy(leaf, targets({3, 3, 8})), "Target 8 is out of bounds");
+  CHECK_FALSE(leaf.grad().defined());
+}
+
+TEST_CASE("ops.scenario13.cross_entropy_with_no_counted_row_is_nan") {
+  // ops/loss.h documents the choice: with no non-ignored sample the mean is 0/0 = NaN (PyTorch).
+  const Tensor logits = hg::randn({3, 5}).requires_grad_();
+  const Tensor all_ignored = hg::full({3}, -100.0, {.dtype = hg::i64});
+  const Tensor loss = hg::cross_entropy(logits, all_ignored);
+  CHECK(loss.shape() == hg::Shape{});
+  CHECK(std::isnan(loss.item<float>()));
+  CHECK(std::isnan(hg::cross_entropy(logits, all_ignored, {.label_smoothing = 0.1}).item<float>()));
+  CHECK(std::isnan(hg::cross_entropy(logits, hg::full({3}, 2.0, {.dtype = hg::i64}), {.ignore_index = 2}).item<float>()));
+  // Backward does not crash; ignored rows get zero gradient, as in PyTorch.
+  loss.backward();
+  REQUIRE(logits.grad().defined());
+  CHECK(values(logits.grad()) == std::vector<double>(15, 0.0));
+  // An empty batch.
+  const Tensor empty_logits = hg::zeros({0, 5}).requires_grad_();
+  const Tensor empty_loss = hg::cross_entropy(empty_logits, hg::zeros({0}, {.dtype = hg::i64}));
+  CHECK(std::isnan(empty_loss.item<float>()));
+  empty_loss.backward();
+  CHECK(empty_logits.grad().shape() == hg::Shape{0, 5});
+  CHECK(std::isnan(hg::cross_entropy(hg::zeros({0, 5}, {.dtype = hg::f16}), hg::zeros({0}, {.dtype = hg::i64})).item<float>()));
+}
