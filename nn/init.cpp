@@ -39,8 +39,15 @@ const Tensor& constant_(const Tensor& t, double value) {
 const Tensor& zeros_(const Tensor& t) { return constant_(t, 0.0); }
 const Tensor& ones_(const Tensor& t) { return constant_(t, 1.0); }
 
-int64_t fan_in(const Tensor& t) { return t.shape()[1] * receptive_field(t); }
-int64_t fan_out(const Tensor& t) { return t.shape()[0] * receptive_field(t); }
+// NOTE: receptive_field (which checks the rank) runs first, before shape()[1] is read.
+int64_t fan_in(const Tensor& t) {
+  const int64_t field = receptive_field(t);
+  return t.shape()[1] * field;
+}
+int64_t fan_out(const Tensor& t) {
+  const int64_t field = receptive_field(t);
+  return t.shape()[0] * field;
+}
 
 double calculate_gain(std::string_view nonlinearity, double param) {
   if (nonlinearity == "linear" || nonlinearity == "sigmoid" || nonlinearity == "conv2d") return 1.0;
