@@ -47,31 +47,47 @@ struct ConvGeometry {
 namespace {
 
 using detail::ConvGeometry;
+using detail::sum_as_double;
 
 // Images per partial sum of dW and db: fixed, so the result does not depend on the thread count.
 constexpr int64_t kImagesPerPartial = 8;
 
 // ---- layout kernels -----------------------------------------------------------------------------
 
-// Copies a short run of values (one image row: 14..28 floats here). std::copy would call memmove
-// for each run, and that call costs more than the copy.
-template <class S>
-inline void copy_run(const S* src, int64_t n, S* dst) {
+// dst[k] = src[k] (kAdd: dst[k] += src[k]) over a short run: one image row, 14..28 floats here.
+// std::copy would call memmove for each run, and that call costs more than the copy; AVX-512
+// masks cover the tail without a scalar loop.
+template <bool kAdd, class S>
+inline void run_to(const S* src, int64_t n, S* dst) {
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<S, float>) {
     for (int64_t k = 0; k < n; k += 16) {
       const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
-      _mm512_mask_storeu_ps(dst + k, m, _mm512_maskz_loadu_ps(m, src + k));
+      __m512 v = _mm512_maskz_loadu_ps(m, src + k);
+      if constexpr (kAdd) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst + k));
+      _mm512_mask_storeu_ps(dst + k, m, v);
     }
     return;
   }
 #endif
-  std::copy(src, src + n, dst);
+  if constexpr (kAdd) for (int64_t k = 0; k < n; ++k) dst[k] += src[k];
+  else for (int64_t k = 0; k < n; ++k) dst[k] = src[k];
 }
 
 // Division rounding down / up (C++ rounds toward zero, wrong for negative numerators).
 int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+// The output columns ow whose input column iw = ow*stride - pad + j lies inside the image, for
+// kernel column j: [begin, end). The rest read the zero padding.
+struct ValidColumns {
+  int64_t begin, end;
+};
+ValidColumns valid_columns(const ConvGeometry& g, int64_t j) {
+  const int64_t begin = std::clamp<int64_t>(ceil_div(g.pad - j, g.stride), 0, g.OW);
+  const int64_t end = std::clamp<int64_t>(floor_div(g.W - 1 + g.pad - j, g.stride) + 1, begin, g.OW);
+  return {begin, end};
+}
 
 // Image x (C, H, W) -> columns (C*kh*kw rows, OH*OW columns) at `cols`, rows `pitch` apart.
 template <class T, class S>
@@ -80,9 +96,7 @@ void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch) {
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
         S* row = cols + ((c * g.kh + i) * g.kw + j) * pitch;
-        // Output columns whose input column iw = ow*stride - pad + j lies inside the image.
-        const int64_t ow_begin = std::clamp<int64_t>(ceil_div(g.pad - j, g.stride), 0, g.OW);
-        const int64_t ow_end = std::clamp<int64_t>(floor_div(g.W - 1 + g.pad - j, g.stride) + 1, ow_begin, g.OW);
+        const auto [ow_begin, ow_end] = valid_columns(g, j);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           S* dst = row + oh * g.OW;
           const int64_t ih = oh * g.stride - g.pad + i;
@@ -95,7 +109,7 @@ void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch) {
           const T* src = x + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
           for (int64_t ow = 0; ow < ow_begin; ++ow) dst[ow] = S(0);
           if constexpr (std::is_same_v<T, S>) {
-            if (g.stride == 1) copy_run(src, ow_end - ow_begin, dst + ow_begin);
+            if (g.stride == 1) run_to<false>(src, ow_end - ow_begin, dst + ow_begin);
             else for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = src[(ow - ow_begin) * g.stride];
           } else {
             for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = S(Acc<T>(src[(ow - ow_begin) * g.stride]));
@@ -112,16 +126,36 @@ void col2im_add(const S* cols, int64_t pitch, const ConvGeometry& g, S* image) {
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
         const S* row = cols + ((c * g.kh + i) * g.kw + j) * pitch;
+        const auto [ow_begin, ow_end] = valid_columns(g, j);
         for (int64_t oh = 0; oh < g.OH; ++oh) {
           const int64_t ih = oh * g.stride - g.pad + i;
           if (ih < 0 || ih >= g.H) continue;
-          S* dst = image + (c * g.H + ih) * g.W;
-          for (int64_t ow = 0; ow < g.OW; ++ow) {
-            const int64_t iw = ow * g.stride - g.pad + j;
-            if (iw >= 0 && iw < g.W) dst[iw] += row[oh * g.OW + ow];
-          }
+          S* dst = image + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
+          const S* src = row + oh * g.OW + ow_begin;
+          const int64_t n = ow_end - ow_begin;
+          if (g.stride == 1) run_to<true>(src, n, dst);
+          else for (int64_t k = 0; k < n; ++k) dst[k * g.stride] += src[k];
         }
       }
+}
+
+// relu's derivative applied to a gradient: out = g where y > 0, else 0 (NaN in y gives 0).
+// Branch-free: y's sign is random, and a branch per element would mispredict half the time.
+// 16-bit gradients are selected as raw bits (the struct types would not vectorise).
+template <class T, class P>
+void pass_where_positive(const T* y, const P* g, int64_t n, P* out) {
+  alignas(64) Acc<T> y_chunk[detail::kChunk];
+  for (int64_t j = 0; j < n; j += detail::kChunk) {
+    const int64_t m = std::min(detail::kChunk, n - j);
+    const Acc<T>* yv = detail::load_chunk<T>(reinterpret_cast<const char*>(y + j), sizeof(T), m, y_chunk);
+    if constexpr (sizeof(P) == 2) {
+      const auto* g_bits = reinterpret_cast<const uint16_t*>(g + j);
+      auto* out_bits = reinterpret_cast<uint16_t*>(out + j);
+      for (int64_t k = 0; k < m; ++k) out_bits[k] = yv[k] > Acc<T>(0) ? g_bits[k] : uint16_t(0);
+    } else {
+      for (int64_t k = 0; k < m; ++k) out[j + k] = yv[k] > Acc<T>(0) ? g[j + k] : P(0);
+    }
+  }
 }
 
 template <class T>
@@ -210,6 +244,10 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
   std::vector<P> w_panel;
   const P* weight = gx ? as_panel<T, P>(w.data_ptr<T>(), wsize, w_panel) : nullptr;
   const int64_t parts = (g.N + kImagesPerPartial - 1) / kImagesPerPartial;
+  // dW is (O, ckk); when its transpose fills the GEMM's register tiles better (conv1 of
+  // hg-train's CNN: 16 x 9 wastes most of a 12 x 32 tile, 9 x 16 half as much), the partial sums
+  // are computed as dW^T and transposed once at the end.
+  const bool dw_transposed = detail::prefer_transposed_product(g.O, g.ckk());
   std::vector<std::vector<S>> weight_partial(gw ? static_cast<size_t>(parts) : 0, std::vector<S>(size_t(wsize), S(0)));
   std::vector<std::vector<double>> bias_partial(gb ? static_cast<size_t>(parts) : 0, std::vector<double>(size_t(g.O), 0.0));
   parallel_chunks(g.N, kImagesPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
@@ -219,17 +257,18 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
       const P* g_n = as_panel<T, P>(dy + n * plane, plane, g_panel);  // (O, OH*OW)
       if (relu_output != nullptr) {
         g_panel.resize(size_t(plane));
-        const T* y = relu_output + n * plane;
-        for (int64_t k = 0; k < plane; ++k) g_panel[size_t(k)] = Acc<T>(y[k]) > Acc<T>(0) ? g_n[k] : P(0);
+        pass_where_positive(relu_output + n * plane, g_n, plane, g_panel.data());
         g_n = g_panel.data();
       }
       if (gb)
-        for (int64_t o = 0; o < g.O; ++o)
-          for (int64_t p = 0; p < g.ohw(); ++p) bias_partial[size_t(part)][size_t(o)] += double(Acc<P>(g_n[o * g.ohw() + p]));
+        for (int64_t o = 0; o < g.O; ++o) bias_partial[size_t(part)][size_t(o)] += sum_as_double(g_n + o * g.ohw(), g.ohw());
       if (gw) {
         im2col(input + n * image, g, cols.data(), g.ohw());
-        panel_gemm<P, S>(dense(g_n, g.O, g.ohw()), dense_transposed(cols.data(), g.ohw(), g.ckk()),
-                         weight_partial[size_t(part)].data(), true);
+        S* partial = weight_partial[size_t(part)].data();
+        if (dw_transposed)  // dW^T (ckk, O) = cols_n @ g_n^T
+          panel_gemm<P, S>(dense(cols.data(), g.ckk(), g.ohw()), dense_transposed(g_n, g.ohw(), g.O), partial, true);
+        else  // dW (O, ckk) = g_n @ cols_n^T
+          panel_gemm<P, S>(dense(g_n, g.O, g.ohw()), dense_transposed(cols.data(), g.ohw(), g.ckk()), partial, true);
       }
       if (gx) {
         panel_gemm<P, S>(dense_transposed(weight, g.ckk(), g.O), dense(g_n, g.O, g.ohw()), dcols.data(), false);
@@ -243,6 +282,12 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
     std::vector<S> total(static_cast<size_t>(wsize), S(0));
     for (const std::vector<S>& partial : weight_partial)
       for (int64_t k = 0; k < wsize; ++k) total[size_t(k)] += partial[size_t(k)];
+    if (dw_transposed) {  // back to (O, ckk)
+      std::vector<S> transposed(total.size());
+      for (int64_t o = 0; o < g.O; ++o)
+        for (int64_t k = 0; k < g.ckk(); ++k) transposed[size_t(o * g.ckk() + k)] = total[size_t(k * g.O + o)];
+      total.swap(transposed);
+    }
     store<T>(total.data(), wsize, gw->data_ptr<T>());
   }
   if (gb) {

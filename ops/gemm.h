@@ -26,6 +26,10 @@ void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool a
 template <class S>
 void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate);
 
+// True when C^T = B^T A^T, an N x M product, fills the CPU GEMM's register tiles with fewer
+// padding lanes than C = A B (M x N). Callers free to choose the layout of a result use it.
+bool prefer_transposed_product(int64_t M, int64_t N);
+
 // True when a 2-D view with these strides can be multiplied without copying.
 bool gemm_ready(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 

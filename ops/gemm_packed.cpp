@@ -123,73 +123,58 @@ __attribute__((target("avx512f"))) void microkernel(int64_t kc, const float* a, 
 // f32 lane, so one instruction does 32 multiply-adds (an f32 FMA does 16). Panels hold k in
 // pairs: A as [k/2][kMR][2], B as [k/2][kNR][2]; an odd k is padded with a zero.
 
-// Fast paths for full panels with an even depth, picked by the source layout: when k runs along
+// Both packers follow the source layout, so memory is read contiguously: when k runs along
 // memory, the pair (k, k+1) is one 32-bit word to copy; otherwise two k-rows are interleaved.
-// Edge panels and odd depths take the general loop.
-void pack_a_bf16(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out) {
-  const uint16_t* base = reinterpret_cast<const uint16_t*>(a.data);
+// Lanes past the matrix edge and the odd half of the last pair of an odd depth are zeros.
+
+// Writes the k pairs of one panel lane (a row of A or a column of B) whose k run is contiguous.
+inline void pack_pairs_contiguous(const uint16_t* src, int64_t kc, uint16_t* dst, int64_t lane_step) {
+  const int64_t full = kc / 2;
+  for (int64_t kk = 0; kk < full; ++kk) std::memcpy(dst + kk * lane_step, src + 2 * kk, 4);
+  if (kc % 2) dst[full * lane_step] = src[kc - 1], dst[full * lane_step + 1] = 0;
+}
+
+// Interleaves two k-rows (k_odd may be null past an odd depth) of `valid` lanes, zero-padding to `width`.
+inline void interleave_pair(const uint16_t* k_even, const uint16_t* k_odd, int64_t valid, int64_t width, uint16_t* dst) {
+  int64_t c = 0;
+  for (; c < valid; ++c) dst[2 * c] = k_even[c], dst[2 * c + 1] = k_odd ? k_odd[c] : uint16_t(0);
+  for (; c < width; ++c) dst[2 * c] = dst[2 * c + 1] = 0;
+}
+
+// Packs a block of a bf16 matrix into panels of `width` lanes: `lanes` x `kc` starting at
+// (lane0, k0), where lane (rows of A, columns of B) and k advance by lane_stride and k_stride.
+void pack_bf16(const uint16_t* base, int64_t lane_stride, int64_t k_stride, int64_t lane0, int64_t lanes, int64_t k0,
+               int64_t kc, int64_t width, uint16_t* out) {
   const int64_t pairs = (kc + 1) / 2;
-  for (int64_t p = 0; p < mc; p += kMR) {
-    const int64_t rows = std::min(kMR, mc - p);
+  for (int64_t p = 0; p < lanes; p += width) {
+    const int64_t valid = std::min(width, lanes - p);
     uint16_t* panel = out + p * pairs * 2;
-    if (rows == kMR && kc % 2 == 0 && a.col_stride == 1) {  // row-major A: k pairs are words
-      for (int64_t r = 0; r < kMR; ++r) {
-        const uint16_t* src = base + (i0 + p + r) * a.row_stride + k0;
-        for (int64_t kk = 0; kk < pairs; ++kk) std::memcpy(panel + (kk * kMR + r) * 2, src + 2 * kk, 4);
-      }
-      continue;
-    }
-    if (rows == kMR && kc % 2 == 0 && a.row_stride == 1) {  // column-major A: interleave two k-columns
+    const uint16_t* origin = base + (lane0 + p) * lane_stride + k0 * k_stride;
+    if (k_stride == 1) {  // k runs along memory
+      for (int64_t r = 0; r < valid; ++r) pack_pairs_contiguous(origin + r * lane_stride, kc, panel + 2 * r, width * 2);
+      for (int64_t kk = 0; kk < pairs; ++kk) std::fill(panel + (kk * width + valid) * 2, panel + (kk + 1) * width * 2, 0);
+    } else if (lane_stride == 1) {  // lanes run along memory: interleave two k-rows
       for (int64_t kk = 0; kk < pairs; ++kk) {
-        const uint16_t* k_even = base + (k0 + 2 * kk) * a.col_stride + i0 + p;
-        const uint16_t* k_odd = k_even + a.col_stride;
-        for (int64_t r = 0; r < kMR; ++r) {
-          panel[(kk * kMR + r) * 2] = k_even[r];
-          panel[(kk * kMR + r) * 2 + 1] = k_odd[r];
-        }
+        const uint16_t* k_even = origin + 2 * kk * k_stride;
+        interleave_pair(k_even, 2 * kk + 1 < kc ? k_even + k_stride : nullptr, valid, width, panel + kk * width * 2);
       }
-      continue;
+    } else {  // a 1-wide dimension with an arbitrary stride
+      for (int64_t kk = 0; kk < pairs; ++kk)
+        for (int64_t r = 0; r < width; ++r)
+          for (int64_t half = 0; half < 2; ++half) {
+            const int64_t k = 2 * kk + half;
+            panel[(kk * width + r) * 2 + half] = (r < valid && k < kc) ? origin[r * lane_stride + k * k_stride] : uint16_t(0);
+          }
     }
-    for (int64_t kk = 0; kk < pairs; ++kk)
-      for (int64_t r = 0; r < kMR; ++r)
-        for (int64_t half = 0; half < 2; ++half) {
-          const int64_t k = 2 * kk + half;
-          panel[(kk * kMR + r) * 2 + half] =
-              (r < rows && k < kc) ? base[(i0 + p + r) * a.row_stride + (k0 + k) * a.col_stride] : uint16_t(0);
-        }
   }
 }
 
+void pack_a_bf16(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out) {
+  pack_bf16(reinterpret_cast<const uint16_t*>(a.data), a.row_stride, a.col_stride, i0, mc, k0, kc, kMR, out);
+}
+
 void pack_b_bf16(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, uint16_t* out) {
-  const uint16_t* base = reinterpret_cast<const uint16_t*>(b.data);
-  const int64_t pairs = (kc + 1) / 2;
-  for (int64_t q = 0; q < nc; q += kNR) {
-    const int64_t cols = std::min(kNR, nc - q);
-    uint16_t* panel = out + q * pairs * 2;
-    if (cols == kNR && kc % 2 == 0 && b.col_stride == 1) {  // row-major B: interleave two k-rows
-      for (int64_t kk = 0; kk < pairs; ++kk) {
-        const uint16_t* k_even = base + (k0 + 2 * kk) * b.row_stride + j0 + q;
-        const uint16_t* k_odd = k_even + b.row_stride;
-        uint16_t* dst = panel + kk * kNR * 2;
-        for (int64_t c = 0; c < kNR; ++c) dst[2 * c] = k_even[c], dst[2 * c + 1] = k_odd[c];
-      }
-      continue;
-    }
-    if (cols == kNR && kc % 2 == 0 && b.row_stride == 1) {  // column-major B: k pairs are words
-      for (int64_t c = 0; c < kNR; ++c) {
-        const uint16_t* src = base + k0 + (j0 + q + c) * b.col_stride;
-        for (int64_t kk = 0; kk < pairs; ++kk) std::memcpy(panel + (kk * kNR + c) * 2, src + 2 * kk, 4);
-      }
-      continue;
-    }
-    for (int64_t kk = 0; kk < pairs; ++kk)
-      for (int64_t c = 0; c < kNR; ++c)
-        for (int64_t half = 0; half < 2; ++half) {
-          const int64_t k = 2 * kk + half;
-          panel[(kk * kNR + c) * 2 + half] =
-              (c < cols && k < kc) ? base[(k0 + k) * b.row_stride + (j0 + q + c) * b.col_stride] : uint16_t(0);
-        }
-  }
+  pack_bf16(reinterpret_cast<const uint16_t*>(b.data), b.col_stride, b.row_stride, j0, nc, k0, kc, kNR, out);
 }
 
 __attribute__((target("avx512f,avx512bf16"))) void microkernel_bf16(int64_t pairs, const uint16_t* a, const uint16_t* b,
@@ -226,6 +211,15 @@ struct Scratch {
 bool packed_gemm_available() {
   static const bool yes = __builtin_cpu_supports("avx512f");
   return yes;
+}
+
+namespace {
+// The multiply-adds the microkernel runs per k for an M x N product, padding lanes included.
+int64_t padded_tile_work(int64_t M, int64_t N) { return (M + kMR - 1) / kMR * kMR * ((N + kNR - 1) / kNR * kNR); }
+}  // namespace
+
+bool prefer_transposed_product(int64_t M, int64_t N) {
+  return packed_gemm_available() && padded_tile_work(N, M) < padded_tile_work(M, N);
 }
 
 template <class T>

@@ -49,14 +49,13 @@ void sum_kernel(const T* x, U* out, int64_t outer, int64_t R, int64_t inner, boo
     return U(Acc<U>(total));
   };
   const auto row_sum = [&](const T* row, int64_t n) {
-    S total = 0;
-    Acc<T> chunk[detail::kChunk];
-    for (int64_t j = 0; j < n; j += detail::kChunk) {
-      const int64_t m = std::min(detail::kChunk, n - j);
-      const Acc<T>* v = detail::load_chunk<T>(reinterpret_cast<const char*>(row + j), sizeof(T), m, chunk);
-      for (int64_t i = 0; i < m; ++i) total += S(v[i]);
+    if constexpr (is_floating_type_v<T>) {
+      return detail::sum_as_double(row, n);
+    } else {  // integers: exact in int64
+      S total = 0;
+      for (int64_t i = 0; i < n; ++i) total += S(row[i]);
+      return total;
     }
-    return total;
   };
   if (inner == 1 && outer == 1) {
     const int64_t chunks = std::max<int64_t>(1, (R + kFullReduceChunk - 1) / kFullReduceChunk);

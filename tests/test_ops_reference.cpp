@@ -147,6 +147,31 @@ TEST_CASE("ops.scenario01.matmul_matches_reference") {
   }
 }
 
+// The 16-bit GEMMs (bf16 natively on AVX512-BF16, f16 widened while packing) on shapes that
+// leave partial register tiles and odd depths, with each operand row- or column-major: the
+// result equals the exact product of the same 16-bit values, rounded once.
+TEST_CASE("ops.scenario01.sixteen_bit_matmul_matches_the_exact_product_of_its_inputs") {
+  hg::manual_seed(112);
+  const std::pair<hg::Shape, hg::Shape> shapes[] = {
+      {{1, 1}, {1, 1}}, {{5, 9}, {9, 7}}, {{13, 31}, {31, 33}}, {{25, 257}, {257, 40}}, {{12, 2}, {2, 64}}, {{16, 784}, {784, 9}},
+  };
+  const auto column_major = [](const Tensor& t) { return t.t().contiguous().t(); };  // same values, transposed storage
+  for (const hg::DType dtype : {hg::f16, hg::bf16})
+    for (const auto& [sa, sb] : shapes)
+      for (int layout = 0; layout < 4; ++layout) {
+        CAPTURE(dtype);
+        CAPTURE(sa);
+        CAPTURE(sb);
+        CAPTURE(layout);
+        Tensor a = normal(sa).to(dtype), b = normal(sb).to(dtype);
+        if (layout & 1) a = column_major(a);
+        if (layout & 2) b = column_major(b);
+        const Tensor y = hg::matmul(a, b);
+        CHECK(y.dtype() == dtype);
+        CHECK_MATCHES_REF(y, ref::matmul(ref::of(a), ref::of(b)), hg_test::tolerance_for(dtype));
+      }
+}
+
 TEST_CASE("ops.scenario01.linear_matches_reference") {
   hg::manual_seed(105);
   struct Case {
