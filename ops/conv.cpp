@@ -54,26 +54,6 @@ constexpr int64_t kImagesPerPartial = 8;
 
 // ---- layout kernels -----------------------------------------------------------------------------
 
-// dst[k] = src[k] (kAdd: dst[k] += src[k]) over a short run: one image row, 14..28 floats here.
-// std::copy would call memmove for each run, and that call costs more than the copy; AVX-512
-// masks cover the tail without a scalar loop.
-template <bool kAdd, class S>
-inline void run_to(const S* src, int64_t n, S* dst) {
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<S, float>) {
-    for (int64_t k = 0; k < n; k += 16) {
-      const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
-      __m512 v = _mm512_maskz_loadu_ps(m, src + k);
-      if constexpr (kAdd) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, dst + k));
-      _mm512_mask_storeu_ps(dst + k, m, v);
-    }
-    return;
-  }
-#endif
-  if constexpr (kAdd) for (int64_t k = 0; k < n; ++k) dst[k] += src[k];
-  else for (int64_t k = 0; k < n; ++k) dst[k] = src[k];
-}
-
 // Division rounding down / up (C++ rounds toward zero, wrong for negative numerators).
 int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
@@ -89,54 +69,155 @@ ValidColumns valid_columns(const ConvGeometry& g, int64_t j) {
   return {begin, end};
 }
 
+// Calls f(c, i, j, tap) for every row of the column matrix: input channel c and kernel tap
+// (i, j), the row's index `tap`.
+template <class F>
+void for_each_tap(const ConvGeometry& g, F&& f) {
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) f(c, i, j, (c * g.kh + i) * g.kw + j);
+}
+
+// ---- stride-1 layout kernels on AVX-512 -------------------------------------------------------
+//
+// With stride 1, an output row of im2col is an input row shifted by (j - pad) with zeros where
+// it leaves the image. One expand-load (vexpandps) reads the valid input values contiguously and
+// places them in their lanes, zeroing the others, so each 16 outputs cost one load and one
+// store with no per-run branches or scalar edges. col2im gathers, for each image row, every
+// kernel tap that lands on it in a register and stores the row once, instead of adding shifted
+// rows into memory one after another (overlapping stores would stall each following load).
+
+#if defined(__AVX512F__)
+// The AVX-512 operations for an element type: 4-byte floats, or 16-bit values moved as raw bits
+// (expand-loads of 16-bit lanes need AVX512-VBMI2).
+template <class S>
+struct Lanes {
+  static constexpr bool supported = false;
+};
+template <>
+struct Lanes<float> {
+  static constexpr bool supported = true;
+  static constexpr int64_t count = 16;
+  using Mask = __mmask16;
+  using Vec = __m512;
+  static Vec zero() { return _mm512_setzero_ps(); }
+  static Vec expand(Mask m, const float* p) { return _mm512_maskz_expandloadu_ps(m, p); }
+  static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  static void store(float* p, Mask m, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
+};
+#if defined(__AVX512VBMI2__) && defined(__AVX512BW__)
+template <>
+struct Lanes<bfloat16> {  // im2col only (the bf16 GEMM path); 16-bit sums are never formed
+  static constexpr bool supported = true;
+  static constexpr int64_t count = 32;
+  using Mask = __mmask32;
+  using Vec = __m512i;
+  static Vec expand(Mask m, const bfloat16* p) { return _mm512_maskz_expandloadu_epi16(m, p); }
+  static void store(bfloat16* p, Mask m, Vec v) { _mm512_mask_storeu_epi16(p, m, v); }
+};
+#endif
+
+// The lanes [lo, hi) of a mask (empty when hi <= lo).
+template <class Mask>
+Mask lane_range(int64_t lo, int64_t hi) {
+  if (hi <= lo) return Mask(0);
+  const uint64_t upto_hi = hi >= 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
+  return Mask(upto_hi & ~((uint64_t(1) << lo) - 1));
+}
+
+template <class S>
+void im2col_stride1(const S* x, const ConvGeometry& g, S* cols, int64_t pitch) {
+  using L = Lanes<S>;
+  for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
+    S* row = cols + tap * pitch;
+    const auto [ow_begin, ow_end] = valid_columns(g, j);
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t ih = oh - g.pad + i;
+      const bool inside = ih >= 0 && ih < g.H;
+      // The input value for output column ow is src[ow - ow_begin].
+      const S* src = inside ? x + (c * g.H + ih) * g.W + (ow_begin - g.pad + j) : x;
+      for (int64_t k = 0; k < g.OW; k += L::count) {
+        const int64_t first = std::max(k, ow_begin), last = std::min(k + L::count, ow_end);
+        const auto valid = inside ? lane_range<typename L::Mask>(first - k, last - k) : typename L::Mask(0);
+        const auto v = L::expand(valid, valid ? src + (first - ow_begin) : x);
+        L::store(row + oh * g.OW + k, lane_range<typename L::Mask>(0, std::min(L::count, g.OW - k)), v);
+      }
+    }
+  });
+}
+
+// image (C, H, W) = col2im(cols), overwriting the image.
+void col2im_stride1(const float* cols, int64_t pitch, const ConvGeometry& g, float* image) {
+  using L = Lanes<float>;
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t ih = 0; ih < g.H; ++ih)
+      for (int64_t w0 = 0; w0 < g.W; w0 += L::count) {
+        const int64_t lanes = std::min(L::count, g.W - w0);
+        L::Vec sum = L::zero();
+        for (int64_t i = 0; i < g.kh; ++i) {
+          const int64_t oh = ih + g.pad - i;
+          if (oh < 0 || oh >= g.OH) continue;
+          for (int64_t j = 0; j < g.kw; ++j) {
+            // Image column iw takes output column ow = iw + pad - j, when 0 <= ow < OW.
+            const int64_t first = std::max(w0, j - g.pad), last = std::min(w0 + lanes, g.OW - g.pad + j);
+            if (last <= first) continue;
+            const float* src = cols + ((c * g.kh + i) * g.kw + j) * pitch + oh * g.OW + (first + g.pad - j);
+            sum = L::add(sum, L::expand(lane_range<L::Mask>(first - w0, last - w0), src));
+          }
+        }
+        L::store(image + (c * g.H + ih) * g.W + w0, lane_range<L::Mask>(0, lanes), sum);
+      }
+}
+#endif
+
+// ---- layout kernels -----------------------------------------------------------------------------
+
 // Image x (C, H, W) -> columns (C*kh*kw rows, OH*OW columns) at `cols`, rows `pitch` apart.
 template <class T, class S>
 void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch) {
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j) {
-        S* row = cols + ((c * g.kh + i) * g.kw + j) * pitch;
-        const auto [ow_begin, ow_end] = valid_columns(g, j);
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-          S* dst = row + oh * g.OW;
-          const int64_t ih = oh * g.stride - g.pad + i;
-          // NOTE: plain loops, not std::fill/std::copy: the runs are 0..28 values, and a libc
-          // memset/memmove call per run costs more than the work.
-          if (ih < 0 || ih >= g.H) {
-            for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = S(0);
-            continue;
-          }
-          const T* src = x + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
-          for (int64_t ow = 0; ow < ow_begin; ++ow) dst[ow] = S(0);
-          if constexpr (std::is_same_v<T, S>) {
-            if (g.stride == 1) run_to<false>(src, ow_end - ow_begin, dst + ow_begin);
-            else for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = src[(ow - ow_begin) * g.stride];
-          } else {
-            for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = S(Acc<T>(src[(ow - ow_begin) * g.stride]));
-          }
-          for (int64_t ow = ow_end; ow < g.OW; ++ow) dst[ow] = S(0);
-        }
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, S> && Lanes<S>::supported) {
+    if (g.stride == 1) return im2col_stride1(x, g, cols, pitch);
+  }
+#endif
+  for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
+    S* row = cols + tap * pitch;
+    const auto [ow_begin, ow_end] = valid_columns(g, j);
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      S* dst = row + oh * g.OW;
+      const int64_t ih = oh * g.stride - g.pad + i;
+      if (ih < 0 || ih >= g.H) {
+        for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = S(0);
+        continue;
       }
+      const T* src = x + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
+      for (int64_t ow = 0; ow < ow_begin; ++ow) dst[ow] = S(0);
+      for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = S(Acc<T>(src[(ow - ow_begin) * g.stride]));
+      for (int64_t ow = ow_end; ow < g.OW; ++ow) dst[ow] = S(0);
+    }
+  });
 }
 
-// The inverse scatter: adds columns (rows `pitch` apart) back into an image (C, H, W).
+// The inverse: image (C, H, W) = the sum of every column entry over the pixel it was read from.
 template <class S>
-void col2im_add(const S* cols, int64_t pitch, const ConvGeometry& g, S* image) {
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t i = 0; i < g.kh; ++i)
-      for (int64_t j = 0; j < g.kw; ++j) {
-        const S* row = cols + ((c * g.kh + i) * g.kw + j) * pitch;
-        const auto [ow_begin, ow_end] = valid_columns(g, j);
-        for (int64_t oh = 0; oh < g.OH; ++oh) {
-          const int64_t ih = oh * g.stride - g.pad + i;
-          if (ih < 0 || ih >= g.H) continue;
-          S* dst = image + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
-          const S* src = row + oh * g.OW + ow_begin;
-          const int64_t n = ow_end - ow_begin;
-          if (g.stride == 1) run_to<true>(src, n, dst);
-          else for (int64_t k = 0; k < n; ++k) dst[k * g.stride] += src[k];
-        }
-      }
+void col2im(const S* cols, int64_t pitch, const ConvGeometry& g, S* image) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<S, float>) {
+    if (g.stride == 1) return col2im_stride1(cols, pitch, g, image);
+  }
+#endif
+  std::fill(image, image + g.C * g.H * g.W, S(0));
+  for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
+    const S* row = cols + tap * pitch;
+    const auto [ow_begin, ow_end] = valid_columns(g, j);
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t ih = oh * g.stride - g.pad + i;
+      if (ih < 0 || ih >= g.H) continue;
+      S* dst = image + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
+      const S* src = row + oh * g.OW + ow_begin;
+      for (int64_t k = 0; k < ow_end - ow_begin; ++k) dst[k * g.stride] += src[k];
+    }
+  });
 }
 
 // relu's derivative applied to a gradient: out = g where y > 0, else 0 (NaN in y gives 0).
@@ -252,7 +333,8 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
   std::vector<std::vector<double>> bias_partial(gb ? static_cast<size_t>(parts) : 0, std::vector<double>(size_t(g.O), 0.0));
   parallel_chunks(g.N, kImagesPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
     std::vector<P> cols(static_cast<size_t>(g.ckk() * g.ohw())), g_panel;
-    std::vector<S> dcols(gx ? static_cast<size_t>(g.ckk() * g.ohw()) : 0), dimage(gx ? static_cast<size_t>(image) : 0);
+    std::vector<S> dcols(gx ? static_cast<size_t>(g.ckk() * g.ohw()) : 0);
+    std::vector<S> dimage(gx && !std::is_same_v<T, S> ? static_cast<size_t>(image) : 0);
     for (int64_t n = lo; n < hi; ++n) {
       const P* g_n = as_panel<T, P>(dy + n * plane, plane, g_panel);  // (O, OH*OW)
       if (relu_output != nullptr) {
@@ -272,9 +354,13 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
       }
       if (gx) {
         panel_gemm<P, S>(dense_transposed(weight, g.ckk(), g.O), dense(g_n, g.O, g.ohw()), dcols.data(), false);
-        std::fill(dimage.begin(), dimage.end(), S(0));
-        col2im_add(dcols.data(), g.ohw(), g, dimage.data());
-        store<T>(dimage.data(), image, gx->data_ptr<T>() + n * image);
+        T* gx_n = gx->data_ptr<T>() + n * image;
+        if constexpr (std::is_same_v<T, S>) {
+          col2im(dcols.data(), g.ohw(), g, gx_n);  // straight into the gradient
+        } else {
+          col2im(dcols.data(), g.ohw(), g, dimage.data());
+          store<T>(dimage.data(), image, gx_n);
+        }
       }
     }
   });
