@@ -17,6 +17,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstring>
 #include <vector>
 
 #include "amp/autocast.h"
@@ -52,7 +53,7 @@ using detail::sum_as_double;
 // Images per partial sum of dW and db: fixed, so the result does not depend on the thread count.
 constexpr int64_t kImagesPerPartial = 8;
 
-// ---- layout kernels -----------------------------------------------------------------------------
+// ---- geometry ------------------------------------------------------------------------------------
 
 // Division rounding down / up (C++ rounds toward zero, wrong for negative numerators).
 int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
@@ -78,108 +79,81 @@ void for_each_tap(const ConvGeometry& g, F&& f) {
       for (int64_t j = 0; j < g.kw; ++j) f(c, i, j, (c * g.kh + i) * g.kw + j);
 }
 
-// ---- stride-1 layout kernels on AVX-512 -------------------------------------------------------
+// ---- stride-1 layout kernels ---------------------------------------------------------------------
 //
-// With stride 1, an output row of im2col is an input row shifted by (j - pad) with zeros where
-// it leaves the image. One expand-load (vexpandps) reads the valid input values contiguously and
-// places them in their lanes, zeroing the others, so each 16 outputs cost one load and one
-// store with no per-run branches or scalar edges. col2im gathers, for each image row, every
-// kernel tap that lands on it in a register and stores the row once, instead of adding shifted
-// rows into memory one after another (overlapping stores would stall each following load).
+// With stride 1, the im2col row of tap (i, j) at output row oh is the zero-padded input row
+// oh + i read from column j on: a plain copy once the image is padded. Each run is copied in
+// whole 64-byte blocks (one vector move each, no masks or scalar edges); a block's excess lands
+// in the next run, which is written after it, or in the slack at the end of the buffers.
+// col2im gathers, for each image row, every kernel tap that lands on it in a register and stores
+// the row once, instead of adding shifted rows into memory one after another (each overlapping
+// store would stall the load that follows it).
 
-#if defined(__AVX512F__)
-// The AVX-512 operations for an element type: 4-byte floats, or 16-bit values moved as raw bits
-// (expand-loads of 16-bit lanes need AVX512-VBMI2).
+constexpr int64_t kCopyBlock = 64;  // bytes
+
+// Extra elements after an im2col buffer for the block copies.
 template <class S>
-struct Lanes {
-  static constexpr bool supported = false;
-};
-template <>
-struct Lanes<float> {
-  static constexpr bool supported = true;
-  static constexpr int64_t count = 16;
-  using Mask = __mmask16;
-  using Vec = __m512;
-  static Vec zero() { return _mm512_setzero_ps(); }
-  static Vec expand(Mask m, const float* p) { return _mm512_maskz_expandloadu_ps(m, p); }
-  static Vec add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
-  static void store(float* p, Mask m, Vec v) { _mm512_mask_storeu_ps(p, m, v); }
-};
-#if defined(__AVX512VBMI2__) && defined(__AVX512BW__)
-template <>
-struct Lanes<bfloat16> {  // im2col only (the bf16 GEMM path); 16-bit sums are never formed
-  static constexpr bool supported = true;
-  static constexpr int64_t count = 32;
-  using Mask = __mmask32;
-  using Vec = __m512i;
-  static Vec expand(Mask m, const bfloat16* p) { return _mm512_maskz_expandloadu_epi16(m, p); }
-  static void store(bfloat16* p, Mask m, Vec v) { _mm512_mask_storeu_epi16(p, m, v); }
-};
-#endif
-
-// The lanes [lo, hi) of a mask (empty when hi <= lo).
-template <class Mask>
-Mask lane_range(int64_t lo, int64_t hi) {
-  if (hi <= lo) return Mask(0);
-  const uint64_t upto_hi = hi >= 64 ? ~uint64_t(0) : (uint64_t(1) << hi) - 1;
-  return Mask(upto_hi & ~((uint64_t(1) << lo) - 1));
-}
+constexpr int64_t kColumnSlack = kCopyBlock / int64_t(sizeof(S));
 
 template <class S>
-void im2col_stride1(const S* x, const ConvGeometry& g, S* cols, int64_t pitch) {
-  using L = Lanes<S>;
+void im2col_stride1(const S* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vector<S>& padded) {
+  const int64_t Hp = g.H + 2 * g.pad, Wp = g.W + 2 * g.pad, block = kColumnSlack<S>;
+  padded.assign(static_cast<size_t>(g.C * Hp * Wp + block), S(0));
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t h = 0; h < g.H; ++h)
+      std::copy_n(x + (c * g.H + h) * g.W, g.W, padded.data() + (c * Hp + h + g.pad) * Wp + g.pad);
+  const int64_t blocks = (g.OW + block - 1) / block;
   for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
-    S* row = cols + tap * pitch;
-    const auto [ow_begin, ow_end] = valid_columns(g, j);
     for (int64_t oh = 0; oh < g.OH; ++oh) {
-      const int64_t ih = oh - g.pad + i;
-      const bool inside = ih >= 0 && ih < g.H;
-      // The input value for output column ow is src[ow - ow_begin].
-      const S* src = inside ? x + (c * g.H + ih) * g.W + (ow_begin - g.pad + j) : x;
-      for (int64_t k = 0; k < g.OW; k += L::count) {
-        const int64_t first = std::max(k, ow_begin), last = std::min(k + L::count, ow_end);
-        const auto valid = inside ? lane_range<typename L::Mask>(first - k, last - k) : typename L::Mask(0);
-        const auto v = L::expand(valid, valid ? src + (first - ow_begin) : x);
-        L::store(row + oh * g.OW + k, lane_range<typename L::Mask>(0, std::min(L::count, g.OW - k)), v);
-      }
+      const S* src = padded.data() + (c * Hp + oh + i) * Wp + j;
+      S* dst = cols + tap * pitch + oh * g.OW;
+      for (int64_t b = 0; b < blocks; ++b) std::memcpy(dst + b * block, src + b * block, kCopyBlock);
     }
   });
 }
 
+#if defined(__AVX512F__)
+// The lanes [lo, hi) of a 16-lane mask (empty when hi <= lo).
+__mmask16 lane_range(int64_t lo, int64_t hi) {
+  if (hi <= lo) return 0;
+  return __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
 // image (C, H, W) = col2im(cols), overwriting the image.
 void col2im_stride1(const float* cols, int64_t pitch, const ConvGeometry& g, float* image) {
-  using L = Lanes<float>;
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t ih = 0; ih < g.H; ++ih)
-      for (int64_t w0 = 0; w0 < g.W; w0 += L::count) {
-        const int64_t lanes = std::min(L::count, g.W - w0);
-        L::Vec sum = L::zero();
+      for (int64_t w0 = 0; w0 < g.W; w0 += 16) {
+        const int64_t lanes = std::min<int64_t>(16, g.W - w0);
+        __m512 sum = _mm512_setzero_ps();
         for (int64_t i = 0; i < g.kh; ++i) {
           const int64_t oh = ih + g.pad - i;
           if (oh < 0 || oh >= g.OH) continue;
           for (int64_t j = 0; j < g.kw; ++j) {
-            // Image column iw takes output column ow = iw + pad - j, when 0 <= ow < OW.
+            // Image column iw takes output column ow = iw + pad - j, when 0 <= ow < OW: a
+            // masked load of those (in bounds), expanded to their lanes (vexpandps's register
+            // form; the memory form is microcoded and slow on Zen 4).
             const int64_t first = std::max(w0, j - g.pad), last = std::min(w0 + lanes, g.OW - g.pad + j);
             if (last <= first) continue;
             const float* src = cols + ((c * g.kh + i) * g.kw + j) * pitch + oh * g.OW + (first + g.pad - j);
-            sum = L::add(sum, L::expand(lane_range<L::Mask>(first - w0, last - w0), src));
+            const __m512 v = _mm512_maskz_loadu_ps(lane_range(0, last - first), src);
+            sum = _mm512_add_ps(sum, _mm512_maskz_expand_ps(lane_range(first - w0, last - w0), v));
           }
         }
-        L::store(image + (c * g.H + ih) * g.W + w0, lane_range<L::Mask>(0, lanes), sum);
+        _mm512_mask_storeu_ps(image + (c * g.H + ih) * g.W + w0, lane_range(0, lanes), sum);
       }
 }
 #endif
 
-// ---- layout kernels -----------------------------------------------------------------------------
+// ---- im2col and col2im --------------------------------------------------------------------------
 
-// Image x (C, H, W) -> columns (C*kh*kw rows, OH*OW columns) at `cols`, rows `pitch` apart.
+// Image x (C, H, W) -> columns (C*kh*kw rows, OH*OW columns) at `cols`, rows `pitch` apart;
+// `cols` has kColumnSlack<S> elements to spare at its end, `padded` is scratch.
 template <class T, class S>
-void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch) {
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, S> && Lanes<S>::supported) {
-    if (g.stride == 1) return im2col_stride1(x, g, cols, pitch);
+void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vector<S>& padded) {
+  if constexpr (std::is_same_v<T, S>) {
+    if (g.stride == 1) return im2col_stride1(x, g, cols, pitch, padded);
   }
-#endif
   for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
     S* row = cols + tap * pitch;
     const auto [ow_begin, ow_end] = valid_columns(g, j);
@@ -290,7 +264,7 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
   // A 1x1 convolution with stride 1 and no padding: the image already is its column matrix.
   const bool identity_columns = std::is_same_v<T, P> && g.kh == 1 && g.kw == 1 && g.stride == 1 && g.pad == 0;
   parallel_for(0, g.N, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<P> cols(identity_columns ? 0 : static_cast<size_t>(g.ckk() * g.ohw()));
+    std::vector<P> cols(identity_columns ? 0 : static_cast<size_t>(g.ckk() * g.ohw() + kColumnSlack<P>)), padded;
     std::vector<S> result(std::is_same_v<T, S> ? 0 : static_cast<size_t>(plane));
     for (int64_t n = lo; n < hi; ++n) {
       const P* columns = nullptr;
@@ -298,7 +272,7 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
         if (identity_columns) columns = input + n * image;
       }
       if (columns == nullptr) {
-        im2col(input + n * image, g, cols.data(), g.ohw());
+        im2col(input + n * image, g, cols.data(), g.ohw(), padded);
         columns = cols.data();
       }
       S* dst = result.empty() ? reinterpret_cast<S*>(output + n * plane) : result.data();
@@ -332,7 +306,7 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
   std::vector<std::vector<S>> weight_partial(gw ? static_cast<size_t>(parts) : 0, std::vector<S>(size_t(wsize), S(0)));
   std::vector<std::vector<double>> bias_partial(gb ? static_cast<size_t>(parts) : 0, std::vector<double>(size_t(g.O), 0.0));
   parallel_chunks(g.N, kImagesPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
-    std::vector<P> cols(static_cast<size_t>(g.ckk() * g.ohw())), g_panel;
+    std::vector<P> cols(static_cast<size_t>(g.ckk() * g.ohw() + kColumnSlack<P>)), padded, g_panel;
     std::vector<S> dcols(gx ? static_cast<size_t>(g.ckk() * g.ohw()) : 0);
     std::vector<S> dimage(gx && !std::is_same_v<T, S> ? static_cast<size_t>(image) : 0);
     for (int64_t n = lo; n < hi; ++n) {
@@ -345,7 +319,7 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
       if (gb)
         for (int64_t o = 0; o < g.O; ++o) bias_partial[size_t(part)][size_t(o)] += sum_as_double(g_n + o * g.ohw(), g.ohw());
       if (gw) {
-        im2col(input + n * image, g, cols.data(), g.ohw());
+        im2col(input + n * image, g, cols.data(), g.ohw(), padded);
         S* partial = weight_partial[size_t(part)].data();
         if (dw_transposed)  // dW^T (ckk, O) = cols_n @ g_n^T
           panel_gemm<P, S>(dense(cols.data(), g.ckk(), g.ohw()), dense_transposed(g_n, g.ohw(), g.O), partial, true);
