@@ -32,6 +32,49 @@ inline float load(const T* p) {
   return float(Acc<T>(*p));
 }
 
+// ---- packing ------------------------------------------------------------------------------------
+
+// In-register transpose of a 16 x 16 block: r[i] holds row i; afterwards r[j] holds column j.
+// Three rounds of shuffles: 32-bit pairs, 64-bit pairs, then 128-bit lanes (twice).
+__attribute__((target("avx512f"))) inline void transpose16(__m512 (&r)[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    u[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0x88);
+    t[4 + i] = _mm512_shuffle_f32x4(u[i], u[4 + i], 0xDD);
+    t[8 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0x88);
+    t[12 + i] = _mm512_shuffle_f32x4(u[8 + i], u[12 + i], 0xDD);
+  }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0x88);
+    r[8 + i] = _mm512_shuffle_f32x4(t[i], t[8 + i], 0xDD);
+  }
+}
+
+// Transposes up to 16 x 16 floats: `lanes` source rows (row r at src + r*src_stride, `depth`
+// contiguous values) become `depth` destination rows (row k at dst + k*dst_stride, `lanes`
+// values). Nothing outside those is read or written. The packers' transposing case: a
+// row-major A or a column-major B, read along memory and written panel-major, 16 x 16 at a time
+// instead of one scalar load and store per value.
+__attribute__((target("avx512f"))) void transpose_block(const float* src, int64_t src_stride, int64_t lanes,
+                                                        int64_t depth, float* dst, int64_t dst_stride) {
+  const __mmask16 depth_mask = depth >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << depth) - 1);
+  const __mmask16 lane_mask = lanes >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << lanes) - 1);
+  __m512 r[16];
+  for (int i = 0; i < 16; ++i) r[i] = i < lanes ? _mm512_maskz_loadu_ps(depth_mask, src + i * src_stride) : _mm512_setzero_ps();
+  transpose16(r);
+  for (int k = 0; k < depth; ++k) _mm512_mask_storeu_ps(dst + k * dst_stride, lane_mask, r[k]);
+}
+
 // NOTE: both packers zero a partial panel once and then write its valid lanes. Zeroing the few
 // padding lanes per k instead compiles to a `rep stos` per k, whose start-up cost dominated
 // products with a short dimension (conv weight gradients: 9 x 784 @ 784 x 16).
@@ -47,6 +90,11 @@ void pack_a(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
     if (rows < kMR) std::fill(panel, panel + kc * kMR, 0.0f);
     const T* origin = base + (i0 + p) * a.row_stride + k0 * a.col_stride;
     if (a.col_stride == 1) {  // row-major: each row is contiguous along k
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t k = 0; k < kc; k += 16)
+          transpose_block(origin + k, a.row_stride, rows, std::min<int64_t>(16, kc - k), panel + k * kMR, kMR);
+        continue;
+      }
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t k = 0; k < kc; ++k) panel[k * kMR + r] = load(origin + r * a.row_stride + k);
     } else {
@@ -69,6 +117,13 @@ void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
     if (cols < kNR) std::fill(panel, panel + kc * kNR, 0.0f);
     const T* origin = base + k0 * b.row_stride + (j0 + q) * b.col_stride;
     if (column_major) {
+      if constexpr (std::is_same_v<T, float>) {
+        for (int64_t c = 0; c < cols; c += 16)
+          for (int64_t k = 0; k < kc; k += 16)
+            transpose_block(origin + c * b.col_stride + k, b.col_stride, std::min<int64_t>(16, cols - c),
+                            std::min<int64_t>(16, kc - k), panel + k * kNR + c, kNR);
+        continue;
+      }
       for (int64_t c = 0; c < cols; ++c)
         for (int64_t k = 0; k < kc; ++k) panel[k * kNR + c] = load(origin + c * b.col_stride + k);
       continue;
