@@ -95,13 +95,18 @@ constexpr int64_t kCopyBlock = 64;  // bytes
 template <class S>
 constexpr int64_t kColumnSlack = kCopyBlock / int64_t(sizeof(S));
 
-template <class S>
-void im2col_stride1(const S* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vector<S>& padded) {
+// The padded image holds the column type S: 16-bit inputs are widened once per image here.
+template <class T, class S>
+void im2col_stride1(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vector<S>& padded) {
   const int64_t Hp = g.H + 2 * g.pad, Wp = g.W + 2 * g.pad, block = kColumnSlack<S>;
   padded.assign(static_cast<size_t>(g.C * Hp * Wp + block), S(0));
   for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t h = 0; h < g.H; ++h)
-      std::copy_n(x + (c * g.H + h) * g.W, g.W, padded.data() + (c * Hp + h + g.pad) * Wp + g.pad);
+    for (int64_t h = 0; h < g.H; ++h) {
+      const T* src = x + (c * g.H + h) * g.W;
+      S* dst = padded.data() + (c * Hp + h + g.pad) * Wp + g.pad;
+      if constexpr (std::is_same_v<T, S>) std::copy_n(src, g.W, dst);
+      else convert_to_float(src, dst, size_t(g.W));
+    }
   const int64_t blocks = (g.OW + block - 1) / block;
   for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
     for (int64_t oh = 0; oh < g.OH; ++oh) {
@@ -151,9 +156,7 @@ void col2im_stride1(const float* cols, int64_t pitch, const ConvGeometry& g, flo
 // `cols` has kColumnSlack<S> elements to spare at its end, `padded` is scratch.
 template <class T, class S>
 void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vector<S>& padded) {
-  if constexpr (std::is_same_v<T, S>) {
-    if (g.stride == 1) return im2col_stride1(x, g, cols, pitch, padded);
-  }
+  if (g.stride == 1) return im2col_stride1(x, g, cols, pitch, padded);
   for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
     S* row = cols + tap * pitch;
     const auto [ow_begin, ow_end] = valid_columns(g, j);

@@ -174,17 +174,31 @@ void max_pool_forward(const T* x, T* y, uint8_t* where, const PoolGeometry& g) {
 
 template <class T>
 void max_pool_backward(const T* grad, const uint8_t* where, T* dx, const PoolGeometry& g) {
+  using A = Acc<T>;
+  // Where each window index lands in the plane, relative to the window's corner: a table, not a
+  // division and a modulo per element.
+  std::vector<int64_t> offset(static_cast<size_t>(g.kernel * g.kernel));
+  for (int64_t at = 0; at < g.kernel * g.kernel; ++at) offset[size_t(at)] = at / g.kernel * g.W + at % g.kernel;
+  const int64_t out_plane = g.OH * g.OW, in_plane = g.H * g.W;
   parallel_for(0, g.planes, 4, [&](int64_t lo, int64_t hi) {
-    std::vector<Acc<T>> plane(static_cast<size_t>(g.H * g.W));
+    std::vector<A> plane(static_cast<size_t>(in_plane)), widened(std::is_same_v<T, A> ? 0 : static_cast<size_t>(out_plane));
     for (int64_t p = lo; p < hi; ++p) {
-      std::fill(plane.begin(), plane.end(), Acc<T>(0));
+      const A* g_p = nullptr;
+      if constexpr (std::is_same_v<T, A>) {
+        g_p = grad + p * out_plane;
+      } else {  // 16-bit: widened and rounded back in bulk (SIMD), not one value at a time
+        convert_to_float(grad + p * out_plane, widened.data(), size_t(out_plane));
+        g_p = widened.data();
+      }
+      const uint8_t* w_p = where + p * out_plane;
+      std::fill(plane.begin(), plane.end(), A(0));
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const int64_t out = (p * g.OH + oh) * g.OW + ow;
-          const int64_t at = where[out];
-          plane[size_t((oh * g.stride + at / g.kernel) * g.W + ow * g.stride + at % g.kernel)] += Acc<T>(grad[out]);
+          const int64_t out = oh * g.OW + ow;
+          plane[size_t(oh * g.stride * g.W + ow * g.stride + offset[w_p[out]])] += g_p[out];
         }
-      for (int64_t k = 0; k < g.H * g.W; ++k) dx[p * g.H * g.W + k] = T(plane[size_t(k)]);
+      if constexpr (std::is_same_v<T, A>) std::copy(plane.begin(), plane.end(), dx + p * in_plane);
+      else convert_from_float(plane.data(), dx + p * in_plane, size_t(in_plane));
     }
   });
 }
