@@ -27,9 +27,24 @@ constexpr int64_t kKC = 256;   // depth of one packed slice: an A panel (12 x 25
 constexpr int64_t kMC = 96;    // rows per A block (8 panels): the block stays in L2
 constexpr int64_t kNC = 512;   // columns per B block: a 256 x 512 f32 panel (512 KB) stays in L2
 
+// 16-bit operands are widened in bulk (F16C, or a shift for bf16; vectorised) into a dense f32
+// copy of the block about to be packed, in the same orientation, and then packed like an f32
+// operand: converting while packing would take one scalar conversion per value.
 template <class T>
-inline float load(const T* p) {
-  return float(Acc<T>(*p));
+MatrixView widen_block(const MatrixView& m, int64_t r0, int64_t rows, int64_t c0, int64_t cols, std::vector<float>& buffer) {
+  buffer.resize(static_cast<size_t>(rows * cols));
+  const T* origin = static_cast<const T*>(m.data) + r0 * m.row_stride + c0 * m.col_stride;
+  if (m.col_stride == 1 || cols == 1) {  // rows along memory
+    for (int64_t r = 0; r < rows; ++r) convert_to_float(origin + r * m.row_stride, buffer.data() + r * cols, size_t(cols));
+    return {buffer.data(), rows, cols, cols, 1};
+  }
+  if (m.row_stride == 1 || rows == 1) {  // columns along memory
+    for (int64_t c = 0; c < cols; ++c) convert_to_float(origin + c * m.col_stride, buffer.data() + c * rows, size_t(rows));
+    return {buffer.data(), rows, cols, 1, rows};
+  }
+  for (int64_t r = 0; r < rows; ++r)  // (gemm_ready rules this out; kept total)
+    for (int64_t c = 0; c < cols; ++c) buffer[size_t(r * cols + c)] = float(Acc<T>(origin[r * m.row_stride + c * m.col_stride]));
+  return {buffer.data(), rows, cols, cols, 1};
 }
 
 // ---- packing ------------------------------------------------------------------------------------
@@ -81,25 +96,19 @@ __attribute__((target("avx512f"))) void transpose_block(const float* src, int64_
 
 // A[i0:i0+mc, k0:k0+kc] -> panels of kMR rows: panel p holds, for each k, rows p*kMR .. +kMR.
 // Each source row or column is read along memory.
-template <class T>
 void pack_a(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* out) {
-  const T* base = static_cast<const T*>(a.data);
+  const float* base = static_cast<const float*>(a.data);
   for (int64_t p = 0; p < mc; p += kMR) {
     const int64_t rows = std::min(kMR, mc - p);
     float* panel = out + p * kc;
     if (rows < kMR) std::fill(panel, panel + kc * kMR, 0.0f);
-    const T* origin = base + (i0 + p) * a.row_stride + k0 * a.col_stride;
+    const float* origin = base + (i0 + p) * a.row_stride + k0 * a.col_stride;
     if (a.col_stride == 1) {  // row-major: each row is contiguous along k
-      if constexpr (std::is_same_v<T, float>) {
-        for (int64_t k = 0; k < kc; k += 16)
-          transpose_block(origin + k, a.row_stride, rows, std::min<int64_t>(16, kc - k), panel + k * kMR, kMR);
-        continue;
-      }
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t k = 0; k < kc; ++k) panel[k * kMR + r] = load(origin + r * a.row_stride + k);
+      for (int64_t k = 0; k < kc; k += 16)
+        transpose_block(origin + k, a.row_stride, rows, std::min<int64_t>(16, kc - k), panel + k * kMR, kMR);
     } else {
       for (int64_t k = 0; k < kc; ++k)
-        for (int64_t r = 0; r < rows; ++r) panel[k * kMR + r] = load(origin + r * a.row_stride + k * a.col_stride);
+        for (int64_t r = 0; r < rows; ++r) panel[k * kMR + r] = origin[r * a.row_stride + k * a.col_stride];
     }
   }
 }
@@ -107,37 +116,26 @@ void pack_a(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
 // B[k0:k0+kc, j0:j0+nc] -> panels of kNR columns: panel q holds, for each k, columns q*kNR .. +kNR.
 // The loops follow B's layout: row by row for a row-major B, column by column for a
 // column-major one (e.g. a transposed view).
-template <class T>
 void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* out) {
-  const T* base = static_cast<const T*>(b.data);
+  const float* base = static_cast<const float*>(b.data);
   const bool column_major = b.row_stride == 1 && b.col_stride != 1;
   for (int64_t q = 0; q < nc; q += kNR) {
     const int64_t cols = std::min(kNR, nc - q);
     float* panel = out + q * kc;
     if (cols < kNR) std::fill(panel, panel + kc * kNR, 0.0f);
-    const T* origin = base + k0 * b.row_stride + (j0 + q) * b.col_stride;
+    const float* origin = base + k0 * b.row_stride + (j0 + q) * b.col_stride;
     if (column_major) {
-      if constexpr (std::is_same_v<T, float>) {
-        for (int64_t c = 0; c < cols; c += 16)
-          for (int64_t k = 0; k < kc; k += 16)
-            transpose_block(origin + c * b.col_stride + k, b.col_stride, std::min<int64_t>(16, cols - c),
-                            std::min<int64_t>(16, kc - k), panel + k * kNR + c, kNR);
-        continue;
-      }
-      for (int64_t c = 0; c < cols; ++c)
-        for (int64_t k = 0; k < kc; ++k) panel[k * kNR + c] = load(origin + c * b.col_stride + k);
+      for (int64_t c = 0; c < cols; c += 16)
+        for (int64_t k = 0; k < kc; k += 16)
+          transpose_block(origin + c * b.col_stride + k, b.col_stride, std::min<int64_t>(16, cols - c),
+                          std::min<int64_t>(16, kc - k), panel + k * kNR + c, kNR);
       continue;
     }
     for (int64_t k = 0; k < kc; ++k) {
       float* dst = panel + k * kNR;
-      const T* src = origin + k * b.row_stride;
-      if constexpr (std::is_same_v<T, float>) {
-        if (b.col_stride == 1 && cols == kNR) {  // a fixed-size copy: two vector moves, no call
-          std::memcpy(dst, src, sizeof(float) * kNR);
-          continue;
-        }
-      }
-      for (int64_t c = 0; c < cols; ++c) dst[c] = load(src + c * b.col_stride);
+      const float* src = origin + k * b.row_stride;
+      if (b.col_stride == 1 && cols == kNR) std::memcpy(dst, src, sizeof(float) * kNR);  // two vector moves, no call
+      else for (int64_t c = 0; c < cols; ++c) dst[c] = src[c * b.col_stride];
     }
   }
 }
@@ -297,6 +295,7 @@ void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc
   const bool native_bf16 = std::is_same_v<T, bfloat16> && cpu::has_avx512_bf16();
   parallel_for(0, tasks, 1, [&](int64_t first, int64_t last) {
     thread_local Scratch a_scratch, b_scratch;
+    thread_local std::vector<float> wide;  // a 16-bit block widened to f32 before packing
     for (int64_t task = first; task < last; ++task) {
       // This task's columns [j_begin, j_end) and rows [i_begin, i_end), on panel/block bounds.
       const int64_t j_begin = split_columns ? panels * task / tasks * kNR : 0;
@@ -325,11 +324,13 @@ void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc
             continue;
           }
           float* packed_b = b_scratch.get(size_t(kc * nc_padded));
-          pack_b<T>(b, k0, kc, j0, nc, packed_b);
+          if constexpr (std::is_same_v<T, float>) pack_b(b, k0, kc, j0, nc, packed_b);
+          else pack_b(widen_block<T>(b, k0, kc, j0, nc, wide), 0, kc, 0, nc, packed_b);
           for (int64_t i0 = i_begin; i0 < i_end; i0 += kMC) {
             const int64_t mc = std::min(kMC, i_end - i0);
             float* packed_a = a_scratch.get(size_t(kMC * kc));
-            pack_a<T>(a, i0, mc, k0, kc, packed_a);
+            if constexpr (std::is_same_v<T, float>) pack_a(a, i0, mc, k0, kc, packed_a);
+            else pack_a(widen_block<T>(a, i0, mc, k0, kc, wide), 0, mc, 0, kc, packed_a);
             for (int64_t j = 0; j < nc; j += kNR)
               for (int64_t p = 0; p < mc; p += kMR)
                 microkernel(kc, packed_a + p * kc, packed_b + j * kc, c + (i0 + p) * ldc + j0 + j, ldc,

@@ -5,8 +5,9 @@
 //       for each MR x NR tile: the microkernel keeps the tile in 24 zmm registers and runs
 //       one FMA per (row, 16 columns, k), reading A and B panels contiguously.
 //
-// Packing reads any strides and any element type T (f32, f16, bf16) and writes f32, so 16-bit
-// operands are widened as they are packed, with no full-size f32 copy.
+// Packing reads any strides and writes f32 panels. 16-bit operands (T = f16, or bf16 without
+// AVX512-BF16) are widened block by block with the SIMD converters just before packing, never as
+// a full-size f32 copy; with AVX512-BF16, bf16 panels stay bf16 for the vdpbf16ps microkernel.
 #pragma once
 #include <cstdint>
 
