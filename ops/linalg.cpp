@@ -149,13 +149,12 @@ Tensor linear_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
       detail::gemm(dtype, detail::matrix_view(x2), detail::matrix_view(wt), out.raw_data(), /*accumulate=*/b.defined());
     }
   }
-  if (relu && out.device().is_cuda() && !fused_on_gpu && out.numel() > 0)  // in_features == 0: relu(bias)
-    detail::cuda_map_elementwise<1>(out, {out}, math::Forward<math::Relu>{});
-  if (relu && !out.device().is_cuda() && out.numel() > 0)
-    visit_floating(dtype, name, [&]<class T> {
-      T* y = out.data_ptr<T>();
-      for (int64_t k = 0; k < out.numel(); ++k) y[k] = Acc<T>(y[k]) < Acc<T>(0) ? T(Acc<T>(0)) : y[k];
-    });
+  if (relu && !fused_on_gpu && out.numel() > 0) {  // y = relu(y) in place (on the GPU: in_features == 0)
+    if (out.device().is_cuda())
+      detail::cuda_map_elementwise<1>(out, {out}, math::Forward<math::Relu>{});
+    else
+      visit_floating(dtype, name, [&]<class T> { detail::map_elementwise<T, 1>(out, {out}, math::Forward<math::Relu>{}); });
+  }
   out = out.view(out_shape);
   record(name, out, {x, w, b},
          [sx = SavedTensor(w.requires_grad() ? x2 : Tensor(), name),
