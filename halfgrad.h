@@ -32,6 +32,7 @@
 #include "core/storage.h"
 #include "core/tensor.h"
 
+#include "autograd/anomaly.h"
 #include "autograd/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"

@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "autograd/anomaly.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "ops/elementwise.h"
@@ -57,6 +58,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   const Tensor g0 = initial_gradient(root, grad);
   const std::shared_ptr<Node> root_node = gradient_edge(root);
 
+  const bool detect_anomaly = AnomalyMode::is_enabled();
   std::unordered_map<Node*, Tensor> pending;  // summed gradient waiting at each node
   pending[root_node.get()] = g0;
   for (Node* node : topological_order(root_node.get())) {
@@ -70,6 +72,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
     if (dynamic_cast<AccumulateGrad*>(node) == nullptr) {
       HG_CHECK(input_grads.size() == node->next().size(), "backward: '", node->name(), "' returned ",
                input_grads.size(), " gradients for ", node->next().size(), " inputs");
+      if (detect_anomaly) detail::check_gradients(node->name(), input_grads, node->creation_trace());
       node->release();
     }
     for (size_t i = 0; i < node->next().size(); ++i) {

@@ -2,6 +2,7 @@
 #include "autograd/node.h"
 #include "ops/elementwise.h"
 
+#include "autograd/anomaly.h"
 #include "autograd/grad_mode.h"
 #include "core/copy.h"
 
@@ -96,7 +97,9 @@ void record(std::string name, Tensor& output, const std::vector<Tensor>& inputs,
   std::vector<std::shared_ptr<Node>> next;
   next.reserve(inputs.size());
   for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
-  output.impl()->grad_fn = std::make_shared<Node>(std::move(name), std::move(next), std::move(backward), output);
+  auto node = std::make_shared<Node>(std::move(name), std::move(next), std::move(backward), output);
+  if (AnomalyMode::is_enabled()) node->set_creation_trace(detail::capture_creation_trace());
+  output.impl()->grad_fn = std::move(node);
   output.impl()->requires_grad = true;
 }
 

@@ -16,6 +16,10 @@
 
 namespace hg::autograd {
 
+namespace detail {
+struct CreationTrace;  // autograd/anomaly.h
+}
+
 // A tensor kept for backward: an alias of its data without autograd history (so saving an op's
 // own output makes no reference cycle) plus the data's version at save time. get() throws if
 // the data was modified in place since, naming the op that saved it.
@@ -56,6 +60,10 @@ class Node {
   }
   bool released() const { return released_; }
 
+  // Where the op was created, when it was recorded in anomaly mode (else null).
+  const detail::CreationTrace* creation_trace() const { return trace_.get(); }
+  void set_creation_trace(std::shared_ptr<const detail::CreationTrace> trace) { trace_ = std::move(trace); }
+
  private:
   std::string name_;
   std::vector<std::shared_ptr<Node>> next_;
@@ -63,6 +71,7 @@ class Node {
   Shape output_shape_;
   DType output_dtype_;
   bool released_ = false;
+  std::shared_ptr<const detail::CreationTrace> trace_;
 };
 
 // The sink of a leaf that requires grad: adds the incoming gradient into leaf.grad().

@@ -4,6 +4,8 @@
 // dtype; custom ops through hg::autograd::Function<T>; and TESTING.md scenario 30 (misuse errors).
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 #include <set>
 #include <vector>
 
@@ -612,4 +614,77 @@ TEST_CASE("autograd.scenario30.misuse_errors") {
     Tensor i = hg::arange(3, {.dtype = hg::i64});
     CHECK_THROWS_HG(i.requires_grad_(true), "only floating");
   }
+}
+
+// ---- TESTING.md scenario 29: anomaly mode --------------------------------------------------------
+
+namespace {
+// sqrt's derivative at 0 is infinite; an incoming gradient of 0 makes its backward 0 * inf = NaN
+// while every other op's gradients stay finite.
+Tensor loss_whose_sqrt_backward_makes_nan(const Tensor& x) { return hg::sum(hg::sqrt(x) * 0.0); }
+
+std::string anomaly_message(const Tensor& loss) {
+  try {
+    loss.backward();
+  } catch (const hg::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("autograd.scenario29.anomaly_mode_names_the_op_whose_backward_made_nan_and_where_it_was_created") {
+  hg::autograd::DetectAnomalyGuard detect;
+  const Tensor x = vec({0.0, 1.0, 4.0}, hg::f32, true);
+  const std::string message = anomaly_message(loss_whose_sqrt_backward_makes_nan(x));
+  INFO(message);
+  CHECK(message.find("anomaly mode: the backward of 'sqrt' returned NaN in the gradient for its input 0") !=
+        std::string::npos);
+  CHECK(message.find("(shape [3], f32)") != std::string::npos);
+  CHECK(message.find("was created at:") != std::string::npos);
+  CHECK(message.find("  #0 ") != std::string::npos);
+  // The stack is the forward's: it passes through the public op that created the node.
+  CHECK(message.find("hg::sqrt(") != std::string::npos);
+  CHECK_FALSE(x.grad().defined());  // the error came before the NaN reached the leaf
+}
+
+TEST_CASE("autograd.scenario29.anomaly_mode_is_off_by_default_and_the_guard_restores_it") {
+  CHECK_FALSE(hg::autograd::AnomalyMode::is_enabled());
+  {
+    hg::autograd::DetectAnomalyGuard outer;
+    CHECK(hg::autograd::AnomalyMode::is_enabled());
+    {
+      hg::autograd::DetectAnomalyGuard inner;
+      CHECK(hg::autograd::AnomalyMode::is_enabled());
+    }
+    CHECK(hg::autograd::AnomalyMode::is_enabled());
+  }
+  CHECK_FALSE(hg::autograd::AnomalyMode::is_enabled());
+  // Off: nothing is checked, the NaN reaches the leaf (PyTorch's default too).
+  const Tensor x = vec({0.0, 1.0}, hg::f32, true);
+  loss_whose_sqrt_backward_makes_nan(x).backward();
+  const std::vector<double> g = x.grad().to_vector<double>();
+  CHECK(std::isnan(g[0]));
+  CHECK(g[1] == 0.0);
+}
+
+TEST_CASE("autograd.scenario29.graph_recorded_with_the_mode_off_still_names_the_op") {
+  const Tensor x = vec({0.0}, hg::f32, true);
+  const Tensor loss = loss_whose_sqrt_backward_makes_nan(x);  // recorded without stacks
+  hg::autograd::DetectAnomalyGuard detect;
+  const std::string message = anomaly_message(loss);
+  INFO(message);
+  CHECK(message.find("the backward of 'sqrt' returned NaN") != std::string::npos);
+  CHECK(message.find("recorded while anomaly mode was off") != std::string::npos);
+}
+
+TEST_CASE("autograd.scenario29.finite_gradients_are_unchanged_by_anomaly_mode") {
+  const auto gradient = [](bool detect) {
+    std::optional<hg::autograd::DetectAnomalyGuard> guard;
+    if (detect) guard.emplace();
+    const Tensor x = vec({0.5, 1.0, 4.0}, hg::f32, true);
+    hg::sum(hg::sqrt(x) * hg::exp(x)).backward();
+    return x.grad().to_vector<double>();
+  };
+  CHECK(gradient(true) == gradient(false));
 }
