@@ -152,12 +152,15 @@ int main(int argc, char** argv) {
   app.add_option("--train-limit", train_limit, "train on the first N samples only (0: all)");
   app.add_option("--max-steps", config.max_steps_per_epoch, "stop each epoch after N steps (0: full epochs)");
   app.add_flag("--compare", compare, "train in f32, f16 and bf16 and print one comparison table");
-  bool raw_pixels = false;
+  bool raw_pixels = false, detect_anomaly = false;
   app.add_flag("--no-normalize", raw_pixels, "feed pixels in [0, 1] instead of normalising with the training set's mean/std");
+  app.add_flag("--detect-anomaly", detect_anomaly,
+               "check every backward for NaN and stop naming the op and where it was created (slow: for debugging)");
   CLI11_PARSE(app, argc, argv);
 
   try {
     if (threads > 0) hg::set_num_threads(threads);
+    hg::autograd::AnomalyMode::set_enabled(detect_anomaly);
     if (device == "auto") device = hg::cuda::is_available() ? "cuda" : "cpu";
     config.device = device == "cuda" ? hg::Device::cuda() : hg::Device::cpu();
     // f16 needs tensor cores to pay off and a GradScaler to be safe; on a CPU with AVX512-BF16,
