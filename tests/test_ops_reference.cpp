@@ -148,24 +148,30 @@ TEST_CASE("ops.scenario01.matmul_matches_reference") {
 }
 
 // The 16-bit GEMMs (bf16 natively on AVX512-BF16, f16 widened while packing) on shapes that
-// leave partial register tiles and odd depths, with each operand row- or column-major: the
-// result equals the exact product of the same 16-bit values, rounded once.
+// leave partial register tiles and odd depths, with each operand row- or column-major and with
+// or without a padded leading dimension (an even stride under an odd depth takes other packing
+// paths): the result equals the exact product of the same 16-bit values, rounded once.
 TEST_CASE("ops.scenario01.sixteen_bit_matmul_matches_the_exact_product_of_its_inputs") {
   hg::manual_seed(112);
   const std::pair<hg::Shape, hg::Shape> shapes[] = {
       {{1, 1}, {1, 1}}, {{5, 9}, {9, 7}}, {{13, 31}, {31, 33}}, {{25, 257}, {257, 40}}, {{12, 2}, {2, 64}}, {{16, 784}, {784, 9}},
   };
-  const auto column_major = [](const Tensor& t) { return t.t().contiguous().t(); };  // same values, transposed storage
+  // A (rows x cols) matrix of 16-bit values stored row- or column-major, its leading dimension
+  // one longer than needed when padded.
+  const auto matrix = [](const hg::Shape& s, hg::DType dtype, bool column_major, bool padded) {
+    const int64_t outer = column_major ? s[1] : s[0], inner = column_major ? s[0] : s[1];
+    const Tensor view = hg::narrow(normal({outer, inner + (padded ? 1 : 0)}).to(dtype), 1, 0, inner);
+    return column_major ? view.t() : view;
+  };
   for (const hg::DType dtype : {hg::f16, hg::bf16})
     for (const auto& [sa, sb] : shapes)
-      for (int layout = 0; layout < 4; ++layout) {
+      for (int layout = 0; layout < 8; ++layout) {
         CAPTURE(dtype);
         CAPTURE(sa);
         CAPTURE(sb);
         CAPTURE(layout);
-        Tensor a = normal(sa).to(dtype), b = normal(sb).to(dtype);
-        if (layout & 1) a = column_major(a);
-        if (layout & 2) b = column_major(b);
+        const bool padded = layout & 4;
+        const Tensor a = matrix(sa, dtype, layout & 1, padded), b = matrix(sb, dtype, layout & 2, padded);
         const Tensor y = hg::matmul(a, b);
         CHECK(y.dtype() == dtype);
         CHECK_MATCHES_REF(y, ref::matmul(ref::of(a), ref::of(b)), hg_test::tolerance_for(dtype));
