@@ -12,12 +12,11 @@
 // steps in a row. Lesson 5 shows a scale at work.
 #include <chrono>
 #include <cmath>
-#include <cstdlib>
-#include <filesystem>
 #include <iomanip>
 #include <iostream>
 
 #include "halfgrad.h"
+#include "lesson_data.h"
 
 namespace {
 
@@ -102,15 +101,9 @@ RunResult train_mlp(const hg::data::MNIST& train, const hg::data::MNIST& test, b
 }  // namespace
 
 int main() {
-  // The dataset is a Debian package (dataset-fashion-mnist); HG_DATA may point elsewhere.
-  const char* env = std::getenv("HG_DATA");
-  const std::string root = (env && *env) ? env : hg::data::kFashionMnistRoot;
-  if (!std::filesystem::exists(root)) {
-    std::cout << "NOTE: Fashion-MNIST not found at " << root << ". Install the Debian package dataset-fashion-mnist "
-              << "(apt-get install dataset-fashion-mnist) or set HG_DATA to a directory holding the four IDX files. "
-              << "Skipping this lesson.\n";
-    return 0;
-  }
+  const std::optional<std::string> found = fashion_mnist_root();
+  if (!found) return 0;
+  const std::string& root = *found;
   const auto start = std::chrono::steady_clock::now();
   const hg::data::FashionMNIST train_full(root);
   const hg::data::FashionMNIST test_full(root, {.train = false});

@@ -10,12 +10,11 @@
 //   - hg::amp::PrecisionReport: every op that ran, its policy, the dtypes in and out, the casts.
 //   - hg::memory::peak_allocated: the most bytes the step held, in f32 and under bf16 autocast.
 #include <chrono>
-#include <cstdlib>
-#include <filesystem>
 #include <iomanip>
 #include <iostream>
 
 #include "halfgrad.h"
+#include "lesson_data.h"
 
 namespace {
 
@@ -140,14 +139,9 @@ bool show_peak_memory(const hg::data::Batch& batch) {
 }  // namespace
 
 int main() {
-  const char* env = std::getenv("HG_DATA");
-  const std::string root = (env && *env) ? env : hg::data::kFashionMnistRoot;
-  if (!std::filesystem::exists(root)) {
-    std::cout << "NOTE: Fashion-MNIST not found at " << root << ". Install the Debian package dataset-fashion-mnist "
-              << "(apt-get install dataset-fashion-mnist) or set HG_DATA to a directory holding the four IDX files. "
-              << "Skipping this lesson.\n";
-    return 0;
-  }
+  const std::optional<std::string> found = fashion_mnist_root();
+  if (!found) return 0;
+  const std::string& root = *found;
   const auto start = std::chrono::steady_clock::now();
   const hg::data::FashionMNIST train_full(root);
   const hg::data::FashionMNIST test_full(root, {.train = false});

@@ -9,6 +9,7 @@
 
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/warp_reduce.cuh"
 #include "ops/cuda_ops.h"
 
 namespace hg::cuda_ops {
@@ -17,24 +18,13 @@ namespace {
 
 using cuda_detail::acc_t;
 using cuda_detail::from_acc;
+using cuda_detail::kWarp;
+using cuda_detail::nan_max;
 using cuda_detail::to_acc;
-
-constexpr int kWarp = 32;
+using cuda_detail::warp_max;
+using cuda_detail::warp_sum;
 
 // ---- math -----------------------------------------------------------------------------------------
-
-// NaN counts as the largest value (the CPU's `v > max || isnan(v)`), so a NaN logit gives a NaN lse.
-__device__ __forceinline__ double nan_max(double a, double b) { return (b > a || b != b) ? b : a; }
-
-__device__ __forceinline__ double warp_max(double v) {
-  for (int step = kWarp / 2; step > 0; step /= 2) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, step));
-  return v;
-}
-
-__device__ __forceinline__ double warp_sum(double v) {
-  for (int step = kWarp / 2; step > 0; step /= 2) v += __shfl_xor_sync(0xffffffffu, v, step);
-  return v;
-}
 
 // log sum exp of one row, max-subtracted so exp() <= 1; every lane of the warp gets the result.
 template <class T>

@@ -9,6 +9,7 @@
 
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/warp_reduce.cuh"
 #include "ops/cuda_ops.h"
 
 namespace hg::cuda_ops {
@@ -29,14 +30,13 @@ template <class T> using stat_t = acc_t<T>;
 // thread. Every thread must call it; the order is fixed, so the result is deterministic.
 __device__ double block_sum(double v) {
   __shared__ double partial[32];
-  for (int step = 16; step > 0; step /= 2) v += __shfl_xor_sync(0xffffffffu, v, step);
+  v = cuda_detail::warp_sum(v);
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
   __syncthreads();  // a previous call's readers are done with `partial`
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   v = lane < int(blockDim.x) / 32 ? partial[lane] : 0.0;
-  for (int step = 16; step > 0; step /= 2) v += __shfl_xor_sync(0xffffffffu, v, step);
-  return v;
+  return cuda_detail::warp_sum(v);
 }
 
 // x viewed as (N, C, S): channel c holds N runs of S contiguous values.

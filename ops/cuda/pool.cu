@@ -128,50 +128,46 @@ PoolGeometry geometry(const Tensor& input, const Tensor& output, int kernel, int
           kernel, stride};
 }
 
+// The four entry points differ only in their kernel: check the device, skip empty work, launch
+// one thread per element of `elements` for `on`'s dtype, check the launch.
+template <class Launch>
+void launch_per_element(const char* op, const Tensor& on, int64_t elements, const Launch& launch) {
+  detail::check_cuda_device(on.device(), op);
+  if (elements == 0) return;
+  visit_floating(on.dtype(), op, [&]<class T> { launch.template operator()<T>(cuda_detail::blocks_for(elements)); });
+  HG_CUDA_CHECK(cudaGetLastError());
+}
+
 }  // namespace
 
 void max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where, int kernel, int stride) {
-  detail::check_cuda_device(x.device(), "max_pool2d");
   const PoolGeometry g = geometry(x, out, kernel, stride);
-  if (out.numel() == 0) return;
-  visit_floating(x.dtype(), "max_pool2d", [&]<class T> {
-    max_pool_forward_kernel<T><<<cuda_detail::blocks_for(out.numel()), cuda_detail::kThreads>>>(
-        x.data_ptr<T>(), out.data_ptr<T>(), where.data_ptr<uint8_t>(), g);
+  launch_per_element("max_pool2d", x, out.numel(), [&]<class T>(int blocks) {
+    max_pool_forward_kernel<T><<<blocks, cuda_detail::kThreads>>>(x.data_ptr<T>(), out.data_ptr<T>(),
+                                                                  where.data_ptr<uint8_t>(), g);
   });
-  HG_CUDA_CHECK(cudaGetLastError());
 }
 
 void max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x, int kernel, int stride) {
-  detail::check_cuda_device(grad.device(), "max_pool2d backward");
   const PoolGeometry g = geometry(grad_x, grad, kernel, stride);
-  if (grad_x.numel() == 0) return;
-  visit_floating(grad.dtype(), "max_pool2d backward", [&]<class T> {
-    max_pool_backward_kernel<T><<<cuda_detail::blocks_for(grad_x.numel()), cuda_detail::kThreads>>>(
-        grad.data_ptr<T>(), where.data_ptr<uint8_t>(), grad_x.data_ptr<T>(), g);
+  launch_per_element("max_pool2d backward", grad, grad_x.numel(), [&]<class T>(int blocks) {
+    max_pool_backward_kernel<T><<<blocks, cuda_detail::kThreads>>>(grad.data_ptr<T>(), where.data_ptr<uint8_t>(),
+                                                                   grad_x.data_ptr<T>(), g);
   });
-  HG_CUDA_CHECK(cudaGetLastError());
 }
 
 void avg_pool2d_forward(const Tensor& x, const Tensor& out, int kernel, int stride) {
-  detail::check_cuda_device(x.device(), "avg_pool2d");
   const PoolGeometry g = geometry(x, out, kernel, stride);
-  if (out.numel() == 0) return;
-  visit_floating(x.dtype(), "avg_pool2d", [&]<class T> {
-    avg_pool_forward_kernel<T><<<cuda_detail::blocks_for(out.numel()), cuda_detail::kThreads>>>(
-        x.data_ptr<T>(), out.data_ptr<T>(), g);
+  launch_per_element("avg_pool2d", x, out.numel(), [&]<class T>(int blocks) {
+    avg_pool_forward_kernel<T><<<blocks, cuda_detail::kThreads>>>(x.data_ptr<T>(), out.data_ptr<T>(), g);
   });
-  HG_CUDA_CHECK(cudaGetLastError());
 }
 
 void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, int kernel, int stride) {
-  detail::check_cuda_device(grad.device(), "avg_pool2d backward");
   const PoolGeometry g = geometry(grad_x, grad, kernel, stride);
-  if (grad_x.numel() == 0) return;
-  visit_floating(grad.dtype(), "avg_pool2d backward", [&]<class T> {
-    avg_pool_backward_kernel<T><<<cuda_detail::blocks_for(grad_x.numel()), cuda_detail::kThreads>>>(
-        grad.data_ptr<T>(), grad_x.data_ptr<T>(), g);
+  launch_per_element("avg_pool2d backward", grad, grad_x.numel(), [&]<class T>(int blocks) {
+    avg_pool_backward_kernel<T><<<blocks, cuda_detail::kThreads>>>(grad.data_ptr<T>(), grad_x.data_ptr<T>(), g);
   });
-  HG_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace hg::cuda_ops

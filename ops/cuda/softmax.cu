@@ -7,6 +7,7 @@
 
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/warp_reduce.cuh"
 #include "ops/cuda_ops.h"
 
 namespace hg::cuda_ops {
@@ -15,9 +16,11 @@ namespace {
 
 using cuda_detail::acc_t;
 using cuda_detail::from_acc;
+using cuda_detail::kWarp;
+using cuda_detail::nan_max;
 using cuda_detail::to_acc;
-
-constexpr int kWarp = 32;
+using cuda_detail::warp_max;
+using cuda_detail::warp_sum;
 
 // ---- math -----------------------------------------------------------------------------------------
 
@@ -31,26 +34,6 @@ template <class A>
 __device__ __forceinline__ A log_acc(A v) {
   if constexpr (std::is_same_v<A, float>) return logf(v);
   else return ::log(v);
-}
-
-// The larger of a and b where NaN counts as the largest and a NaN already held stays: the CPU's
-// `if (v > max || isnan(v)) max = v`, so a NaN anywhere in a line makes the whole line NaN.
-template <class A>
-__device__ __forceinline__ A nan_max(A a, A b) {
-  return (b > a || b != b) ? b : a;
-}
-
-// Butterfly reductions: every lane ends with the same, order-fixed (deterministic) result.
-template <class A>
-__device__ __forceinline__ A warp_max(A v) {
-  for (int step = kWarp / 2; step > 0; step /= 2) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, step));
-  return v;
-}
-
-template <class A>
-__device__ __forceinline__ A warp_sum(A v) {
-  for (int step = kWarp / 2; step > 0; step /= 2) v += __shfl_xor_sync(0xffffffffu, v, step);
-  return v;
 }
 
 // ---- kernels --------------------------------------------------------------------------------------
