@@ -1,21 +1,26 @@
 // ops_bench: forward+backward time of the ops that dominate training (linear, conv2d,
 // softmax + cross_entropy) at the MLP and CNN sizes of hg-train, in f32, f16 and bf16; and GEMM
-// throughput at 256/512/1024 next to this CPU's fp32 FMA peak, measured here with a
-// register-resident FMA loop.
+// throughput at 256/512/1024 next to the fp32 FMA peak of the CPU level in use (an AVX-512 loop
+// for avx512*, an AVX2 loop for avx2), measured here with a register-resident FMA loop.
 //
-//   build/bench/ops_bench [--threads N]
-#include <immintrin.h>
-
+//   build/bench/ops_bench [--threads N]          HG_CPU_ISA=avx2 build/bench/ops_bench
 #include <cstring>
 
 #include "bench_util.h"
+#include "core/simd_target.h"
 #include "halfgrad.h"
+
+#if HG_X86
+#include <immintrin.h>
+#endif
 
 namespace {
 
 // ---- the CPU's fp32 FMA peak: independent FMA chains that never touch memory ------------------
 
-__attribute__((target("avx512f"))) double fma_peak_avx512(int64_t iterations) {
+#if HG_X86
+HG_TARGET_BEGIN(HG_AVX512_FEATURES)
+double fma_peak_avx512(int64_t iterations) {
   __m512 acc[12];
   for (int k = 0; k < 12; ++k) acc[k] = _mm512_set1_ps(float(k));
   const __m512 a = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-7f);
@@ -32,8 +37,10 @@ __attribute__((target("avx512f"))) double fma_peak_avx512(int64_t iterations) {
   if (sink == 42.0f) std::puts("");  // keeps the loop alive
   return double(iterations) * 12 * 16 * 2 / seconds / 1e9;
 }
+HG_TARGET_END
 
-__attribute__((target("avx2,fma"))) double fma_peak_avx2(int64_t iterations) {
+HG_TARGET_BEGIN(HG_AVX2_FEATURES)
+double fma_peak_avx2(int64_t iterations) {
   __m256 acc[12];
   for (int k = 0; k < 12; ++k) acc[k] = _mm256_set1_ps(float(k));
   const __m256 a = _mm256_set1_ps(0.9999f), b = _mm256_set1_ps(1e-7f);
@@ -50,11 +57,17 @@ __attribute__((target("avx2,fma"))) double fma_peak_avx2(int64_t iterations) {
   if (sink == 42.0f) std::puts("");
   return double(iterations) * 12 * 8 * 2 / seconds / 1e9;
 }
+HG_TARGET_END
+#endif  // HG_X86
 
+// The peak of the vector FMA the CPU level in use has; 0 where no loop is written for it.
 double fma_peak_gflops() {
-  const int64_t n = 50'000'000;
-  if (__builtin_cpu_supports("avx512f")) return std::max(fma_peak_avx512(n / 4), fma_peak_avx512(n));
-  return std::max(fma_peak_avx2(n / 4), fma_peak_avx2(n));
+  [[maybe_unused]] const int64_t n = 50'000'000;
+#if HG_X86
+  if (hg::cpu::supports(hg::cpu::Isa::Avx512)) return std::max(fma_peak_avx512(n / 4), fma_peak_avx512(n));
+  if (hg::cpu::supports(hg::cpu::Isa::Avx2)) return std::max(fma_peak_avx2(n / 4), fma_peak_avx2(n));
+#endif
+  return 0;
 }
 
 // ---- op timings ------------------------------------------------------------------------------
@@ -116,22 +129,29 @@ void gemm_table(double peak) {
       const double s = hg_bench::time_it([&] { hg::matmul(a, b); });
       gflops[k++] = 2.0 * double(n * n * n) / s / 1e9;
     }
-    std::printf("| %lld | %.1f | %.0f%% | %.1f | %.1f |\n", (long long)n, gflops[0], 100 * gflops[0] / peak, gflops[1],
-                gflops[2]);
+    if (peak > 0)
+      std::printf("| %lld | %.1f | %.0f%% | %.1f | %.1f |\n", (long long)n, gflops[0], 100 * gflops[0] / peak, gflops[1],
+                  gflops[2]);
+    else
+      std::printf("| %lld | %.1f | - | %.1f | %.1f |\n", (long long)n, gflops[0], gflops[1], gflops[2]);
   }
-  std::printf("(bf16 runs natively on AVX512-BF16 (vdpbf16ps) when the CPU has it: %s; f16 is widened to f32 panels)\n",
-              hg::cpu::has_avx512_bf16() ? "yes" : "no");
+  std::printf("(bf16 runs natively (vdpbf16ps) at this CPU level: %s; otherwise 16-bit operands are widened to f32 panels)\n",
+              hg::cpu::has_native_bf16() ? "yes" : "no");
 }
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], "--threads") == 0) hg::set_num_threads(std::atoi(argv[i + 1]));
   const double peak = fma_peak_gflops() * hg::get_num_threads();
-  std::printf("ops_bench: %d thread(s); measured fp32 FMA peak %.1f GFLOP/s (%.1f per core, register-resident loop)\n",
-              hg::get_num_threads(), peak, peak / hg::get_num_threads());
+  std::printf("ops_bench: CPU level %s, %d thread(s); measured fp32 FMA peak at this level %.1f GFLOP/s (%.1f per core, "
+              "register-resident loop)\n",
+              hg::cpu::isa_summary().c_str(), hg::get_num_threads(), peak, peak / hg::get_num_threads());
   gemm_table(peak);
   op_table();
   return 0;
+} catch (const hg::Error& e) {
+  std::fprintf(stderr, "ops_bench: %s\n", e.what());
+  return 1;
 }

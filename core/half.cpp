@@ -1,35 +1,28 @@
-// Bulk 16-bit <-> float conversion with run-time CPU detection. The SIMD paths are compiled with
-// function-level target attributes, so a portable build (HG_NATIVE=OFF) still uses them on CPUs
-// that have F16C or AVX512-BF16.
+// Bulk 16-bit <-> float conversion, one implementation per CPU level (core/cpu_features.h):
+// F16C (avx2 and above), AVX512-BF16 (avx512bf16), NEON (aarch64), and the portable bit-level
+// code of half.h that every fast path is tested against. The SIMD paths are compiled for their
+// instruction set inside HG_TARGET regions, so a portable build still uses them where present.
 #include "core/half.h"
 
-#include <immintrin.h>
-
-#include <atomic>
 #include <cstring>
+
+#include "core/cpu_features.h"
+#include "core/simd_target.h"
+
+#if HG_X86
+#include <immintrin.h>
+#elif HG_ARM
+#include <arm_neon.h>
+#endif
 
 namespace hg {
 
-namespace cpu {
-namespace {
-std::atomic<bool> g_simd_enabled{true};
-}
-bool has_f16c() {
-  static const bool yes = __builtin_cpu_supports("f16c") && __builtin_cpu_supports("avx2");
-  return yes && g_simd_enabled.load(std::memory_order_relaxed);
-}
-bool has_avx512_bf16() {
-  static const bool yes = __builtin_cpu_supports("avx512bf16") && __builtin_cpu_supports("avx512bw");
-  return yes && g_simd_enabled.load(std::memory_order_relaxed);
-}
-void set_simd_conversions(bool enabled) { g_simd_enabled.store(enabled); }
-}  // namespace cpu
-
 namespace {
 
-// ---- F16C -------------------------------------------------------------------------------------
+#if HG_X86
+HG_TARGET_BEGIN(HG_AVX2_FEATURES)
 
-__attribute__((target("f16c,avx2"))) void f16_to_float_f16c(const half* src, float* dst, size_t n) {
+void f16_to_float_f16c(const half* src, float* dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
@@ -38,7 +31,7 @@ __attribute__((target("f16c,avx2"))) void f16_to_float_f16c(const half* src, flo
   for (; i < n; ++i) dst[i] = _cvtsh_ss(src[i].bits);
 }
 
-__attribute__((target("f16c,avx2"))) void float_to_f16_f16c(const float* src, half* dst, size_t n) {
+void float_to_f16_f16c(const float* src, half* dst, size_t n) {
   size_t i = 0;
   for (; i + 8 <= n; i += 8) {
     const __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT);
@@ -47,15 +40,15 @@ __attribute__((target("f16c,avx2"))) void float_to_f16_f16c(const float* src, ha
   for (; i < n; ++i) dst[i].bits = _cvtss_sh(src[i], _MM_FROUND_TO_NEAREST_INT);
 }
 
-// ---- AVX512-BF16 ------------------------------------------------------------------------------
+HG_TARGET_END
+
+HG_TARGET_BEGIN(HG_AVX512BF16_FEATURES)
 
 // NOTE: vcvtneps2bf16 flushes float subnormals (0 < |x| < 2^-126) to zero, which
 // round-to-nearest-even does not. Lanes holding a subnormal are redone with the portable code;
 // they are rare. Zeros are not subnormal: relu outputs are half zeros, and redoing those lanes
 // one by one made this conversion the slowest part of a bf16 CNN step.
-__attribute__((target("avx512f,avx512bw,avx512bf16"))) void float_to_bf16_avx512(const float* src,
-                                                                                 bfloat16* dst,
-                                                                                 size_t n) {
+void float_to_bf16_avx512(const float* src, bfloat16* dst, size_t n) {
   const __m512i magnitude_mask = _mm512_set1_epi32(0x7fffffff), smallest_normal = _mm512_set1_epi32(0x00800000);
   size_t i = 0;
   for (; i + 16 <= n; i += 16) {
@@ -63,8 +56,8 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void float_to_bf16_avx512
     const __m256bh r = _mm512_cvtneps_pbh(v);
     std::memcpy(static_cast<void*>(dst + i), &r, sizeof(r));
     const __m512i magnitude = _mm512_and_si512(_mm512_castps_si512(v), magnitude_mask);
-    const __mmask16 subnormal = _mm512_mask_cmplt_epu32_mask(
-        _mm512_test_epi32_mask(magnitude, magnitude), magnitude, smallest_normal);
+    const __mmask16 subnormal =
+        _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(magnitude, magnitude), magnitude, smallest_normal);
     if (subnormal) {
       for (int lane = 0; lane < 16; ++lane)
         if (subnormal & (1u << lane)) dst[i + lane].bits = detail::float_to_bf16_bits_portable(src[i + lane]);
@@ -73,15 +66,43 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"))) void float_to_bf16_avx512
   for (; i < n; ++i) dst[i].bits = detail::float_to_bf16_bits_portable(src[i]);
 }
 
+HG_TARGET_END
+#endif  // HG_X86
+
+#if HG_ARM
+// Advanced SIMD converts f16 natively (fcvtl / fcvtn, round to nearest even, NaN kept quiet).
+void f16_to_float_neon(const half* src, float* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    vst1q_f32(dst + i, vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(src + i)))));
+  for (; i < n; ++i) dst[i] = detail::f16_bits_to_float_portable(src[i].bits);
+}
+
+void float_to_f16_neon(const float* src, half* dst, size_t n) {
+  size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    vst1_u16(reinterpret_cast<uint16_t*>(dst + i), vreinterpret_u16_f16(vcvt_f16_f32(vld1q_f32(src + i))));
+  for (; i < n; ++i) dst[i].bits = detail::float_to_f16_bits_portable(src[i]);
+}
+#endif  // HG_ARM
+
 }  // namespace
 
 void convert_to_float(const half* src, float* dst, size_t n) {
-  if (cpu::has_f16c()) return f16_to_float_f16c(src, dst, n);
+#if HG_X86
+  if (cpu::supports(cpu::Isa::Avx2)) return f16_to_float_f16c(src, dst, n);
+#elif HG_ARM
+  if (cpu::supports(cpu::Isa::Neon)) return f16_to_float_neon(src, dst, n);
+#endif
   for (size_t i = 0; i < n; ++i) dst[i] = detail::f16_bits_to_float_portable(src[i].bits);
 }
 
 void convert_from_float(const float* src, half* dst, size_t n) {
-  if (cpu::has_f16c()) return float_to_f16_f16c(src, dst, n);
+#if HG_X86
+  if (cpu::supports(cpu::Isa::Avx2)) return float_to_f16_f16c(src, dst, n);
+#elif HG_ARM
+  if (cpu::supports(cpu::Isa::Neon)) return float_to_f16_neon(src, dst, n);
+#endif
   for (size_t i = 0; i < n; ++i) dst[i].bits = detail::float_to_f16_bits_portable(src[i]);
 }
 
@@ -91,7 +112,9 @@ void convert_to_float(const bfloat16* src, float* dst, size_t n) {
 }
 
 void convert_from_float(const float* src, bfloat16* dst, size_t n) {
-  if (cpu::has_avx512_bf16()) return float_to_bf16_avx512(src, dst, n);
+#if HG_X86
+  if (cpu::isa() == cpu::Isa::Avx512Bf16) return float_to_bf16_avx512(src, dst, n);
+#endif
   for (size_t i = 0; i < n; ++i) dst[i].bits = detail::float_to_bf16_bits_portable(src[i]);
 }
 

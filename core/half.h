@@ -6,8 +6,8 @@
 //   float f = h;             // exact widening
 //
 // Scalar conversions use F16C instructions when the build targets them; the bulk converters
-// (convert_to_float / convert_from_float) pick F16C or AVX512-BF16 at run time and fall back to
-// the portable bit-level code below.
+// (convert_to_float / convert_from_float) pick F16C, AVX512-BF16 or NEON by the CPU level in
+// use (core/cpu_features.h) and fall back to the portable bit-level code below.
 #pragma once
 #include <bit>
 #include <cstddef>
@@ -121,12 +121,5 @@ void convert_to_float(const half* src, float* dst, size_t n);
 void convert_to_float(const bfloat16* src, float* dst, size_t n);
 void convert_from_float(const float* src, half* dst, size_t n);
 void convert_from_float(const float* src, bfloat16* dst, size_t n);
-
-namespace cpu {
-bool has_f16c();         // vcvtph2ps / vcvtps2ph
-bool has_avx512_bf16();  // vcvtneps2bf16, vdpbf16ps
-// For tests: force the portable paths (false) or restore detection (true).
-void set_simd_conversions(bool enabled);
-}  // namespace cpu
 
 }  // namespace hg

@@ -10,24 +10,19 @@
 // are widened to f32 as they are laid out, so the GEMM always runs in f32.
 #include "ops/conv.h"
 
-// NOTE: GCC 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (masked loads
-// and stores); a known false positive, silenced for this file only.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
+#include "core/cpu_features.h"
 #include "core/parallel.h"
+#include "kernels/cpu/col2im.h"
+#include "kernels/cpu/gemm.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_kernel.h"
-#include "ops/gemm.h"
-#include "ops/gemm_packed.h"
 #include "ops/math/activation.h"
 
 namespace hg {
@@ -85,9 +80,7 @@ void for_each_tap(const ConvGeometry& g, F&& f) {
 // oh + i read from column j on: a plain copy once the image is padded. Each run is copied in
 // whole 64-byte blocks (one vector move each, no masks or scalar edges); a block's excess lands
 // in the next run, which is written after it, or in the slack at the end of the buffers.
-// col2im gathers, for each image row, every kernel tap that lands on it in a register and stores
-// the row once, instead of adding shifted rows into memory one after another (each overlapping
-// store would stall the load that follows it).
+// col2im with stride 1 is a SIMD kernel per CPU level (kernels/cpu/col2im.h).
 
 constexpr int64_t kCopyBlock = 64;  // bytes
 
@@ -117,38 +110,6 @@ void im2col_stride1(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, s
   });
 }
 
-#if defined(__AVX512F__)
-// The lanes [lo, hi) of a 16-lane mask (empty when hi <= lo).
-__mmask16 lane_range(int64_t lo, int64_t hi) {
-  if (hi <= lo) return 0;
-  return __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
-
-// image (C, H, W) = col2im(cols), overwriting the image.
-void col2im_stride1(const float* cols, int64_t pitch, const ConvGeometry& g, float* image) {
-  for (int64_t c = 0; c < g.C; ++c)
-    for (int64_t ih = 0; ih < g.H; ++ih)
-      for (int64_t w0 = 0; w0 < g.W; w0 += 16) {
-        const int64_t lanes = std::min<int64_t>(16, g.W - w0);
-        __m512 sum = _mm512_setzero_ps();
-        for (int64_t i = 0; i < g.kh; ++i) {
-          const int64_t oh = ih + g.pad - i;
-          if (oh < 0 || oh >= g.OH) continue;
-          for (int64_t j = 0; j < g.kw; ++j) {
-            // Image column iw takes output column ow = iw + pad - j, when 0 <= ow < OW: a
-            // masked load of those (in bounds), expanded to their lanes (vexpandps's register
-            // form; the memory form is microcoded and slow on Zen 4).
-            const int64_t first = std::max(w0, j - g.pad), last = std::min(w0 + lanes, g.OW - g.pad + j);
-            if (last <= first) continue;
-            const float* src = cols + ((c * g.kh + i) * g.kw + j) * pitch + oh * g.OW + (first + g.pad - j);
-            const __m512 v = _mm512_maskz_loadu_ps(lane_range(0, last - first), src);
-            sum = _mm512_add_ps(sum, _mm512_maskz_expand_ps(lane_range(first - w0, last - w0), v));
-          }
-        }
-        _mm512_mask_storeu_ps(image + (c * g.H + ih) * g.W + w0, lane_range(0, lanes), sum);
-      }
-}
-#endif
 
 // ---- im2col and col2im --------------------------------------------------------------------------
 
@@ -178,11 +139,10 @@ void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vect
 // The inverse: image (C, H, W) = the sum of every column entry over the pixel it was read from.
 template <class S>
 void col2im(const S* cols, int64_t pitch, const ConvGeometry& g, S* image) {
-#if defined(__AVX512F__)
   if constexpr (std::is_same_v<S, float>) {
-    if (g.stride == 1) return col2im_stride1(cols, pitch, g, image);
+    if (g.stride == 1)
+      return kernels::cpu::col2im_stride1(cols, pitch, {g.C, g.H, g.W, g.kh, g.kw, g.pad, g.OH, g.OW}, image);
   }
-#endif
   std::fill(image, image + g.C * g.H * g.W, S(0));
   for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
     const S* row = cols + tap * pitch;
@@ -222,9 +182,15 @@ void store(const Acc<T>* values, int64_t n, T* out) {
   else convert_from_float(values, out, size_t(n));
 }
 
-detail::MatrixView dense(const void* data, int64_t rows, int64_t cols) { return {data, rows, cols, cols, 1}; }
-detail::MatrixView dense_transposed(const void* data, int64_t rows, int64_t cols) {  // of a (cols, rows) matrix
+kernels::cpu::MatrixView dense(const void* data, int64_t rows, int64_t cols) { return {data, rows, cols, cols, 1}; }
+kernels::cpu::MatrixView dense_transposed(const void* data, int64_t rows, int64_t cols) {  // of a (cols, rows) matrix
   return {data, rows, cols, 1, rows};
+}
+
+// Grows a per-thread scratch buffer to at least n elements (never shrinks or re-zeroes it).
+template <class V>
+void grow(V& buffer, int64_t n) {
+  if (buffer.size() < size_t(n)) buffer.resize(size_t(n));
 }
 
 // ---- the GEMM operand type ---------------------------------------------------------------------
@@ -244,9 +210,9 @@ const P* as_panel(const T* data, int64_t n, std::vector<P>& panel) {
 }
 
 template <class P, class S>
-void panel_gemm(const detail::MatrixView& a, const detail::MatrixView& b, S* c, bool accumulate) {
-  if constexpr (std::is_same_v<P, bfloat16>) detail::packed_gemm<bfloat16>(a, b, c, b.cols, accumulate);
-  else detail::gemm_dense<S>(a, b, c, accumulate);
+void panel_gemm(const kernels::cpu::MatrixView& a, const kernels::cpu::MatrixView& b, S* c, bool accumulate) {
+  if constexpr (std::is_same_v<P, bfloat16>) kernels::cpu::packed_gemm<bfloat16>(a, b, c, b.cols, accumulate);
+  else kernels::cpu::gemm_dense<S>(a, b, c, accumulate);
 }
 
 // ---- forward ------------------------------------------------------------------------------------
@@ -267,8 +233,12 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
   // A 1x1 convolution with stride 1 and no padding: the image already is its column matrix.
   const bool identity_columns = std::is_same_v<T, P> && g.kh == 1 && g.kw == 1 && g.stride == 1 && g.pad == 0;
   parallel_for(0, g.N, 1, [&](int64_t lo, int64_t hi) {
-    std::vector<P> cols(identity_columns ? 0 : static_cast<size_t>(g.ckk() * g.ohw() + kColumnSlack<P>)), padded;
-    std::vector<S> result(std::is_same_v<T, S> ? 0 : static_cast<size_t>(plane));
+    // Per-thread scratch, kept between calls: im2col writes every element it uses, so growing
+    // it is all that is needed (zero-filling half a megabyte per task cost more than the copy).
+    thread_local std::vector<P> cols, padded;
+    thread_local std::vector<S> result;
+    if (!identity_columns) grow(cols, g.ckk() * g.ohw() + kColumnSlack<P>);
+    if (!std::is_same_v<T, S>) grow(result, plane);
     for (int64_t n = lo; n < hi; ++n) {
       const P* columns = nullptr;
       if constexpr (std::is_same_v<T, P>) {
@@ -278,12 +248,12 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
         im2col(input + n * image, g, cols.data(), g.ohw(), padded);
         columns = cols.data();
       }
-      S* dst = result.empty() ? reinterpret_cast<S*>(output + n * plane) : result.data();
+      S* dst = std::is_same_v<T, S> ? reinterpret_cast<S*>(output + n * plane) : result.data();
       for (int64_t o = 0; o < g.O; ++o) std::fill_n(dst + o * g.ohw(), g.ohw(), bias[size_t(o)]);
       panel_gemm<P, S>(dense(weight, g.O, g.ckk()), dense(columns, g.ckk(), g.ohw()), dst, true);
       if (relu)  // fused: the image's output is still in cache (NaN stays NaN, like relu)
         for (int64_t k = 0; k < plane; ++k) dst[k] = dst[k] < S(0) ? S(0) : dst[k];
-      if (!result.empty()) store<T>(result.data(), plane, output + n * plane);
+      if constexpr (!std::is_same_v<T, S>) store<T>(result.data(), plane, output + n * plane);
     }
   });
 }
@@ -305,13 +275,15 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
   // dW is (O, ckk); when its transpose fills the GEMM's register tiles better (conv1 of
   // hg-train's CNN: 16 x 9 wastes most of a 12 x 32 tile, 9 x 16 half as much), the partial sums
   // are computed as dW^T and transposed once at the end.
-  const bool dw_transposed = detail::prefer_transposed_product(g.O, g.ckk());
+  const bool dw_transposed = kernels::cpu::prefer_transposed_product(g.O, g.ckk());
   std::vector<std::vector<S>> weight_partial(gw ? static_cast<size_t>(parts) : 0, std::vector<S>(size_t(wsize), S(0)));
   std::vector<std::vector<double>> bias_partial(gb ? static_cast<size_t>(parts) : 0, std::vector<double>(size_t(g.O), 0.0));
   parallel_chunks(g.N, kImagesPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
-    std::vector<P> cols(static_cast<size_t>(g.ckk() * g.ohw() + kColumnSlack<P>)), padded, g_panel;
-    std::vector<S> dcols(gx ? static_cast<size_t>(g.ckk() * g.ohw()) : 0);
-    std::vector<S> dimage(gx && !std::is_same_v<T, S> ? static_cast<size_t>(image) : 0);
+    thread_local std::vector<P> cols, padded, g_panel;
+    thread_local std::vector<S> dcols, dimage;
+    grow(cols, g.ckk() * g.ohw() + kColumnSlack<P>);
+    if (gx) grow(dcols, g.ckk() * g.ohw());
+    if (gx && !std::is_same_v<T, S>) grow(dimage, image);
     for (int64_t n = lo; n < hi; ++n) {
       const P* g_n = as_panel<T, P>(dy + n * plane, plane, g_panel);  // (O, OH*OW)
       if (relu_output != nullptr) {
@@ -368,7 +340,7 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
 template <class T, class Body>
 void with_panel_type(const Body& body) {
   if constexpr (std::is_same_v<T, bfloat16>) {
-    if (cpu::has_avx512_bf16()) return body.template operator()<T, bfloat16>();
+    if (cpu::has_native_bf16()) return body.template operator()<T, bfloat16>();
   }
   body.template operator()<T, Acc<T>>();
 }

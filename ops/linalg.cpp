@@ -1,4 +1,4 @@
-// matmul and linear: shape checks, batching and broadcasting around the GEMM of ops/gemm.h
+// matmul and linear: shape checks, batching and broadcasting around the GEMM of kernels/cpu/gemm.h
 // (ops/cuda/gemm.cpp sends the same calls to cuBLASLt). Backwards are matmuls of the gradient
 // with transposed views of the saved operands (no copies).
 #include "ops/linalg.h"
@@ -9,7 +9,7 @@
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_kernel.h"
-#include "ops/gemm.h"
+#include "kernels/cpu/gemm.h"
 #include "ops/math/activation.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
@@ -33,7 +33,7 @@ std::string dims_text(const Tensor& t) {
 // A GEMM operand: `t` itself when its rows or columns are contiguous, else a contiguous copy.
 Tensor gemm_operand(const Tensor& t) {
   const int n = t.dim();
-  return detail::gemm_ready(t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]) ? t
+  return kernels::cpu::gemm_ready(t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]) ? t
                                                                                                          : t.contiguous();
 }
 
@@ -47,7 +47,7 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
     const bool batched = n == 3 && t.shape()[0] > 1;
     const char* base = static_cast<const char*>(t.raw_data()) +
                        (batched ? batch * t.strides()[0] * int64_t(element_size(t.dtype())) : 0);
-    return detail::matrix_view(base, t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]);
+    return kernels::cpu::matrix_view(base, t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]);
   };
   if (out.device().is_cuda()) return cuda_ops::batched_gemm(a, b, out);
   const int64_t out_step = M * N * int64_t(element_size(out.dtype()));
@@ -55,7 +55,7 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   const int64_t grain = M * N * K >= (int64_t(1) << 21) ? batches : 1;
   parallel_for(0, batches, grain, [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i)
-      detail::gemm(out.dtype(), view_of(a, i), view_of(b, i), static_cast<char*>(out.raw_data()) + i * out_step, false);
+      kernels::cpu::gemm(out.dtype(), view_of(a, i), view_of(b, i), static_cast<char*>(out.raw_data()) + i * out_step, false);
   });
 }
 
@@ -146,7 +146,8 @@ Tensor linear_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
     if (fused_on_gpu) {
       cuda_ops::linear_forward(x2, w, b, out, relu);
     } else {
-      detail::gemm(dtype, detail::matrix_view(x2), detail::matrix_view(wt), out.raw_data(), /*accumulate=*/b.defined());
+      kernels::cpu::gemm(dtype, kernels::cpu::matrix_view(x2), kernels::cpu::matrix_view(wt), out.raw_data(),
+                         /*accumulate=*/b.defined());
     }
   }
   if (relu && !fused_on_gpu && out.numel() > 0) {  // y = relu(y) in place (on the GPU: in_features == 0)

@@ -43,7 +43,7 @@ template <class T>
 double cross_entropy_forward(const T* logits, const int64_t* targets, int64_t N, int64_t C,
                              const CrossEntropyOptions& o) {
   std::vector<double> row_loss(static_cast<size_t>(N), 0.0);
-  parallel_for(0, N, 64, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, N, grain_for(4 * C), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       if (targets[i] == o.ignore_index) continue;
       const T* row = logits + i * C;
@@ -63,7 +63,7 @@ double cross_entropy_forward(const T* logits, const int64_t* targets, int64_t N,
 template <class T>
 void cross_entropy_backward(const T* logits, const int64_t* targets, int64_t N, int64_t C, const CrossEntropyOptions& o,
                             double scale, T* grad) {
-  parallel_for(0, N, 64, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, N, grain_for(4 * C), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       T* g = grad + i * C;
       if (targets[i] == o.ignore_index) {

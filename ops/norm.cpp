@@ -43,7 +43,7 @@ struct ChannelLayout {
 
 template <class T>
 void channel_stats(const T* x, const ChannelLayout& l, std::vector<double>& mean, std::vector<double>& var) {
-  parallel_for(0, l.C, 1, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, l.C, grain_for(2 * l.count()), [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
       double total = 0, squares = 0;
       for (int64_t n = 0; n < l.N; ++n)
@@ -64,7 +64,7 @@ void channel_stats(const T* x, const ChannelLayout& l, std::vector<double>& mean
 template <class T>
 void channel_affine(const T* x, T* y, const ChannelLayout& l, const std::vector<double>& scale,
                     const std::vector<double>& shift) {
-  parallel_for(0, l.N * l.C, 1, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, l.N * l.C, grain_for(l.S), [&](int64_t lo, int64_t hi) {
     for (int64_t nc = lo; nc < hi; ++nc) {
       const int64_t c = nc % l.C;
       const Acc<T> a = Acc<T>(scale[size_t(c)]), b = Acc<T>(shift[size_t(c)]);
@@ -77,7 +77,7 @@ template <class T>
 void batch_norm_backward_kernel(const T* x, const T* g, const ChannelLayout& l, const std::vector<double>& mean,
                                 const std::vector<double>& rstd, const std::vector<double>& w, bool training, T* dx,
                                 std::vector<double>& dw, std::vector<double>& db) {
-  parallel_for(0, l.C, 1, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, l.C, grain_for(3 * l.count()), [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
       const double m = mean[size_t(c)], r = rstd[size_t(c)];
       double sum_g = 0, sum_g_xhat = 0;
@@ -200,7 +200,7 @@ namespace {
 template <class T>
 void layer_norm_forward_kernel(const T* x, T* y, int64_t rows, int64_t D, double eps, const std::vector<double>& w,
                                const std::vector<double>& b, std::vector<double>& mean, std::vector<double>& rstd) {
-  parallel_for(0, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(D, 1)), [&](int64_t lo, int64_t hi) {
+  parallel_for(0, rows, grain_for(8 * D), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* row = x + r * D;
       double total = 0, squares = 0;

@@ -4,18 +4,13 @@
 // route the gradient; avg_pool2d spreads each gradient evenly over its window.
 #include "ops/pool.h"
 
-// NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics (masked loads);
-// a known false positive, silenced for this file only.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cmath>
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "core/parallel.h"
+#include "kernels/cpu/pool.h"
 #include "ops/cuda_ops.h"
 
 namespace hg {
@@ -72,78 +67,24 @@ void max_pool_row(const T* top, int64_t W, int64_t OW, int64_t kernel, int64_t s
     }
 }
 
-// "a, or b if b is larger": NaN wins (v != v only for NaN) and a NaN already chosen stays.
-template <class A>
-inline void keep_larger(A a, int ia, A b, int ib, A& m, int& im) {
-  const bool take = ((b > a) | (b != b)) & (a == a);
-  m = take ? b : a;
-  im = take ? ib : ia;
-}
-
-// One output row of the 2x2, stride-2 pool with AVX-512: 16 outputs per step. Even and odd
-// columns are separated with a permute, then three masked selects pick each window's maximum
-// (NaN wins) and its position. GCC does not vectorise the scalar version (the stride-2 loads and
-// the index selects), and scalar branches on random data mispredict half the time.
-__attribute__((target("avx512f,avx512bw"))) void max_pool_2x2_row_avx512(const float* r0, const float* r1, float* y,
-                                                                         uint8_t* where, int64_t OW) {
-  const __m512i even = _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
-  const __m512i odd = _mm512_set_epi32(31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5, 3, 1);
-  // b replaces a where b > a or b is NaN, unless a is already NaN.
-  const auto larger = [](__m512 a, __m512 b) {
-    return __mmask16((_mm512_cmp_ps_mask(b, a, _CMP_GT_OQ) | _mm512_cmp_ps_mask(b, b, _CMP_UNORD_Q)) &
-                     _mm512_cmp_ps_mask(a, a, _CMP_ORD_Q));
-  };
-  for (int64_t ow = 0; ow < OW; ow += 16) {
-    const int64_t n = std::min<int64_t>(16, OW - ow);
-    const __mmask16 lo = n >= 8 ? __mmask16(0xFFFF) : __mmask16((1u << (2 * n)) - 1);
-    const __mmask16 hi = n <= 8 ? __mmask16(0) : __mmask16((1u << (2 * (n - 8))) - 1);
-    const __m512 a0 = _mm512_maskz_loadu_ps(lo, r0 + 2 * ow), a1 = _mm512_maskz_loadu_ps(hi, r0 + 2 * ow + 16);
-    const __m512 b0 = _mm512_maskz_loadu_ps(lo, r1 + 2 * ow), b1 = _mm512_maskz_loadu_ps(hi, r1 + 2 * ow + 16);
-    const __m512 tl = _mm512_permutex2var_ps(a0, even, a1), tr = _mm512_permutex2var_ps(a0, odd, a1);
-    const __m512 bl = _mm512_permutex2var_ps(b0, even, b1), br = _mm512_permutex2var_ps(b0, odd, b1);
-    const __mmask16 k_top = larger(tl, tr), k_bottom = larger(bl, br);
-    const __m512 top = _mm512_mask_blend_ps(k_top, tl, tr), bottom = _mm512_mask_blend_ps(k_bottom, bl, br);
-    const __m512i i_top = _mm512_mask_blend_epi32(k_top, _mm512_set1_epi32(0), _mm512_set1_epi32(1));
-    const __m512i i_bottom = _mm512_mask_blend_epi32(k_bottom, _mm512_set1_epi32(2), _mm512_set1_epi32(3));
-    const __mmask16 k = larger(top, bottom);
-    const __mmask16 out = __mmask16((1u << n) - 1);
-    _mm512_mask_storeu_ps(y + ow, out, _mm512_mask_blend_ps(k, top, bottom));
-    _mm_mask_storeu_epi8(where + ow, out, _mm512_cvtepi32_epi8(_mm512_mask_blend_epi32(k, i_top, i_bottom)));
-  }
-}
-
-// The 2x2, stride-2 pool of every CNN: both rows of each window at once.
+// The 2x2, stride-2 pool of every CNN, with the SIMD row kernel of kernels/cpu/pool.h: both
+// rows of each window at once. 16-bit rows are widened, pooled and rounded back (exact: max
+// picks an input).
 template <class T>
 void max_pool_2x2(const T* x, T* y, uint8_t* where, const PoolGeometry& g, int64_t lo, int64_t hi) {
-  using A = Acc<T>;
-  static const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
-  std::vector<float> rows(static_cast<size_t>(2 * g.W)), out(static_cast<size_t>(g.OW));
+  std::vector<float> rows(std::is_same_v<T, float> ? 0 : static_cast<size_t>(2 * g.W)),
+      out(std::is_same_v<T, float> ? 0 : static_cast<size_t>(g.OW));
   for (int64_t p = lo; p < hi; ++p)
     for (int64_t oh = 0; oh < g.OH; ++oh) {
       const T* r0 = x + (p * g.H + 2 * oh) * g.W;
-      const T* r1 = r0 + g.W;
       T* yo = y + (p * g.OH + oh) * g.OW;
       uint8_t* wo = where + (p * g.OH + oh) * g.OW;
-      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>) {
-        if (avx512) {
-          if constexpr (std::is_same_v<T, float>) {
-            max_pool_2x2_row_avx512(r0, r1, yo, wo, g.OW);
-          } else {  // 16-bit: widen the two rows, pool, round back (exact: max picks an input)
-            convert_to_float(r0, rows.data(), size_t(2 * g.W));
-            max_pool_2x2_row_avx512(rows.data(), rows.data() + g.W, out.data(), wo, g.OW);
-            convert_from_float(out.data(), yo, size_t(g.OW));
-          }
-          continue;
-        }
-      }
-      for (int64_t ow = 0; ow < g.OW; ++ow) {
-        A top, bottom, best;
-        int i_top, i_bottom, i_best;
-        keep_larger(A(r0[2 * ow]), 0, A(r0[2 * ow + 1]), 1, top, i_top);
-        keep_larger(A(r1[2 * ow]), 2, A(r1[2 * ow + 1]), 3, bottom, i_bottom);
-        keep_larger(top, i_top, bottom, i_bottom, best, i_best);
-        yo[ow] = T(best);
-        wo[ow] = uint8_t(i_best);
+      if constexpr (std::is_same_v<T, float>) {
+        kernels::cpu::max_pool_2x2_row(r0, r0 + g.W, yo, wo, g.OW);
+      } else {
+        convert_to_float(r0, rows.data(), size_t(2 * g.W));
+        kernels::cpu::max_pool_2x2_row(rows.data(), rows.data() + g.W, out.data(), wo, g.OW);
+        convert_from_float(out.data(), yo, size_t(g.OW));
       }
     }
 }
@@ -151,11 +92,13 @@ void max_pool_2x2(const T* x, T* y, uint8_t* where, const PoolGeometry& g, int64
 template <class T>
 void max_pool_forward(const T* x, T* y, uint8_t* where, const PoolGeometry& g) {
   using A = Acc<T>;
-  if (g.kernel == 2 && g.stride == 2) {
-    parallel_for(0, g.planes, 4, [&](int64_t lo, int64_t hi) { max_pool_2x2<T>(x, y, where, g, lo, hi); });
-    return;
+  if constexpr (!std::is_same_v<T, double>) {  // (f64 takes the general path)
+    if (g.kernel == 2 && g.stride == 2) {
+      parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) { max_pool_2x2<T>(x, y, where, g, lo, hi); });
+      return;
+    }
   }
-  parallel_for(0, g.planes, 4, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
     std::vector<A> best(static_cast<size_t>(g.OW));
     std::vector<int32_t> at(static_cast<size_t>(g.OW));
     for (int64_t p = lo; p < hi; ++p) {
@@ -180,7 +123,7 @@ void max_pool_backward(const T* grad, const uint8_t* where, T* dx, const PoolGeo
   std::vector<int64_t> offset(static_cast<size_t>(g.kernel * g.kernel));
   for (int64_t at = 0; at < g.kernel * g.kernel; ++at) offset[size_t(at)] = at / g.kernel * g.W + at % g.kernel;
   const int64_t out_plane = g.OH * g.OW, in_plane = g.H * g.W;
-  parallel_for(0, g.planes, 4, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
     std::vector<A> plane(static_cast<size_t>(in_plane)), widened(std::is_same_v<T, A> ? 0 : static_cast<size_t>(out_plane));
     for (int64_t p = lo; p < hi; ++p) {
       const A* g_p = nullptr;
@@ -206,7 +149,7 @@ void max_pool_backward(const T* grad, const uint8_t* where, T* dx, const PoolGeo
 template <class T>
 void avg_pool_forward(const T* x, T* y, const PoolGeometry& g) {
   const Acc<T> inv = Acc<T>(1) / Acc<T>(g.kernel * g.kernel);
-  parallel_for(0, g.planes, 4, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p)
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
@@ -222,7 +165,7 @@ void avg_pool_forward(const T* x, T* y, const PoolGeometry& g) {
 template <class T>
 void avg_pool_backward(const T* grad, T* dx, const PoolGeometry& g) {
   const Acc<T> inv = Acc<T>(1) / Acc<T>(g.kernel * g.kernel);
-  parallel_for(0, g.planes, 4, [&](int64_t lo, int64_t hi) {
+  parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
     std::vector<Acc<T>> plane(static_cast<size_t>(g.H * g.W));
     for (int64_t p = lo; p < hi; ++p) {
       std::fill(plane.begin(), plane.end(), Acc<T>(0));

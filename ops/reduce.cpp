@@ -68,7 +68,7 @@ void sum_kernel(const T* x, U* out, int64_t outer, int64_t R, int64_t inner, boo
                    for (int64_t o = lo; o < hi; ++o) out[o] = finish(row_sum(x + o * R, R));
                  });
   } else {
-    parallel_for(0, outer, 1, [&](int64_t lo, int64_t hi) {
+    parallel_for(0, outer, grain_for(R * inner), [&](int64_t lo, int64_t hi) {
       std::vector<S> acc(static_cast<size_t>(inner));
       for (int64_t o = lo; o < hi; ++o) {
         std::fill(acc.begin(), acc.end(), S(0));

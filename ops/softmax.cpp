@@ -28,7 +28,7 @@ template <class T>
 void softmax_kernel(const T* x, T* y, int64_t outer, int64_t D, int64_t inner, bool log) {
   using A = Acc<T>;
   const int64_t lines = outer * inner;
-  parallel_for(0, lines, std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), [&](int64_t lo, int64_t hi) {
+  parallel_for(0, lines, grain_for(2 * D), [&](int64_t lo, int64_t hi) {
     for (int64_t line = lo; line < hi; ++line) {
       const int64_t base = (line / inner) * D * inner + line % inner;
       A max = -std::numeric_limits<A>::infinity();
@@ -51,7 +51,7 @@ void softmax_kernel(const T* x, T* y, int64_t outer, int64_t D, int64_t inner, b
 template <class T>
 void softmax_backward_kernel(const T* y, const T* g, T* dx, int64_t outer, int64_t D, int64_t inner, bool log) {
   using A = Acc<T>;
-  parallel_for(0, outer * inner, std::max<int64_t>(1, 16384 / std::max<int64_t>(D, 1)), [&](int64_t lo, int64_t hi) {
+  parallel_for(0, outer * inner, grain_for(2 * D), [&](int64_t lo, int64_t hi) {
     for (int64_t line = lo; line < hi; ++line) {
       const int64_t base = (line / inner) * D * inner + line % inner;
       A total = 0;  // sum(g * y) for softmax, sum(g) for log_softmax

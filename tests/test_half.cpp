@@ -156,11 +156,14 @@ TEST_CASE("bfloat16.rounding_matches_independent_reference") {
   CHECK(hg::bfloat16(3.4e38f).bits == 0x7f80);      // overflow to inf
 }
 
-TEST_CASE("half.bulk_converters_match_portable_code_with_and_without_simd") {
+TEST_CASE("half.bulk_converters_match_portable_code_at_every_cpu_level") {
   const std::vector<float> values = test_floats();
-  for (bool simd : {true, false}) {
-    CAPTURE(simd);
-    hg::cpu::set_simd_conversions(simd);
+  const hg::cpu::Isa in_use = hg::cpu::isa();
+  for (hg::cpu::Isa level : {hg::cpu::Isa::Generic, hg::cpu::Isa::Avx2, hg::cpu::Isa::Avx512, hg::cpu::Isa::Avx512Bf16,
+                             hg::cpu::Isa::Neon, hg::cpu::Isa::NeonBf16}) {
+    if (!hg::cpu::level_includes(in_use, level)) continue;  // (levels above HG_CPU_ISA or the CPU's are not tried)
+    CAPTURE(hg::cpu::isa_name(level));
+    hg::cpu::set_isa(level);
     std::vector<hg::half> h(values.size());
     std::vector<hg::bfloat16> b(values.size());
     hg::convert_from_float(values.data(), h.data(), values.size());
@@ -179,8 +182,9 @@ TEST_CASE("half.bulk_converters_match_portable_code_with_and_without_simd") {
       REQUIRE(std::bit_cast<uint32_t>(back_b[i]) == std::bit_cast<uint32_t>(hg::detail::bf16_bits_to_float(b[i].bits)));
     }
   }
-  hg::cpu::set_simd_conversions(true);
-  MESSAGE("F16C: " << hg::cpu::has_f16c() << ", AVX512-BF16: " << hg::cpu::has_avx512_bf16());
+  hg::cpu::set_isa(in_use);
+  MESSAGE("CPU level " << hg::cpu::isa_summary() << "; F16C: " << hg::cpu::has_f16c()
+                       << ", AVX512-BF16: " << hg::cpu::has_avx512_bf16());
 }
 
 TEST_CASE("half.subnormals_survive_the_avx512_bf16_path") {

@@ -1,23 +1,24 @@
-// The packed AVX-512 GEMM (see gemm_packed.h).
-#include "ops/gemm_packed.h"
+// The AVX-512 packed-GEMM kernels (see gemm_microkernel.h): a 12 x 32 f32 microkernel (24 zmm
+// accumulators), packers that transpose 16 x 16 blocks in registers, and, for CPUs with
+// AVX512-BF16, a microkernel on bf16 pairs (vdpbf16ps: 32 multiply-adds per instruction, twice
+// an f32 FMA) with its bf16 packers.
+#include "core/simd_target.h"
+#if HG_X86
 
-// NOTE: GCC 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (masked loads
-// and stores); a known false positive, silenced for this file only.
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#pragma GCC diagnostic ignored "-Wuninitialized"
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
-#include "core/parallel.h"
-#include "core/visit.h"
-#include "core/half.h"
-#include "ops/gemm.h"
+#include "kernels/cpu/gemm_microkernel.h"
 
-namespace hg::detail {
+// NOTE: GCC 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (masked loads
+// and stores); a known false positive, silenced for this file only.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace hg::kernels::cpu {
 
 namespace {
 
@@ -27,31 +28,16 @@ constexpr int64_t kKC = 256;   // depth of one packed slice: an A panel (12 x 25
 constexpr int64_t kMC = 96;    // rows per A block (8 panels): the block stays in L2
 constexpr int64_t kNC = 512;   // columns per B block: a 256 x 512 f32 panel (512 KB) stays in L2
 
-// 16-bit operands are widened in bulk (F16C, or a shift for bf16; vectorised) into a dense f32
-// copy of the block about to be packed, in the same orientation, and then packed like an f32
-// operand: converting while packing would take one scalar conversion per value.
-template <class T>
-MatrixView widen_block(const MatrixView& m, int64_t r0, int64_t rows, int64_t c0, int64_t cols, std::vector<float>& buffer) {
-  buffer.resize(static_cast<size_t>(rows * cols));
-  const T* origin = static_cast<const T*>(m.data) + r0 * m.row_stride + c0 * m.col_stride;
-  if (m.col_stride == 1 || cols == 1) {  // rows along memory
-    for (int64_t r = 0; r < rows; ++r) convert_to_float(origin + r * m.row_stride, buffer.data() + r * cols, size_t(cols));
-    return {buffer.data(), rows, cols, cols, 1};
-  }
-  if (m.row_stride == 1 || rows == 1) {  // columns along memory
-    for (int64_t c = 0; c < cols; ++c) convert_to_float(origin + c * m.col_stride, buffer.data() + c * rows, size_t(rows));
-    return {buffer.data(), rows, cols, 1, rows};
-  }
-  for (int64_t r = 0; r < rows; ++r)  // (gemm_ready rules this out; kept total)
-    for (int64_t c = 0; c < cols; ++c) buffer[size_t(r * cols + c)] = float(Acc<T>(origin[r * m.row_stride + c * m.col_stride]));
-  return {buffer.data(), rows, cols, cols, 1};
-}
+}  // namespace
+
+HG_TARGET_BEGIN(HG_AVX512_FEATURES)
+namespace {
 
 // ---- packing ------------------------------------------------------------------------------------
 
 // In-register transpose of a 16 x 16 block: r[i] holds row i; afterwards r[j] holds column j.
 // Three rounds of shuffles: 32-bit pairs, 64-bit pairs, then 128-bit lanes (twice).
-__attribute__((target("avx512f"))) inline void transpose16(__m512 (&r)[16]) {
+inline void transpose16(__m512 (&r)[16]) {
   __m512 t[16], u[16];
   for (int i = 0; i < 8; ++i) {
     t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
@@ -80,8 +66,7 @@ __attribute__((target("avx512f"))) inline void transpose16(__m512 (&r)[16]) {
 // values). Nothing outside those is read or written. The packers' transposing case: a
 // row-major A or a column-major B, read along memory and written panel-major, 16 x 16 at a time
 // instead of one scalar load and store per value.
-__attribute__((target("avx512f"))) void transpose_block(const float* src, int64_t src_stride, int64_t lanes,
-                                                        int64_t depth, float* dst, int64_t dst_stride) {
+void transpose_block(const float* src, int64_t src_stride, int64_t lanes, int64_t depth, float* dst, int64_t dst_stride) {
   const __mmask16 depth_mask = depth >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << depth) - 1);
   const __mmask16 lane_mask = lanes >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << lanes) - 1);
   __m512 r[16];
@@ -94,14 +79,13 @@ __attribute__((target("avx512f"))) void transpose_block(const float* src, int64_
 // padding lanes per k instead compiles to a `rep stos` per k, whose start-up cost dominated
 // products with a short dimension (conv weight gradients: 9 x 784 @ 784 x 16).
 
-// A[i0:i0+mc, k0:k0+kc] -> panels of kMR rows: panel p holds, for each k, rows p*kMR .. +kMR.
-// Each source row or column is read along memory.
+// A[i0:i0+mc, k0:k0+kc] -> panels of kMR rows. Each source row or column is read along memory.
 void pack_a(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* out) {
   const float* base = static_cast<const float*>(a.data);
   for (int64_t p = 0; p < mc; p += kMR) {
     const int64_t rows = std::min(kMR, mc - p);
     float* panel = out + p * kc;
-    if (rows < kMR) std::fill(panel, panel + kc * kMR, 0.0f);
+    if (rows < kMR) std::memset(panel, 0, sizeof(float) * size_t(kc * kMR));
     const float* origin = base + (i0 + p) * a.row_stride + k0 * a.col_stride;
     if (a.col_stride == 1) {  // row-major: each row is contiguous along k
       for (int64_t k = 0; k < kc; k += 16)
@@ -113,16 +97,15 @@ void pack_a(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
   }
 }
 
-// B[k0:k0+kc, j0:j0+nc] -> panels of kNR columns: panel q holds, for each k, columns q*kNR .. +kNR.
-// The loops follow B's layout: row by row for a row-major B, column by column for a
-// column-major one (e.g. a transposed view).
+// B[k0:k0+kc, j0:j0+nc] -> panels of kNR columns. The loops follow B's layout: row by row for a
+// row-major B, column by column for a column-major one (e.g. a transposed view).
 void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* out) {
   const float* base = static_cast<const float*>(b.data);
   const bool column_major = b.row_stride == 1 && b.col_stride != 1;
   for (int64_t q = 0; q < nc; q += kNR) {
     const int64_t cols = std::min(kNR, nc - q);
     float* panel = out + q * kc;
-    if (cols < kNR) std::fill(panel, panel + kc * kNR, 0.0f);
+    if (cols < kNR) std::memset(panel, 0, sizeof(float) * size_t(kc * kNR));
     const float* origin = base + k0 * b.row_stride + (j0 + q) * b.col_stride;
     if (column_major) {
       for (int64_t c = 0; c < cols; c += 16)
@@ -140,9 +123,10 @@ void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
   }
 }
 
+// ---- the f32 microkernel ------------------------------------------------------------------------
+
 // Stores (or adds into C) the valid rows and columns of a 12 x 32 tile of accumulators.
-__attribute__((target("avx512f"))) inline void store_tile(__m512 (&acc)[kMR][2], float* c, int64_t ldc, int64_t rows,
-                                                         int64_t cols, bool overwrite) {
+inline void store_tile(__m512 (&acc)[kMR][2], float* c, int64_t ldc, int64_t rows, int64_t cols, bool overwrite) {
   const __mmask16 left = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
   const __mmask16 right = cols >= 32 ? __mmask16(0xFFFF) : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
 #pragma GCC unroll 12
@@ -160,8 +144,7 @@ __attribute__((target("avx512f"))) inline void store_tile(__m512 (&acc)[kMR][2],
 
 // One tile: C[0:rows, 0:cols] = (or +=) A_panel @ B_panel. The padded rows and columns of the
 // panels are zeros; only the valid part is stored (masked stores for the columns).
-__attribute__((target("avx512f"))) void microkernel(int64_t kc, const float* a, const float* b, float* c, int64_t ldc,
-                                                   int64_t rows, int64_t cols, bool overwrite) {
+void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols, bool overwrite) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -177,13 +160,10 @@ __attribute__((target("avx512f"))) void microkernel(int64_t kc, const float* a, 
   store_tile(acc, c, ldc, rows, cols, overwrite);
 }
 
-// ---- bf16 with AVX512-BF16: vdpbf16ps multiplies pairs of bf16 and adds both products into an
-// f32 lane, so one instruction does 32 multiply-adds (an f32 FMA does 16). Panels hold k in
-// pairs: A as [k/2][kMR][2], B as [k/2][kNR][2]; an odd k is padded with a zero.
+// ---- bf16 packing (pairs of k) ------------------------------------------------------------------
 
 // Both packers follow the source layout, so memory is read contiguously: when k runs along
 // memory, the pair (k, k+1) is one 32-bit word to copy; otherwise two k-rows are interleaved.
-// Lanes past the matrix edge and the odd half of the last pair of an odd depth are zeros.
 
 // Writes the k pairs of one panel lane (a row of A or a column of B) whose k run is contiguous.
 inline void pack_pairs_contiguous(const uint16_t* src, int64_t kc, uint16_t* dst, int64_t lane_step) {
@@ -192,22 +172,23 @@ inline void pack_pairs_contiguous(const uint16_t* src, int64_t kc, uint16_t* dst
   if (kc % 2) dst[full * lane_step] = src[kc - 1], dst[full * lane_step + 1] = 0;
 }
 
+inline __mmask32 first_words(int64_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
+
 // Interleaves two k-rows of `valid` (<= 32) lanes into `width` (<= 32) pairs, zero past `valid`;
 // k_odd is null past an odd depth. Two vpermt2w build the 32 pairs of 16-bit values at once.
-__attribute__((target("avx512f,avx512bw"))) void interleave_pair(const uint16_t* k_even, const uint16_t* k_odd,
-                                                                 int64_t valid, int64_t width, uint16_t* dst) {
+void interleave_pair(const uint16_t* k_even, const uint16_t* k_odd, int64_t valid, int64_t width, uint16_t* dst) {
   alignas(64) static constexpr uint16_t kFirst[32] = {0, 32, 1, 33, 2, 34, 3, 35, 4, 36, 5, 37, 6, 38, 7, 39,
                                                       8, 40, 9, 41, 10, 42, 11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
   alignas(64) static constexpr uint16_t kSecond[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21, 53, 22, 54, 23, 55,
                                                        24, 56, 25, 57, 26, 58, 27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
-  const __mmask32 lanes = valid >= 32 ? ~__mmask32(0) : (__mmask32(1) << valid) - 1;
+  const __mmask32 lanes = first_words(valid);
   const __m512i even = _mm512_maskz_loadu_epi16(lanes, k_even);
   const __m512i odd = k_odd ? _mm512_maskz_loadu_epi16(lanes, k_odd) : _mm512_setzero_si512();
-  const auto words = [](int64_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; };
-  _mm512_mask_storeu_epi16(dst, words(2 * std::min<int64_t>(width, 16)),
+  _mm512_mask_storeu_epi16(dst, first_words(2 * std::min<int64_t>(width, 16)),
                            _mm512_permutex2var_epi16(even, _mm512_load_si512(kFirst), odd));
   if (width > 16)
-    _mm512_mask_storeu_epi16(dst + 32, words(2 * (width - 16)), _mm512_permutex2var_epi16(even, _mm512_load_si512(kSecond), odd));
+    _mm512_mask_storeu_epi16(dst + 32, first_words(2 * (width - 16)),
+                             _mm512_permutex2var_epi16(even, _mm512_load_si512(kSecond), odd));
 }
 
 // Packs a block of a bf16 matrix into panels of `width` lanes: `lanes` x `kc` starting at
@@ -230,10 +211,12 @@ void pack_bf16(const uint16_t* base, int64_t lane_stride, int64_t k_stride, int6
       if (kc % 2)
         for (int64_t r = 0; r < valid; ++r)
           panel[(full_pairs * width + r) * 2] = origin[r * lane_stride + kc - 1], panel[(full_pairs * width + r) * 2 + 1] = 0;
-      for (int64_t kk = 0; kk < pairs; ++kk) std::fill(panel + (kk * width + valid) * 2, panel + (kk + 1) * width * 2, 0);
+      for (int64_t kk = 0; kk < pairs; ++kk)
+        std::memset(panel + (kk * width + valid) * 2, 0, sizeof(uint16_t) * size_t((width - valid) * 2));
     } else if (k_stride == 1) {  // k along memory at an odd lane stride: pair by pair
       for (int64_t r = 0; r < valid; ++r) pack_pairs_contiguous(origin + r * lane_stride, kc, panel + 2 * r, width * 2);
-      for (int64_t kk = 0; kk < pairs; ++kk) std::fill(panel + (kk * width + valid) * 2, panel + (kk + 1) * width * 2, 0);
+      for (int64_t kk = 0; kk < pairs; ++kk)
+        std::memset(panel + (kk * width + valid) * 2, 0, sizeof(uint16_t) * size_t((width - valid) * 2));
     } else if (lane_stride == 1) {  // lanes run along memory: interleave two k-rows
       for (int64_t kk = 0; kk < pairs; ++kk) {
         const uint16_t* k_even = origin + 2 * kk * k_stride;
@@ -251,16 +234,24 @@ void pack_bf16(const uint16_t* base, int64_t lane_stride, int64_t k_stride, int6
 }
 
 void pack_a_bf16(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out) {
-  pack_bf16(reinterpret_cast<const uint16_t*>(a.data), a.row_stride, a.col_stride, i0, mc, k0, kc, kMR, out);
+  pack_bf16(static_cast<const uint16_t*>(a.data), a.row_stride, a.col_stride, i0, mc, k0, kc, kMR, out);
 }
 
 void pack_b_bf16(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, uint16_t* out) {
-  pack_bf16(reinterpret_cast<const uint16_t*>(b.data), b.col_stride, b.row_stride, j0, nc, k0, kc, kNR, out);
+  pack_bf16(static_cast<const uint16_t*>(b.data), b.col_stride, b.row_stride, j0, nc, k0, kc, kNR, out);
 }
 
-__attribute__((target("avx512f,avx512bf16"))) void microkernel_bf16(int64_t pairs, const uint16_t* a, const uint16_t* b,
-                                                                  float* c, int64_t ldc, int64_t rows, int64_t cols,
-                                                                  bool overwrite) {
+}  // namespace
+HG_TARGET_END
+
+HG_TARGET_BEGIN(HG_AVX512BF16_FEATURES)
+namespace {
+
+// vdpbf16ps multiplies pairs of bf16 and adds both products into an f32 lane.
+// NOTE: it treats bf16 subnormal inputs as zero; bf16 subnormals (< 1.2e-38) carry no weight in
+// a training step's products.
+void tile_bf16(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+               bool overwrite) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -278,95 +269,21 @@ __attribute__((target("avx512f,avx512bf16"))) void microkernel_bf16(int64_t pair
   store_tile(acc, c, ldc, rows, cols, overwrite);
 }
 
-struct Scratch {
-  std::vector<float, std::allocator<float>> data;
-  float* get(size_t n) {
-    if (data.size() < n + 16) data.resize(n + 16);
-    // 64-byte alignment for the aligned panel loads
-    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(data.data()) + 63) & ~uintptr_t(63));
-  }
-};
-
 }  // namespace
+HG_TARGET_END
 
-bool packed_gemm_available() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
+const PackedGemmKernel& packed_gemm_avx512() {
+  static const PackedGemmKernel kernel{"avx512 12x32", kMR, kNR, kKC, kMC, kNC, 0, pack_a, pack_b, tile,
+                                       nullptr, nullptr, nullptr};
+  return kernel;
 }
 
-namespace {
-// The multiply-adds the microkernel runs per k for an M x N product, padding lanes included.
-int64_t padded_tile_work(int64_t M, int64_t N) { return (M + kMR - 1) / kMR * kMR * ((N + kNR - 1) / kNR * kNR); }
-}  // namespace
-
-bool prefer_transposed_product(int64_t M, int64_t N) {
-  return packed_gemm_available() && padded_tile_work(N, M) < padded_tile_work(M, N);
+const PackedGemmKernel& packed_gemm_avx512bf16() {
+  static const PackedGemmKernel kernel{"avx512bf16 12x32", kMR, kNR, kKC, kMC, kNC, 0, pack_a, pack_b, tile,
+                                       pack_a_bf16, pack_b_bf16, tile_bf16};
+  return kernel;
 }
 
-template <class T>
-void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate) {
-  const int64_t M = a.rows, N = b.cols, K = a.cols;
-  // NOTE: one parallel region per GEMM, with independent tasks: each task owns a range of rows or
-  // of columns and packs what it reads itself. A region per K-slice (BLIS's shared B panel)
-  // costs a fork/join each, which dominated MLP-sized products at 2 threads.
-  const int64_t panels = (N + kNR - 1) / kNR, row_blocks = (M + kMC - 1) / kMC;
-  const int64_t threads = 2 * M * N * K >= (int64_t(1) << 21) ? get_num_threads() : 1;
-  const bool split_columns = panels >= 2 * threads || panels >= row_blocks;
-  const int64_t tasks = std::max<int64_t>(1, std::min(threads, split_columns ? panels : row_blocks));
-  // NOTE: vdpbf16ps treats bf16 subnormal inputs as zero; bf16 subnormals (< 1.2e-38) carry no
-  // weight in a training step's products.
-  const bool native_bf16 = std::is_same_v<T, bfloat16> && cpu::has_avx512_bf16();
-  parallel_for(0, tasks, 1, [&](int64_t first, int64_t last) {
-    thread_local Scratch a_scratch, b_scratch;
-    thread_local std::vector<float> wide;  // a 16-bit block widened to f32 before packing
-    for (int64_t task = first; task < last; ++task) {
-      // This task's columns [j_begin, j_end) and rows [i_begin, i_end), on panel/block bounds.
-      const int64_t j_begin = split_columns ? panels * task / tasks * kNR : 0;
-      const int64_t j_end = split_columns ? std::min(N, panels * (task + 1) / tasks * kNR) : N;
-      const int64_t i_begin = split_columns ? 0 : row_blocks * task / tasks * kMC;
-      const int64_t i_end = split_columns ? M : std::min(M, row_blocks * (task + 1) / tasks * kMC);
-      for (int64_t j0 = j_begin; j0 < j_end; j0 += kNC) {
-        const int64_t nc = std::min(kNC, j_end - j0);
-        for (int64_t k0 = 0; k0 < K; k0 += kKC) {
-          const int64_t kc = std::min(kKC, K - k0);
-          const bool overwrite = k0 == 0 && !accumulate;
-          const int64_t nc_padded = (nc + kNR - 1) / kNR * kNR;
-          if (native_bf16) {  // panels stay bf16, in k pairs (half the bytes of f32 panels)
-            const int64_t pairs = (kc + 1) / 2;
-            auto* packed_b = reinterpret_cast<uint16_t*>(b_scratch.get(size_t(pairs * nc_padded)));
-            pack_b_bf16(b, k0, kc, j0, nc, packed_b);
-            for (int64_t i0 = i_begin; i0 < i_end; i0 += kMC) {
-              const int64_t mc = std::min(kMC, i_end - i0);
-              auto* packed_a = reinterpret_cast<uint16_t*>(a_scratch.get(size_t(kMC * pairs)));
-              pack_a_bf16(a, i0, mc, k0, kc, packed_a);
-              for (int64_t j = 0; j < nc; j += kNR)
-                for (int64_t p = 0; p < mc; p += kMR)
-                  microkernel_bf16(pairs, packed_a + p * pairs * 2, packed_b + j * pairs * 2, c + (i0 + p) * ldc + j0 + j,
-                                   ldc, std::min(kMR, mc - p), std::min(kNR, nc - j), overwrite);
-            }
-            continue;
-          }
-          float* packed_b = b_scratch.get(size_t(kc * nc_padded));
-          if constexpr (std::is_same_v<T, float>) pack_b(b, k0, kc, j0, nc, packed_b);
-          else pack_b(widen_block<T>(b, k0, kc, j0, nc, wide), 0, kc, 0, nc, packed_b);
-          for (int64_t i0 = i_begin; i0 < i_end; i0 += kMC) {
-            const int64_t mc = std::min(kMC, i_end - i0);
-            float* packed_a = a_scratch.get(size_t(kMC * kc));
-            if constexpr (std::is_same_v<T, float>) pack_a(a, i0, mc, k0, kc, packed_a);
-            else pack_a(widen_block<T>(a, i0, mc, k0, kc, wide), 0, mc, 0, kc, packed_a);
-            for (int64_t j = 0; j < nc; j += kNR)
-              for (int64_t p = 0; p < mc; p += kMR)
-                microkernel(kc, packed_a + p * kc, packed_b + j * kc, c + (i0 + p) * ldc + j0 + j, ldc,
-                            std::min(kMR, mc - p), std::min(kNR, nc - j), overwrite);
-          }
-        }
-      }
-    }
-  });
-}
+}  // namespace hg::kernels::cpu
 
-template void packed_gemm<float>(const MatrixView&, const MatrixView&, float*, int64_t, bool);
-template void packed_gemm<half>(const MatrixView&, const MatrixView&, float*, int64_t, bool);
-template void packed_gemm<bfloat16>(const MatrixView&, const MatrixView&, float*, int64_t, bool);
-
-}  // namespace hg::detail
+#endif  // HG_X86

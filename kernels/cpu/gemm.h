@@ -1,13 +1,15 @@
 // The CPU GEMM every matmul-like op goes through: C (M,N) = A (M,K) @ B (K,N), or C += A @ B.
 // A and B are any strided 2-D views whose rows or columns are contiguous (a transposed view is
-// free); C is contiguous row-major. f32/f64 call Eigen directly; f16/bf16 operands are widened to
-// f32 panels with the SIMD converters, multiplied in f32 and rounded once.
+// free); C is contiguous row-major. f32 and 16-bit operands run on halfgrad's packed GEMM with
+// the microkernel of the CPU level in use (gemm_microkernel.h: AVX2+FMA, AVX-512, AVX512-BF16),
+// or on Eigen where no packed kernel exists (generic level, aarch64) and for f64. 16-bit
+// operands are multiplied in f32 (or natively as bf16 pairs on AVX512-BF16) and rounded once.
 #pragma once
 #include <cstdint>
 
 #include "core/tensor.h"
 
-namespace hg::detail {
+namespace hg::kernels::cpu {
 
 struct MatrixView {
   const void* data;
@@ -26,6 +28,13 @@ void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool a
 template <class S>
 void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate);
 
+// C (f32, leading dimension ldc) [+]= A @ B with A and B of element type T (float, half,
+// bfloat16) on the packed kernel; bf16 uses native bf16 products where the CPU has them.
+// Only valid when has_packed_gemm().
+template <class T>
+void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate);
+bool has_packed_gemm();
+
 // True when C^T = B^T A^T, an N x M product, fills the CPU GEMM's register tiles with fewer
 // padding lanes than C = A B (M x N). Callers free to choose the layout of a result use it.
 bool prefer_transposed_product(int64_t M, int64_t N);
@@ -33,4 +42,4 @@ bool prefer_transposed_product(int64_t M, int64_t N);
 // True when a 2-D view with these strides can be multiplied without copying.
 bool gemm_ready(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
-}  // namespace hg::detail
+}  // namespace hg::kernels::cpu

@@ -1,0 +1,274 @@
+// The CPU GEMM (see gemm.h): the packed-GEMM driver, which blocks the product for the caches
+// and hands register tiles to the microkernel of the CPU level in use (gemm_microkernel.h),
+// and Eigen for everything without a packed kernel. The only file that instantiates Eigen's
+// matrix product, so its heavy templates compile once.
+#include "kernels/cpu/gemm.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/half.h"
+#include "core/parallel.h"
+#include "core/visit.h"
+#include "kernels/cpu/gemm_microkernel.h"
+#include "core/simd_target.h"
+
+// NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own SIMD intrinsics when it inlines
+// Eigen's packet math (a known false positive); it is silenced for this file only.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#include <Eigen/Core>
+
+namespace hg::kernels::cpu {
+
+namespace {
+
+// Products smaller than this (about 20 microseconds) run on the calling thread.
+constexpr int64_t kMinParallelFlops = int64_t(1) << 21;
+
+// ---- which kernel -------------------------------------------------------------------------------
+
+const PackedGemmKernel* packed_kernel() {
+#if HG_X86
+  switch (hg::cpu::isa()) {
+    case hg::cpu::Isa::Avx512Bf16: return &packed_gemm_avx512bf16();
+    case hg::cpu::Isa::Avx512: return &packed_gemm_avx512();
+    case hg::cpu::Isa::Avx2: return &packed_gemm_avx2();
+    default: return nullptr;
+  }
+#else
+  return nullptr;  // aarch64: Eigen's NEON GEMM
+#endif
+}
+
+// ---- Eigen ----------------------------------------------------------------------------------------
+
+template <class S> using RowMajorMatrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+template <class S> using ColMajorMatrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
+template <class M> using StridedMap = Eigen::Map<const M, 0, Eigen::OuterStride<>>;
+
+bool rows_contiguous(const MatrixView& m) { return (m.col_stride == 1 || m.cols == 1) && (m.rows == 1 || m.row_stride >= m.cols); }
+
+// Calls f with `m` as an Eigen map: row-major if its rows are contiguous, column-major otherwise.
+template <class S, class F>
+void with_eigen(const MatrixView& m, F&& f) {
+  const S* data = static_cast<const S*>(m.data);
+  if (rows_contiguous(m)) {
+    const int64_t outer = m.rows == 1 ? m.cols : m.row_stride;
+    f(StridedMap<RowMajorMatrix<S>>(data, m.rows, m.cols, Eigen::OuterStride<>(std::max<int64_t>(outer, m.cols))));
+  } else {
+    const int64_t outer = m.cols == 1 ? m.rows : m.col_stride;
+    f(StridedMap<ColMajorMatrix<S>>(data, m.rows, m.cols, Eigen::OuterStride<>(std::max<int64_t>(outer, m.rows))));
+  }
+}
+
+template <class S>
+void gemm_eigen_rows(const MatrixView& a, const MatrixView& b, S* c, bool accumulate) {
+  Eigen::Map<RowMajorMatrix<S>> C(c, a.rows, b.cols);
+  with_eigen<S>(a, [&](const auto& A) {
+    with_eigen<S>(b, [&](const auto& B) {
+      if (accumulate) C.noalias() += A * B;
+      else C.noalias() = A * B;
+    });
+  });
+}
+
+// Eigen's product, one block of rows of C per task (Eigen itself runs single-threaded here).
+template <class S>
+void gemm_eigen(const MatrixView& a, const MatrixView& b, S* c, bool accumulate) {
+  if (a.cols == 0) {  // K = 0: the product is zero (and Eigen must not see empty operands)
+    if (!accumulate) std::fill(c, c + a.rows * b.cols, S(0));
+    return;
+  }
+  const int64_t flops_per_row = 2 * b.cols * a.cols;
+  parallel_for(0, a.rows, std::max<int64_t>(8, kMinParallelFlops / std::max<int64_t>(flops_per_row, 1)),
+               [&](int64_t lo, int64_t hi) {
+                 const MatrixView rows{static_cast<const S*>(a.data) + lo * a.row_stride, hi - lo, a.cols, a.row_stride,
+                                       a.col_stride};
+                 gemm_eigen_rows<S>(rows, b, c + lo * b.cols, accumulate);
+               });
+}
+
+// ---- 16-bit operands --------------------------------------------------------------------------
+
+// Widens a 16-bit block [r0, r0+rows) x [c0, c0+cols) of `m` into a dense f32 copy with the same
+// orientation, with the bulk SIMD converters: converting while packing would take one scalar
+// conversion per value. The packed driver widens block by block just before packing; Eigen
+// (cols = m.cols, rows = m.rows) gets the whole operand.
+template <class T>
+MatrixView widen_block(const MatrixView& m, int64_t r0, int64_t rows, int64_t c0, int64_t cols, std::vector<float>& buffer) {
+  buffer.resize(static_cast<size_t>(rows * cols));
+  const T* origin = static_cast<const T*>(m.data) + r0 * m.row_stride + c0 * m.col_stride;
+  if (m.col_stride == 1 || cols == 1) {  // rows along memory
+    for (int64_t r = 0; r < rows; ++r) convert_to_float(origin + r * m.row_stride, buffer.data() + r * cols, size_t(cols));
+    return {buffer.data(), rows, cols, cols, 1};
+  }
+  if (m.row_stride == 1 || rows == 1) {  // columns along memory
+    for (int64_t c = 0; c < cols; ++c) convert_to_float(origin + c * m.col_stride, buffer.data() + c * rows, size_t(rows));
+    return {buffer.data(), rows, cols, 1, rows};
+  }
+  for (int64_t r = 0; r < rows; ++r)  // (gemm_ready rules this out; kept total)
+    for (int64_t c = 0; c < cols; ++c) buffer[size_t(r * cols + c)] = float(Acc<T>(origin[r * m.row_stride + c * m.col_stride]));
+  return {buffer.data(), rows, cols, cols, 1};
+}
+
+// ---- the packed driver --------------------------------------------------------------------------
+
+// A 64-byte aligned scratch buffer (aligned panel loads), reused by each thread.
+struct Scratch {
+  std::vector<float> data;
+  float* get(size_t n) {
+    if (data.size() < n + 16) data.resize(n + 16);
+    return reinterpret_cast<float*>((reinterpret_cast<uintptr_t>(data.data()) + 63) & ~uintptr_t(63));
+  }
+};
+
+int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
+
+// The rows [i_begin, i_end) x columns [j_begin, j_end) of C, for every k: one task's share.
+template <class T>
+void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const MatrixView& b, float* c, int64_t ldc,
+                  bool accumulate, int64_t i_begin, int64_t i_end, int64_t j_begin, int64_t j_end) {
+  thread_local Scratch a_scratch, b_scratch;
+  thread_local std::vector<float> wide;  // a 16-bit block widened to f32 before packing
+  const int64_t K = a.cols, mr = kernel.mr, nr = kernel.nr;
+  const bool native_bf16 = std::is_same_v<T, bfloat16> && kernel.tile_bf16 != nullptr;
+  for (int64_t j0 = j_begin; j0 < j_end; j0 += kernel.nc) {
+    const int64_t nc = std::min(kernel.nc, j_end - j0), nc_padded = round_up(nc, nr);
+    for (int64_t k0 = 0; k0 < K; k0 += kernel.kc) {
+      const int64_t kc = std::min(kernel.kc, K - k0);
+      const bool overwrite = k0 == 0 && !accumulate;
+      if (native_bf16) {  // panels stay bf16, in k pairs (half the bytes of f32 panels)
+        const int64_t pairs = (kc + 1) / 2;
+        auto* packed_b = reinterpret_cast<uint16_t*>(b_scratch.get(size_t(pairs * nc_padded)));
+        kernel.pack_b_bf16(b, k0, kc, j0, nc, packed_b);
+        for (int64_t i0 = i_begin; i0 < i_end; i0 += kernel.mc) {
+          const int64_t mc = std::min(kernel.mc, i_end - i0);
+          auto* packed_a = reinterpret_cast<uint16_t*>(a_scratch.get(size_t(round_up(mc, mr) * pairs)));
+          kernel.pack_a_bf16(a, i0, mc, k0, kc, packed_a);
+          for (int64_t j = 0; j < nc; j += nr)
+            for (int64_t p = 0; p < mc; p += mr)
+              kernel.tile_bf16(pairs, packed_a + p * pairs * 2, packed_b + j * pairs * 2, c + (i0 + p) * ldc + j0 + j, ldc,
+                               std::min(mr, mc - p), std::min(nr, nc - j), overwrite);
+        }
+        continue;
+      }
+      float* packed_b = b_scratch.get(size_t(kc * nc_padded + kernel.slack));
+      if constexpr (std::is_same_v<T, float>) kernel.pack_b(b, k0, kc, j0, nc, packed_b);
+      else kernel.pack_b(widen_block<T>(b, k0, kc, j0, nc, wide), 0, kc, 0, nc, packed_b);
+      for (int64_t i0 = i_begin; i0 < i_end; i0 += kernel.mc) {
+        const int64_t mc = std::min(kernel.mc, i_end - i0);
+        float* packed_a = a_scratch.get(size_t(round_up(mc, mr) * kc + kernel.slack));
+        if constexpr (std::is_same_v<T, float>) kernel.pack_a(a, i0, mc, k0, kc, packed_a);
+        else kernel.pack_a(widen_block<T>(a, i0, mc, k0, kc, wide), 0, mc, 0, kc, packed_a);
+        for (int64_t j = 0; j < nc; j += nr)
+          for (int64_t p = 0; p < mc; p += mr)
+            kernel.tile(kc, packed_a + p * kc, packed_b + j * kc, c + (i0 + p) * ldc + j0 + j, ldc, std::min(mr, mc - p),
+                        std::min(nr, nc - j), overwrite);
+      }
+    }
+  }
+}
+
+// The multiply-adds a kernel runs per k for an M x N product, padding lanes included.
+int64_t padded_tile_work(const PackedGemmKernel& kernel, int64_t M, int64_t N) {
+  return round_up(M, kernel.mr) * round_up(N, kernel.nr);
+}
+
+}  // namespace
+
+bool has_packed_gemm() { return packed_kernel() != nullptr; }
+
+bool prefer_transposed_product(int64_t M, int64_t N) {
+  const PackedGemmKernel* kernel = packed_kernel();
+  return kernel != nullptr && padded_tile_work(*kernel, N, M) < padded_tile_work(*kernel, M, N);
+}
+
+template <class T>
+void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate) {
+  const PackedGemmKernel& kernel = *packed_kernel();
+  const int64_t M = a.rows, N = b.cols, K = a.cols;
+  // NOTE: one parallel region per GEMM, with independent tasks: each task owns a range of rows or
+  // of columns and packs what it reads itself. A region per K-slice (BLIS's shared B panel)
+  // costs a fork/join each, which dominated MLP-sized products at 2 threads.
+  const int64_t panels = (N + kernel.nr - 1) / kernel.nr, row_blocks = (M + kernel.mc - 1) / kernel.mc;
+  const int64_t threads = 2 * M * N * K >= kMinParallelFlops ? get_num_threads() : 1;
+  const bool split_columns = panels >= 2 * threads || panels >= row_blocks;
+  const int64_t tasks = std::max<int64_t>(1, std::min(threads, split_columns ? panels : row_blocks));
+  parallel_for(0, tasks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t task = first; task < last; ++task) {
+      if (split_columns)
+        packed_block<T>(kernel, a, b, c, ldc, accumulate, 0, M, std::min(N, panels * task / tasks * kernel.nr),
+                        std::min(N, panels * (task + 1) / tasks * kernel.nr));
+      else
+        packed_block<T>(kernel, a, b, c, ldc, accumulate, std::min(M, row_blocks * task / tasks * kernel.mc),
+                        std::min(M, row_blocks * (task + 1) / tasks * kernel.mc), 0, N);
+    }
+  });
+}
+
+template void packed_gemm<float>(const MatrixView&, const MatrixView&, float*, int64_t, bool);
+template void packed_gemm<half>(const MatrixView&, const MatrixView&, float*, int64_t, bool);
+template void packed_gemm<bfloat16>(const MatrixView&, const MatrixView&, float*, int64_t, bool);
+
+// ---- entry points -------------------------------------------------------------------------------
+
+// Rows contiguous (row-major with a row pitch of at least `cols`) or columns contiguous
+// (column-major with a column pitch of at least `rows`). A stride-0 (broadcast) dimension of
+// size > 1 is neither: those operands are copied first.
+bool gemm_ready(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  const bool row_major = (col_stride == 1 || cols == 1) && (rows == 1 || row_stride >= cols);
+  const bool col_major = (row_stride == 1 || rows == 1) && (cols == 1 || col_stride >= rows);
+  return row_major || col_major;
+}
+
+MatrixView matrix_view(const void* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
+  HG_CHECK(gemm_ready(rows, cols, row_stride, col_stride), "gemm: operand with strides (", row_stride, ", ", col_stride,
+           ") has neither contiguous rows nor contiguous columns");
+  return {data, rows, cols, row_stride, col_stride};
+}
+
+MatrixView matrix_view(const Tensor& t) {
+  HG_CHECK(t.dim() == 2, "gemm: expected a 2-D operand, got shape ", t.shape());
+  return matrix_view(t.raw_data(), t.shape()[0], t.shape()[1], t.strides()[0], t.strides()[1]);
+}
+
+template <class S>
+void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate) {
+  if (a.rows * b.cols == 0) return;
+  if constexpr (std::is_same_v<S, float>) {
+    if (has_packed_gemm() && a.cols > 0) return packed_gemm<float>(a, b, c, b.cols, accumulate);
+  }
+  gemm_eigen<S>(a, b, c, accumulate);
+}
+template void gemm_dense<float>(const MatrixView&, const MatrixView&, float*, bool);
+template void gemm_dense<double>(const MatrixView&, const MatrixView&, double*, bool);
+
+void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool accumulate) {
+  HG_CHECK(a.cols == b.rows, "gemm: inner dimensions differ (", a.rows, "x", a.cols, " and ", b.rows, "x", b.cols, ")");
+  const int64_t mn = a.rows * b.cols;
+  if (mn == 0) return;
+  visit_floating(dtype, "gemm", [&]<class T> {
+    if constexpr (std::is_same_v<T, double>) {
+      gemm_eigen<double>(a, b, static_cast<double*>(c), accumulate);
+    } else if constexpr (std::is_same_v<T, float>) {
+      gemm_dense<float>(a, b, static_cast<float*>(c), accumulate);
+    } else {  // 16-bit: multiplied in f32 (or as native bf16 pairs), rounded once
+      std::vector<float> c_panel(static_cast<size_t>(mn));
+      T* out = static_cast<T*>(c);
+      if (accumulate) convert_to_float(out, c_panel.data(), size_t(mn));
+      if (has_packed_gemm() && a.cols > 0) {
+        packed_gemm<T>(a, b, c_panel.data(), b.cols, accumulate);
+      } else {
+        std::vector<float> a_panel, b_panel;
+        gemm_eigen<float>(widen_block<T>(a, 0, a.rows, 0, a.cols, a_panel), widen_block<T>(b, 0, b.rows, 0, b.cols, b_panel),
+                          c_panel.data(), accumulate);
+      }
+      convert_from_float(c_panel.data(), out, size_t(mn));
+    }
+  });
+}
+
+}  // namespace hg::kernels::cpu

@@ -1,0 +1,174 @@
+// The AVX2 + FMA packed-GEMM kernels (see gemm_microkernel.h), for the x86 CPUs without AVX-512
+// (most laptops and desktops: AMD before Zen 4, Intel consumer chips since Alder Lake).
+// AVX2 has 16 ymm registers of 8 floats, so the tile is 6 x 16: 12 accumulators, two B vectors
+// and one broadcast of A, with two FMAs per cycle the bound (BLIS's Haswell/Zen shape).
+#include "core/simd_target.h"
+#if HG_X86
+
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/gemm_microkernel.h"
+
+namespace hg::kernels::cpu {
+
+namespace {
+
+constexpr int64_t kMR = 6;     // tile rows
+constexpr int64_t kNR = 16;    // tile columns: two ymm of 8 floats
+constexpr int64_t kKC = 256;   // depth of one slice: A panel (6 KB) + B panel (16 KB) stay in L1
+constexpr int64_t kMC = 144;   // rows per A block (24 panels, 144 KB): the block stays in L2
+constexpr int64_t kNC = 1024;  // columns per B block (1 MB): streamed from L3
+// The A packer stores whole ymm rows of 8 floats into 6-float panel rows: the last one spills
+// two floats past the block.
+constexpr int64_t kSlack = 8;
+
+}  // namespace
+
+HG_TARGET_BEGIN(HG_AVX2_FEATURES)
+namespace {
+
+// ---- packing ------------------------------------------------------------------------------------
+
+// The first n (0..8) lanes set: a mask for vmaskmovps, which never touches masked-off memory.
+inline __m256i first_lanes(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// In-register transpose of an 8 x 8 block: r[i] holds row i; afterwards r[j] holds column j.
+inline void transpose8(__m256 (&r)[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i + 0] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+    r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+  }
+}
+
+// Loads `lanes` (<= 8) source rows of `depth` (<= 8) contiguous floats, rows src_stride apart,
+// and transposes them: r[k] holds element k of every row (zeros past `lanes` and `depth`).
+inline void load_transposed(const float* src, int64_t src_stride, int64_t lanes, int64_t depth, __m256 (&r)[8]) {
+  const __m256i mask = first_lanes(depth);
+  for (int i = 0; i < 8; ++i)
+    r[i] = i >= lanes ? _mm256_setzero_ps()
+           : depth == 8 ? _mm256_loadu_ps(src + i * src_stride)
+                        : _mm256_maskload_ps(src + i * src_stride, mask);
+  transpose8(r);
+}
+
+// A[i0:i0+mc, k0:k0+kc] -> panels of kMR rows.
+void pack_a(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* out) {
+  const float* base = static_cast<const float*>(a.data);
+  for (int64_t p = 0; p < mc; p += kMR) {
+    const int64_t rows = std::min(kMR, mc - p);
+    float* panel = out + p * kc;
+    if (rows < kMR) std::memset(panel, 0, sizeof(float) * size_t(kc * kMR));
+    const float* origin = base + (i0 + p) * a.row_stride + k0 * a.col_stride;
+    if (a.col_stride == 1) {  // row-major: 8 k at a time from each row, transposed in registers
+      for (int64_t k = 0; k < kc; k += 8) {
+        const int64_t depth = std::min<int64_t>(8, kc - k);
+        __m256 r[8];
+        load_transposed(origin + k, a.row_stride, rows, depth, r);
+        // Each store writes 8 lanes into a 6-lane row; the 2 extra are overwritten by the next
+        // row (or land in the next panel / the slack, written later).
+        for (int64_t d = 0; d < depth; ++d) _mm256_storeu_ps(panel + (k + d) * kMR, r[d]);
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t r = 0; r < rows; ++r) panel[k * kMR + r] = origin[r * a.row_stride + k * a.col_stride];
+    }
+  }
+}
+
+// B[k0:k0+kc, j0:j0+nc] -> panels of kNR columns, following B's layout.
+void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* out) {
+  const float* base = static_cast<const float*>(b.data);
+  const bool column_major = b.row_stride == 1 && b.col_stride != 1;
+  for (int64_t q = 0; q < nc; q += kNR) {
+    const int64_t cols = std::min(kNR, nc - q);
+    float* panel = out + q * kc;
+    if (cols < kNR) std::memset(panel, 0, sizeof(float) * size_t(kc * kNR));
+    const float* origin = base + k0 * b.row_stride + (j0 + q) * b.col_stride;
+    if (column_major) {  // each column is contiguous along k: 8 x 8 register transposes
+      for (int64_t c = 0; c < cols; c += 8)
+        for (int64_t k = 0; k < kc; k += 8) {
+          const int64_t depth = std::min<int64_t>(8, kc - k);
+          __m256 r[8];
+          load_transposed(origin + c * b.col_stride + k, b.col_stride, std::min<int64_t>(8, cols - c), depth, r);
+          for (int64_t d = 0; d < depth; ++d) _mm256_store_ps(panel + (k + d) * kNR + c, r[d]);
+        }
+      continue;
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      float* dst = panel + k * kNR;
+      const float* src = origin + k * b.row_stride;
+      if (b.col_stride == 1 && cols == kNR) std::memcpy(dst, src, sizeof(float) * kNR);
+      else for (int64_t c = 0; c < cols; ++c) dst[c] = src[c * b.col_stride];
+    }
+  }
+}
+
+// ---- the microkernel ----------------------------------------------------------------------------
+
+// One tile: C[0:rows, 0:cols] = (or +=) A_panel @ B_panel over kc. A full tile is stored
+// straight from the registers; an edge tile goes through a small buffer.
+void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols, bool overwrite) {
+  __m256 acc[kMR][2];
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b0 = _mm256_load_ps(b + k * kNR), b1 = _mm256_load_ps(b + k * kNR + 8);
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + k * kMR + i);
+      acc[i][0] = _mm256_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm256_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+  if (rows == kMR && cols == kNR) {
+#pragma GCC unroll 6
+    for (int i = 0; i < kMR; ++i) {
+      float* row = c + i * ldc;
+      if (!overwrite) {
+        acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(row));
+        acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(row + 8));
+      }
+      _mm256_storeu_ps(row, acc[i][0]);
+      _mm256_storeu_ps(row + 8, acc[i][1]);
+    }
+    return;
+  }
+  alignas(32) float buffer[kMR][kNR];
+  // NOTE: every loop over acc is fully unrolled (constant indices), or the compiler keeps the
+  // accumulators in memory and the microkernel runs at half speed.
+#pragma GCC unroll 6
+  for (int i = 0; i < kMR; ++i) _mm256_store_ps(buffer[i], acc[i][0]), _mm256_store_ps(buffer[i] + 8, acc[i][1]);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) c[i * ldc + j] = overwrite ? buffer[i][j] : c[i * ldc + j] + buffer[i][j];
+}
+
+}  // namespace
+HG_TARGET_END
+
+const PackedGemmKernel& packed_gemm_avx2() {
+  static const PackedGemmKernel kernel{"avx2 6x16", kMR, kNR, kKC, kMC, kNC, kSlack, pack_a, pack_b, tile,
+                                       nullptr, nullptr, nullptr};
+  return kernel;
+}
+
+}  // namespace hg::kernels::cpu
+
+#endif  // HG_X86
