@@ -45,13 +45,14 @@ void SGD::update_cuda(DeviceGroup& group, const amp::StepControl& control) {
   std::vector<Tensor> buffers, ready;
   for (size_t i = 0; i < group.params.size(); ++i) {
     ParamState& state = *group.states[i];
-    Tensor& buffer = state.tensors["momentum_buffer"];
+    Tensor buffer;  // stays undefined without momentum (and no state entry is made for it)
     if (options.momentum != 0) {
-      const Device device = group.params[i].device();
+      Tensor& held = state.tensors["momentum_buffer"];
       if (!state.momentum_ready.defined())
-        state.momentum_ready = full({}, buffer.defined() ? 1.0 : 0.0, {.dtype = i32, .device = device});
-      if (!buffer.defined()) buffer = zeros_like(group.weights[i]);
+        state.momentum_ready = full({}, held.defined() ? 1.0 : 0.0, {.dtype = i32, .device = group.params[i].device()});
+      if (!held.defined()) held = zeros_like(group.weights[i]);
       group.flags.push_back(state.momentum_ready);
+      buffer = held;
     }
     buffers.push_back(buffer);
     ready.push_back(state.momentum_ready);

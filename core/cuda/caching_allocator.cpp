@@ -174,7 +174,7 @@ class CachingAllocator {
           continue;
         }
         (void)cudaFree(block->ptr);
-        cuda_detail::after_host_sync();
+        cuda_detail::count_host_sync();
         cache.reserved -= block->size;
         it = pool.erase(it);
         delete block;

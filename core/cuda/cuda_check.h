@@ -32,5 +32,8 @@ bool sync_after_launch();
 // hg::cuda::sync_count() and, now that the GPU has caught up, raises the error a kernel may have
 // left in the device error slot (see core/cuda/device_error.h).
 void after_host_sync();
+// Counts a synchronisation without looking at the error slot: for waits inside bookkeeping (the
+// allocator's cudaFree, a workspace swap) that must not be cut short by an exception.
+void count_host_sync();
 
 }  // namespace hg::cuda_detail

@@ -77,7 +77,7 @@ class MappedSlots {
     void* host = nullptr;
     // NOTE: Portable: the page is mapped into every device's address space, not only the current one.
     HG_CUDA_CHECK(cudaHostAlloc(&host, kMappedPageBytes, cudaHostAllocMapped | cudaHostAllocPortable));
-    cuda_detail::after_host_sync();  // page-locking host memory may wait for the device
+    cuda_detail::count_host_sync();  // page-locking host memory may wait for the device
     void* device = nullptr;
     HG_CUDA_CHECK(cudaHostGetDevicePointer(&device, host, 0));
     for (size_t offset = 0; offset < kMappedPageBytes; offset += kMappedSlotBytes)
@@ -98,7 +98,9 @@ MappedSlots& mapped_slots() {
 }  // namespace
 
 MappedSlot acquire_mapped_slot() {
-  check_cuda_device(Device::cuda(), "mapped host memory");
+  // (Not check_cuda_device: that would make cuda:0 current under an op running on another GPU.
+  // Portable mapped memory has one address on every device.)
+  HG_CHECK(cuda::is_available(), "mapped host memory: no CUDA device is available");
   return mapped_slots().acquire();
 }
 
@@ -147,8 +149,10 @@ DeviceErrorSlot* device_error_slot() {
   return slot;
 }
 
+void count_host_sync() { host_syncs.fetch_add(1, std::memory_order_relaxed); }
+
 void after_host_sync() {
-  host_syncs.fetch_add(1, std::memory_order_relaxed);
+  count_host_sync();
   if (!error_slot_made.load(std::memory_order_acquire)) return;
   DeviceErrorSlot* s = error_slot().host();
   const auto code = DeviceError(*reinterpret_cast<volatile int32_t*>(&s->code));
@@ -173,7 +177,7 @@ void check_launch(const char* kernel, const char* file, int line) {
   if (status == cudaSuccess && sync_after_launch()) {
     status = cudaDeviceSynchronize();
     if (status == cudaSuccess) after_host_sync();
-    else host_syncs.fetch_add(1, std::memory_order_relaxed);
+    else count_host_sync();
   }
   if (status == cudaSuccess) return;
   (void)cudaGetLastError();

@@ -15,6 +15,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -66,16 +67,28 @@ DnnDevice& dnn_device(int index) {
   return device;
 }
 
+// HG_CUDNN_WORKSPACE_LIMIT_MB=n (README, troubleshooting): never a cuDNN workspace above n MiB,
+// as if the GPU had no more to give, so convolutions take the algorithms that fit (PyTorch has
+// CUDNN_CONV_WSCAP_DBG for the same). Read once; unset means no limit.
+size_t workspace_limit() {
+  static const size_t limit = [] {
+    const char* value = std::getenv("HG_CUDNN_WORKSPACE_LIMIT_MB");
+    return value == nullptr || value[0] == '\0' ? SIZE_MAX : size_t(std::strtoull(value, nullptr, 10)) << 20;
+  }();
+  return limit;
+}
+
 // Grows the device's workspace to at least nbytes; false (and no workspace left) when the GPU
 // cannot give that much even after the caching allocator returned its free memory.
 bool ensure_workspace(DnnDevice& device, size_t nbytes) {
+  if (nbytes > workspace_limit()) return false;
   if (nbytes <= device.workspace_bytes) return true;
   if (device.workspace != nullptr) {
     // Kernels queued earlier may still read the old block; let them finish before freeing it.
     HG_CUDA_CHECK(cudaDeviceSynchronize());
-    cuda_detail::after_host_sync();
     HG_CUDA_CHECK(cudaFree(device.workspace));
-    cuda_detail::after_host_sync();
+    cuda_detail::count_host_sync();
+    cuda_detail::count_host_sync();
     device.workspace = nullptr;
     device.workspace_bytes = 0;
   }
