@@ -1290,33 +1290,12 @@ TEST_CASE("cuda.f64_gradients_are_unscaled_in_f64" * SKIP_WITHOUT_GPU) {
   CHECK(p.detach().to_vector<double>() == std::vector<double>{-1e300 / 65536.0, -0.1, 3.0});
 }
 
-namespace {
-// Adam's state and parameter after one step from a loaded count of `start` (moments zeroed).
-std::map<std::string, Tensor> adam_after_count(hg::Device device, int64_t start) {
-  const Tensor w = hg::zeros({3}).to(device).requires_grad_();
-  optim::Adam opt({w}, {.lr = 0.1});
-  w.set_grad(hg::ones({3}, {.device = device}));
-  opt.step();
-  std::map<std::string, Tensor> state = opt.state_dict();
-  state["state.0.step"] = hg::from_vector(std::vector<int64_t>{start}, hg::Shape{});
-  state["steps_applied"] = hg::from_vector(std::vector<int64_t>{start}, hg::Shape{});
-  Tensor(state["state.0.exp_avg"]).zero_();
-  Tensor(state["state.0.exp_avg_sq"]).zero_();
-  opt.load_state_dict(state);
-  w.set_grad(hg::full({3}, 2.0, {.device = device}));
-  opt.step();
-  std::map<std::string, Tensor> out = opt.state_dict();
-  out["param"] = w.detach().to(kCpu);
-  return out;
-}
-}  // namespace
-
 // The device counts are i64 (an f32 count stops at 2^24); they are created from the loaded count
 // exactly (as a fill value's bits, not through a double).
 TEST_CASE("cuda.step_counts_stay_exact_past_2_24_and_2_53" * SKIP_WITHOUT_GPU) {
   for (const int64_t start : {int64_t(1) << 24, (int64_t(1) << 53) + 2}) {
     INFO("count before the step: ", start);
-    const auto cpu = adam_after_count(kCpu, start), cuda = adam_after_count(gpu(), start);
+    const auto cpu = hg_test::adam_step_after_count(kCpu, start), cuda = hg_test::adam_step_after_count(gpu(), start);
     CHECK(cuda.at("state.0.step").item<int64_t>() == start + 1);
     CHECK(cuda.at("steps_applied").item<int64_t>() == start + 1);
     expect_close(cuda.at("param"), cpu.at("param"), hg_test::tolerance_for(hg::f32), "parameter");
