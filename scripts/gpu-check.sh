@@ -15,11 +15,12 @@
 # and the version the library itself reports (cudnnGetVersion); (c) configure a Release build in
 # build-gpu/ (-DHG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DHG_NATIVE=ON, tests and benchmarks on,
 # examples off), using .carry/ for every package the system lacks, and build gpu_bench, then
-# everything; (d) ctest -R '^cuda\.' -- only after a complete build, so no test runs against a
-# stale or missing binary; (e) both benchmarks; (f) compute-sanitizer --tool memcheck over the
-# CUDA suite (without the cuda.large.* sizes) and --tool racecheck over the cases whose kernels
-# use shared memory -- each skipped with a message when compute-sanitizer is missing or reports
-# the device unsupported; (g) the rest of the suite with the time left; (h) the tables; (i) every
+# test_cuda; (d) ctest -R '^cuda\.' -- only when the library and test_cuda built completely, so
+# no test runs against a stale or missing binary; (e) both benchmarks; (f) compute-sanitizer
+# --tool memcheck over the CUDA suite (without the cuda.large.* sizes) and --tool racecheck over
+# the cases whose kernels use shared memory -- each skipped with a message when compute-sanitizer
+# is missing or reports the device unsupported; (g) with the time left, build everything else and
+# run the rest of the suite (only after that build completed); (h) the tables; (i) every
 # log, CSV, sanitizer report and table packed into ONE archive, $OUT/gpu-check.tar.gz, beside the
 # table and the transcript (a run that may return only a few files still brings everything back).
 #
@@ -250,7 +251,7 @@ else
 fi
 
 banner "build (-j$jobs)"
-built_bench=0 built_all=0
+built_bench=0 built_cuda_tests=0 built_all=0
 build_targets() {  # build_targets NAME CAP LOG TARGET...
   local name=$1 cap=$2 log=$3
   shift 3
@@ -263,14 +264,16 @@ build_targets() {  # build_targets NAME CAP LOG TARGET...
   ((rc == 0)) || tail -n 40 "$log"
   return $rc
 }
+# What the GPU steps need is built first: the benchmark (so the table gets numbers even if time
+# runs out), then test_cuda. The other targets (the CPU test programs) are built in step (g),
+# before the rest of the suite runs.
 if ((configured)); then
-  # The benchmark first: if the rest of the build runs out of time, the table still gets numbers.
   build_targets build-gpu_bench "$build_cap" "$logs/build-bench.log" gpu_bench && built_bench=1
   if [[ -n ${HG_CHECK_TARGETS:-} ]]; then
     # shellcheck disable=SC2086
-    build_targets build-targets "$build_cap" "$logs/build.log" $HG_CHECK_TARGETS && built_all=1
+    build_targets build-targets "$build_cap" "$logs/build.log" $HG_CHECK_TARGETS
   else
-    build_targets build-all "$build_cap" "$logs/build.log" all && built_all=1
+    build_targets build-test_cuda "$build_cap" "$logs/build-test_cuda.log" test_cuda && built_cuda_tests=1
   fi
 else
   record build "skipped (configure failed)" 0
@@ -293,13 +296,13 @@ run_ctest() {
   return $rc
 }
 cuda_passed="-" cuda_failed="-"
-if ((built_all)) && [[ -z ${HG_CHECK_TARGETS:-} ]]; then
+if ((built_cuda_tests)); then
   banner "GPU tests: ctest -R '^cuda\\.'"
   run_ctest tests-cuda 150 "$reserve_after_tests" "$logs/ctest-cuda.log" -R '^cuda\.' -j "$((jobs < 8 ? jobs : 8))"
   cuda_passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$logs/ctest-cuda.log")
   cuda_failed=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*|Failed|Not Run|Timeout|Exception)' "$logs/ctest-cuda.log")
 else
-  echo "GPU tests: not run (the build is incomplete or limited to HG_CHECK_TARGETS: a test must never run against a stale binary)"
+  echo "GPU tests: not run (the library or test_cuda did not build, or HG_CHECK_TARGETS limited the build: a test never runs against a stale binary)"
   record tests-cuda "skipped (incomplete build)" 0
 fi
 
@@ -370,7 +373,7 @@ if [[ ${HG_CHECK_SANITIZERS:-1} == 0 ]]; then
 elif [[ -z $sanitizer ]]; then
   echo "sanitizers: skipped, compute-sanitizer is not installed (looked in the toolkit and on PATH)"
   memcheck_summary="skipped: compute-sanitizer not installed" racecheck_summary=$memcheck_summary
-elif ! ((built_all)) || [[ -n ${HG_CHECK_TARGETS:-} ]]; then
+elif ! ((built_cuda_tests)); then
   echo "sanitizers: skipped (incomplete build)"
   memcheck_summary="skipped: incomplete build" racecheck_summary=$memcheck_summary
 else
@@ -384,10 +387,17 @@ else
   fi
 fi
 
-# ---- (g) the rest of the suite, with the time left ----------------------------------------------------
-if ((built_all)) && [[ -z ${HG_CHECK_TARGETS:-} ]]; then
-  banner "the rest of the suite (CPU tests; the cuda. tests ran above): ctest -j$jobs"
-  OMP_NUM_THREADS=2 run_ctest tests-rest 120 15 "$logs/ctest-rest.log" -E '^cuda\.' -j "$jobs"
+# ---- (g) the other targets and the rest of the suite, with the time left --------------------------------
+if ((built_cuda_tests)); then
+  banner "build everything else (-j$jobs)"
+  reserve_after_build=45  # the rest of the suite's share
+  build_targets build-all "$build_cap" "$logs/build.log" all && built_all=1
+  if ((built_all)); then
+    banner "the rest of the suite (CPU tests; the cuda. tests ran above): ctest -j$jobs"
+    OMP_NUM_THREADS=2 run_ctest tests-rest 120 10 "$logs/ctest-rest.log" -E '^cuda\.' -j "$jobs"
+  else
+    echo "the rest of the suite: not run (the build did not complete)"
+  fi
 fi
 
 # ---- the joined table -----------------------------------------------------------------------------
