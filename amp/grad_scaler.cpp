@@ -6,9 +6,11 @@
 #include <sstream>
 
 #include "autograd/grad_mode.h"
+#include "core/cuda/cuda_copy.h"
 #include "core/parallel.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
+#include "ops/shape.h"
 
 namespace hg::amp {
 
@@ -22,18 +24,22 @@ struct UnscaleResult {
 };
 
 // One pass over a gradient: flag non-finite values, count f16 zeros/subnormals, and multiply by
-// inv_scale (unless check_only). Fixed chunks: the same result for any thread count.
+// 1/scale (unless check_only). Fixed chunks: the same result for any thread count.
+// NOTE: in the gradient's compute type Acc<T>: f32 for 16-bit and f32 gradients, f64 for f64 ones
+// (through f32, an f64 value above 3.4e38 would be flagged inf and the low bits lost), with 1/scale
+// computed in f64 and rounded once to that type (exact for powers of two), as PyTorch does.
 template <class T>
-UnscaleResult unscale_cpu(T* g, int64_t n, float inv_scale, bool check_only) {
+UnscaleResult unscale_cpu(T* g, int64_t n, double scale, bool check_only) {
+  const Acc<T> inv_scale = Acc<T>(1.0 / scale);
   const int64_t chunks = (n + kUnscaleChunk - 1) / kUnscaleChunk;
   std::vector<UnscaleResult> partial(static_cast<size_t>(chunks));
   parallel_chunks(n, kUnscaleChunk, [&](int64_t c, int64_t lo, int64_t hi) {
     UnscaleResult r;
     for (int64_t i = lo; i < hi; ++i) {
-      const float v = float(Acc<T>(g[i]));
+      const Acc<T> v = Acc<T>(g[i]);
       if (!std::isfinite(v)) r.found_inf = true;
       if constexpr (std::is_same_v<T, half>) r.tiny += (g[i].bits & 0x7c00) == 0;  // exponent 0: zero or subnormal
-      if (!check_only) g[i] = T(Acc<T>(v * inv_scale));
+      if (!check_only) g[i] = T(v * inv_scale);
     }
     partial[size_t(c)] = r;
   });
@@ -81,6 +87,14 @@ void GradScaler::lazy_init(Device device) {
   scale_ = full({}, options_.init_scale, {.dtype = f32, .device = device});
   growth_tracker_ = zeros({}, {.dtype = i32, .device = device});
   skipped_in_a_row_ = zeros({}, {.dtype = i32, .device = device});
+  if (device.is_cuda()) {
+    using ::hg::detail::MappedSlot;
+    const auto release = [](MappedSlot* slot) {
+      ::hg::detail::release_mapped_slot(*slot);
+      delete slot;
+    };
+    skipped_mirror_ = std::shared_ptr<MappedSlot>(new MappedSlot(::hg::detail::acquire_mapped_slot()), release);
+  }
 }
 
 double GradScaler::get_scale() const {
@@ -144,14 +158,13 @@ void GradScaler::unscale_(Scalable& optimizer) {
   if (device.is_cuda()) {
     cuda_ops::unscale_and_check(grads, check_only, scale_, s.found_inf, nonfinite_flags_, tiny_count_);
   } else {
-    // NOTE: 1/scale in f64, rounded once to f32: exact for powers of two.
-    const float inv_scale = float(1.0 / double(scale_.item<float>()));
+    const double scale = double(scale_.item<float>());
     bool found = false;
     int64_t tiny = 0;
     for (size_t i = 0; i < grads.size(); ++i) {
       const Tensor& g = grads[i];
       const UnscaleResult r = visit_floating(g.dtype(), "unscale_", [&]<class T> {
-        return unscale_cpu<T>(g.data_ptr<T>(), g.numel(), inv_scale, check_only[i]);
+        return unscale_cpu<T>(g.data_ptr<T>(), g.numel(), scale, check_only[i]);
       });
       nonfinite_flags_.data_ptr<int32_t>()[i] = r.found_inf;
       found = found || r.found_inf;
@@ -182,13 +195,18 @@ StepResult GradScaler::step(Scalable& optimizer) {
     optimizer.step(StepControl{});
     return {.applied = true, .found_inf = false, .scale = 1.0, .skipped_in_a_row = 0};
   }
-  const double scale_used = get_scale();
   step_async(optimizer);
-  const bool found = per_optimizer_[&optimizer].found_inf.item<float>() != 0.0f;  // waits for a GPU
+  // The three values the result needs, gathered on their device and read in one copy: on a GPU
+  // this is the step's only wait. (step_async left the scale alone: it is the one this step used.)
+  NoGradGuard no_grad;
+  const auto as_f64 = [](const Tensor& t) { return t.to(f64).reshape({1}); };
+  const std::vector<double> read =
+      cat({as_f64(scale_), as_f64(per_optimizer_[&optimizer].found_inf), as_f64(skipped_in_a_row_)}, 0).to_vector<double>();
+  const bool found = read[1] != 0.0;
   // skipped_in_a_row_ counts iterations (update() maintains it); this step is included here.
-  const int skipped = found ? int(skipped_in_a_row_.item<int32_t>()) + 1 : 0;
+  const int skipped = found ? int(read[2]) + 1 : 0;
   check_stuck(skipped);
-  return {.applied = !found, .found_inf = found, .scale = scale_used, .skipped_in_a_row = skipped};
+  return {.applied = !found, .found_inf = found, .scale = read[0], .skipped_in_a_row = skipped};
 }
 
 void GradScaler::check_stuck(int skipped) {
@@ -225,12 +243,11 @@ void GradScaler::update() {
   }
   if (scale_.device().is_cuda()) {
     cuda_ops::scaler_update(scale_, growth_tracker_, skipped_in_a_row_, found, options_.growth_factor,
-                            options_.backoff_factor, options_.growth_interval, options_.min_scale, options_.max_scale);
-    // The stuck detector reads the device counter only every max_consecutive_skips iterations.
-    if (++steps_since_stuck_check_ >= options_.max_consecutive_skips) {
-      steps_since_stuck_check_ = 0;
-      check_stuck(int(skipped_in_a_row_.item<int32_t>()));
-    }
+                            options_.backoff_factor, options_.growth_interval, options_.min_scale, options_.max_scale,
+                            static_cast<int32_t*>(skipped_mirror_->device));
+    // The stuck detector reads the kernel's copy of the counter in mapped host memory: no wait.
+    // It may lag the GPU by the updates still queued, so a stuck run stops a few steps later.
+    check_stuck(*static_cast<volatile int32_t*>(skipped_mirror_->host));
   } else {
     update_rule(*scale_.data_ptr<float>(), *growth_tracker_.data_ptr<int32_t>(), *skipped_in_a_row_.data_ptr<int32_t>(),
                 found.item<float>() != 0.0f, options_);

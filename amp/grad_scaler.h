@@ -16,9 +16,11 @@
 // The scale, the growth tracker and the inf flags live in 0-d tensors on the gradients' device
 // (like PyTorch's): on CUDA, unscale_, the optimizer's skip decision and update() all happen in
 // kernels. Only reading a value on the host waits for the GPU: get_scale(), the StepResult of
-// step() (use step_async() for a step that returns nothing and never waits), diagnostics().
+// step() (one wait: use step_async() for a step that returns nothing and never waits),
+// diagnostics(). hg::cuda::sync_count() counts these waits.
 #pragma once
 #include <map>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +28,10 @@
 #include "amp/scalable.h"
 #include "core/tensor.h"
 #include "core/device.h"
+
+namespace hg::detail {
+struct MappedSlot;  // core/cuda/cuda_copy.h
+}  // namespace hg::detail
 
 namespace hg::amp {
 
@@ -92,7 +98,9 @@ class GradScaler {
   Tensor nonfinite_flags_, tiny_count_;
   std::vector<std::string> flagged_names_;
   int64_t f16_elements_ = 0;
-  int64_t steps_since_stuck_check_ = 0;
+  // CUDA: mapped host memory the update kernel copies skipped_in_a_row into, so that update()
+  // can watch for a stuck run without waiting for the GPU (see core/cuda/cuda_copy.h).
+  std::shared_ptr<::hg::detail::MappedSlot> skipped_mirror_;
 };
 
 }  // namespace hg::amp

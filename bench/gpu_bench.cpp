@@ -15,7 +15,11 @@
 //
 // "Step peak" is the most memory a training step held above what was live before it (parameters,
 // momentum buffers, the batch): hg::memory::peak_allocated(cuda) - allocated(cuda) after a
-// reset_peak at the start of the step, the largest over 3 steps. bench/gpu_torch_bench.py measures
+// reset_peak at the start of the step, the largest over 3 steps. "Reserved" is what the caching
+// allocator held from the driver at the end of the case (hg::memory::reserved; the cache is
+// emptied between cases): step peak plus everything live plus what caching keeps. "Syncs/step"
+// counts host synchronisations (hg::cuda::sync_count) over the timed steps: 0 is the goal.
+// bench/gpu_torch_bench.py measures
 // the same things in PyTorch; scripts/gpu-check.sh prints both side by side. Benchmarks print
 // numbers, they never assert: a case that fails prints its error and the rest still run.
 #include <algorithm>
@@ -177,6 +181,8 @@ struct TrainResult {
   double samples_per_s = std::nan("");
   double step_ms = std::nan("");
   double step_peak_mib = std::nan("");
+  double reserved_mib = std::nan("");
+  double syncs_per_step = std::nan("");
   int steps = 0;
 };
 
@@ -224,7 +230,9 @@ TrainResult train_one(const Model& m, const std::string& precision, double budge
   for (int round = 0; round < 2; ++round) {
     hg::cuda::synchronize();
     start = Clock::now();
+    const int64_t syncs_before = hg::cuda::sync_count();
     for (int i = 0; i < r.steps; ++i) step();
+    r.syncs_per_step = double(hg::cuda::sync_count() - syncs_before) / r.steps;
     hg::cuda::synchronize();
     best = std::min(best, seconds_since(start) / r.steps);
   }
@@ -243,13 +251,14 @@ TrainResult train_one(const Model& m, const std::string& precision, double budge
     peak = std::max(peak, hg::memory::peak_allocated(gpu) - before);
   }
   r.step_peak_mib = double(peak) / (1024.0 * 1024.0);
+  r.reserved_mib = double(hg::memory::reserved(gpu)) / (1024.0 * 1024.0);
   return r;
 }
 
 void train_table(Csv& csv, double budget) {
   std::printf("\n## halfgrad training (SGD momentum 0.9, cross-entropy, synthetic data on the GPU; best of 2 rounds)\n\n");
-  std::printf("| model | batch | precision | samples/s | step ms | x f32 speed | step peak MiB | x f32 peak |\n"
-              "|---|---|---|---|---|---|---|---|\n");
+  std::printf("| model | batch | precision | samples/s | step ms | x f32 speed | step peak MiB | x f32 peak | reserved MiB | "
+              "syncs/step |\n|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   for (const Model& m : models()) {
     TrainResult f32;
@@ -263,9 +272,11 @@ void train_table(Csv& csv, double budget) {
       if (precision == "f32") f32 = r;
       csv.row("train", m.name, precision, "samples_per_s", r.samples_per_s);
       csv.row("train", m.name, precision, "step_peak_mib", r.step_peak_mib);
-      std::printf("| %s | %lld | %s | %.0f | %.3f | %.2fx | %.1f | %.2fx |\n", m.name, (long long)m.batch, precision.c_str(),
-                  r.samples_per_s, r.step_ms, r.samples_per_s / f32.samples_per_s, r.step_peak_mib,
-                  r.step_peak_mib / f32.step_peak_mib);
+      csv.row("train", m.name, precision, "reserved_mib", r.reserved_mib);
+      csv.row("train", m.name, precision, "syncs_per_step", r.syncs_per_step);
+      std::printf("| %s | %lld | %s | %.0f | %.3f | %.2fx | %.1f | %.2fx | %.1f | %.2f |\n", m.name, (long long)m.batch,
+                  precision.c_str(), r.samples_per_s, r.step_ms, r.samples_per_s / f32.samples_per_s, r.step_peak_mib,
+                  r.step_peak_mib / f32.step_peak_mib, r.reserved_mib, r.syncs_per_step);
       std::fflush(stdout);
       hg::memory::empty_cache(hg::Device::cuda());
     }

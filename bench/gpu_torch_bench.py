@@ -210,31 +210,35 @@ def train_one(torch, name, batch, input_shape, make, precision, budget):
         body()
         sync(torch)
         peak = max(peak, torch.cuda.max_memory_allocated() - before)
-    return batch / best, 1e3 * best, peak / (1024.0 * 1024.0)
+    # What the caching allocator holds at the end of the case (emptied between cases), like
+    # gpu_bench's hg::memory::reserved.
+    reserved = torch.cuda.memory_reserved()
+    return batch / best, 1e3 * best, peak / (1024.0 * 1024.0), reserved / (1024.0 * 1024.0)
 
 
 def train_table(torch, csv, budget):
     print("\n## PyTorch eager training (SGD momentum 0.9, cross-entropy, synthetic data on the GPU; best of 2 rounds)\n")
-    print("| model | batch | precision | samples/s | step ms | x f32 speed | step peak MiB | x f32 peak |\n"
-          "|---|---|---|---|---|---|---|---|", flush=True)
+    print("| model | batch | precision | samples/s | step ms | x f32 speed | step peak MiB | x f32 peak | reserved MiB |\n"
+          "|---|---|---|---|---|---|---|---|---|", flush=True)
     nan = float("nan")
     for name, batch, shape, make in make_models(torch):
-        base = (nan, nan, nan)
+        base = (nan, nan, nan, nan)
         for precision in ("f32", "f16_amp", "bf16_amp"):
-            result = (nan, nan, nan)
+            result = (nan, nan, nan, nan)
             try:
                 result = train_one(torch, name, batch, shape, make, precision, budget)
             except Exception as e:  # noqa: BLE001
                 print("gpu_torch_bench: train %s %s: %s" % (name, precision, short_error(e)), file=sys.stderr)
             if precision == "f32":
                 base = result
-            sps, ms, mib = result
+            sps, ms, mib, reserved = result
             csv.row("train", name, precision, "samples_per_s", sps)
             csv.row("train", name, precision, "step_peak_mib", mib)
+            csv.row("train", name, precision, "reserved_mib", reserved)
             speed = sps / base[0] if base[0] == base[0] and base[0] else nan
             mem = mib / base[2] if base[2] == base[2] and base[2] else nan
-            print("| %s | %d | %s | %.0f | %.3f | %.2fx | %.1f | %.2fx |" % (name, batch, precision, sps, ms, speed, mib, mem),
-                  flush=True)
+            print("| %s | %d | %s | %.0f | %.3f | %.2fx | %.1f | %.2fx | %.1f |"
+                  % (name, batch, precision, sps, ms, speed, mib, mem, reserved), flush=True)
             torch.cuda.empty_cache()
 
 

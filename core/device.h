@@ -43,4 +43,9 @@ bool built_with_cuda();
 namespace hg::cuda {
 void empty_cache();                         // returns cached, unused device memory to the driver
 int64_t memory_reserved(int device_index = 0);  // bytes the caching allocator holds from the driver
+// How many times the library made the host wait for a GPU so far (a copy to or from host memory,
+// synchronize(), a cudaFree, HG_CUDA_SYNC=1's check after each launch). Compare two readings to
+// see what a piece of code costs: a training step with GradScaler::step_async costs 0, reading a
+// StepResult costs 1. Always 0 in a CPU-only build.
+int64_t sync_count();
 }  // namespace hg::cuda

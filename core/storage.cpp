@@ -81,6 +81,11 @@ class CpuBlockCache {
     std::free(block);
   }
 
+  int64_t cached_bytes() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return int64_t(cached_bytes_);
+  }
+
   void release() {
     std::lock_guard<std::mutex> lock(mutex_);
     for (auto& [bytes, block] : free_) {
@@ -123,6 +128,10 @@ int64_t peak_allocated(Device device) { return counter(device).peak.load(); }
 void reset_peak(Device device) {
   ByteCounter& c = counter(device);
   c.peak.store(c.live.load());
+}
+int64_t reserved(Device device) {
+  if (device.is_cpu()) return allocated(device) + cpu_cache().cached_bytes();
+  return cuda::memory_reserved(device.index());
 }
 void empty_cache(Device device) {
   if (device.is_cpu()) cpu_cache().release();

@@ -19,6 +19,9 @@ int64_t allocated(Device device = Device::cpu());       // bytes held by live te
 int64_t peak_allocated(Device device = Device::cpu());  // the most held since the last reset_peak
 void reset_peak(Device device = Device::cpu());         // peak := allocated
 void empty_cache(Device device = Device::cpu());        // returns cached free blocks to the system
+// Bytes the device's allocator holds: those of live tensors plus its cached free blocks (on
+// CUDA, every segment obtained from cudaMalloc). reserved - allocated is what caching costs.
+int64_t reserved(Device device = Device::cpu());
 }  // namespace memory
 
 class Storage {

@@ -21,7 +21,8 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   HG_CHECK(x.dim() == 4, "BatchNorm2d: expected 4-D input (N, C, H, W), got ", x.shape());
   if (is_training()) {
     NoGradGuard no_grad;
-    num_batches_tracked.fill_(double(num_batches_tracked.item<int64_t>() + 1));
+    // += 1 where the counter lives: reading it on the host would wait for a GPU every step.
+    num_batches_tracked.add_(ones({}, {.dtype = i64, .device = num_batches_tracked.device()}));
   }
   return batch_norm(x, running_mean, running_var, weight, bias, is_training(), options.momentum, options.eps);
 }

@@ -1,7 +1,10 @@
 // clip_grad_norm_.
 #include "nn/utils.h"
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 #include "autograd/grad_mode.h"
 #include "ops/elementwise.h"
@@ -12,9 +15,18 @@ namespace hg::nn::utils {
 double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm) {
   HG_CHECK(max_norm > 0, "clip_grad_norm_: max_norm must be positive, got ", max_norm);
   NoGradGuard no_grad;
+  // The squared norms add up on each gradient's device (in f64, in parameter order), and each
+  // device's total is read once: one wait for a GPU, not one per parameter.
+  std::vector<std::pair<Device, Tensor>> per_device;
+  for (const Tensor& p : parameters) {
+    if (!p.grad().defined()) continue;
+    const Tensor squares = sum(pow(p.grad().to(f64), 2.0));
+    auto it = std::find_if(per_device.begin(), per_device.end(), [&](const auto& e) { return e.first == p.device(); });
+    if (it == per_device.end()) per_device.emplace_back(p.device(), squares);
+    else it->second = it->second + squares;
+  }
   double total = 0;
-  for (const Tensor& p : parameters)
-    if (p.grad().defined()) total += sum(pow(p.grad().to(f64), 2.0)).item<double>();
+  for (const auto& [device, squares] : per_device) total += squares.item<double>();
   const double norm = std::sqrt(total);
   const double coefficient = max_norm / (norm + 1e-6);  // PyTorch's epsilon
   if (coefficient < 1)

@@ -9,15 +9,19 @@
 
 namespace hg::cuda_ops {
 
+// Writes `bits` (one element of t's dtype, in its low element_size bytes) into every element of
+// t, any strides: Tensor::fill_ on a GPU, with the value as a kernel argument (no copy, no wait).
+void fill(const Tensor& t, uint64_t bits);
+
 enum class ReduceKind { Sum, Mean, Max, ArgMax };
 // x viewed as contiguous (outer, reduce, inner) -> out (outer, inner).
 void reduce(ReduceKind kind, const Tensor& x, const Tensor& out, int64_t outer, int64_t reduce, int64_t inner);
 
 // out[b] = a[b] @ b[b] through cuBLASLt (2-D operands broadcast over the batch).
 void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
-// out (rows, out_features) = x2 @ w^T (+ bias) (then relu), fused as a cuBLASLt epilogue.
-// NOTE: cuBLASLt's ReLU epilogue may map NaN to 0 where the CPU path keeps NaN.
-void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const Tensor& out, bool relu);
+// out (rows, out_features) = x2 @ w^T (+ bias), the bias fused as a cuBLASLt epilogue. (linear_relu
+// applies its relu afterwards with the CPU's functor: cuBLASLt's RELU epilogue maps NaN to 0.)
+void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const Tensor& out);
 // linear's weight gradient grad_w = g2^T @ x2; also writes the bias gradient (the column sums of
 // g2) through the BGRADB epilogue when cuBLASLt has a kernel for it -- returns whether it did.
 bool linear_weight_grad(const Tensor& g2, const Tensor& x2, const Tensor& grad_w, const Tensor& grad_bias);
@@ -32,12 +36,15 @@ void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad, int64
 void softmax(const Tensor& x, const Tensor& out, int64_t outer, int64_t D, int64_t inner, bool log);
 void softmax_backward(const Tensor& y, const Tensor& g, const Tensor& dx, int64_t outer, int64_t D, int64_t inner, bool log);
 
-// Fused softmax + NLL with label smoothing; targets were validated on the host. Returns the
-// 0-d mean loss over `valid` rows; the backward writes d(loss)/d(logits) scaled by g (0-d).
+// Fused softmax + NLL with label smoothing. The targets are checked on the device: one outside
+// [0, C) (and not ignore_index) is reported through the device error slot -- an hg::Error at the
+// next synchronisation -- and its row is ignored. Returns the 0-d mean loss over the rows that
+// count and sets `valid` to their number (0-d i64, on the device); the backward writes
+// d(loss)/d(logits) scaled by g (0-d), reading both on the device.
 Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, double label_smoothing, int64_t ignore_index,
-                             int64_t valid);
+                             Tensor& valid);
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& grad_output,
-                            double label_smoothing, int64_t ignore_index, int64_t valid, const Tensor& grad_logits);
+                            double label_smoothing, int64_t ignore_index, const Tensor& valid, const Tensor& grad_logits);
 
 // Pooling on contiguous NCHW tensors; `where` (u8) holds each maximum's index in its window
 // (i * kernel + j).
@@ -60,9 +67,11 @@ void unscale_and_check(const std::vector<Tensor>& grads, const std::vector<bool>
                        const Tensor& found_inf, const Tensor& nonfinite, const Tensor& tiny);
 // The GradScaler update rule on the device (one thread): backoff on found_inf, growth after
 // growth_interval clean steps, clamped to [min_scale, max_scale] and to finite f32.
+// `skipped_mirror` (device address of mapped host memory, or null) receives the new
+// skipped_in_a_row too, for the host to poll without waiting.
 void scaler_update(const Tensor& scale, const Tensor& growth_tracker, const Tensor& skipped_in_a_row,
                    const Tensor& found_inf, double growth_factor, double backoff_factor, int64_t growth_interval,
-                   double min_scale, double max_scale);
+                   double min_scale, double max_scale, int32_t* skipped_mirror);
 
 struct SgdHyper {
   double lr, momentum, dampening, weight_decay;
@@ -75,14 +84,19 @@ struct AdamHyper {
 // Multi-tensor optimizer updates. weights[i] is the parameter or its f32 master; params[i] is
 // the parameter (written with the rounded master when it differs from weights[i]); grads[i] in
 // the weight's or the parameter's dtype; `scale` (maybe undefined) unscales deferred gradients;
-// nothing changes where found_inf (maybe undefined) is nonzero; steps[i] (0-d f32) counts
-// applied steps per parameter, on the device.
+// nothing changes where found_inf (maybe undefined) is nonzero. SGD's momentum_ready[i] (0-d i32,
+// undefined without momentum) is 0 until the buffer holds a value: that step sets the buffer to
+// the gradient (PyTorch's first-step rule). Adam's steps[i] (0-d i64) counts applied steps.
 void sgd_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                const std::vector<Tensor>& momentum, const std::vector<Tensor>& steps, const SgdHyper& h,
+                const std::vector<Tensor>& momentum, const std::vector<Tensor>& momentum_ready, const SgdHyper& h,
                 const Tensor& found_inf, const Tensor& scale);
 void adam_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, const std::vector<Tensor>& steps,
                  const AdamHyper& h, const Tensor& found_inf, const Tensor& scale);
+// After the updates of one step, unless found_inf (maybe undefined) is set: steps[i] (0-d i64)
+// += 1, flags[i] (0-d i32, may be undefined) = 1, applied (0-d i64) += 1.
+void advance_step_counts(const std::vector<Tensor>& steps, const std::vector<Tensor>& flags, const Tensor& applied,
+                         const Tensor& found_inf);
 
 // batch_norm of contiguous x (N, C, ...): computes (training) or reads (eval) the per-channel
 // statistics on the device, updates the running statistics in place (training; unbiased
@@ -100,8 +114,10 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& b
 void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const Tensor& mean, const Tensor& rstd,
                          int64_t rows, int64_t D, Tensor& dx, Tensor& dw, Tensor& db);
 
-// embedding rows (indices already checked on the host); the backward adds with atomics, so it
-// calls detail::alert_nondeterministic first.
+// embedding rows for i64 or i32 indices. The indices are checked on the device: one outside
+// [0, rows) is reported through the device error slot (an hg::Error at the next
+// synchronisation), its output row is zeros and the backward skips it. The backward adds with
+// atomics, so it calls detail::alert_nondeterministic first.
 void embedding_forward(const Tensor& indices, const Tensor& weight, const Tensor& out);
 void embedding_backward(const Tensor& indices, const Tensor& grad, const Tensor& grad_weight);
 

@@ -1,6 +1,7 @@
-// embedding: out[..., :] = weight[index, :]. Indices are checked on the host (an out-of-range
-// index is an hg::Error, never a read outside the table). The backward adds each output row's
-// gradient into the row it came from, in index order (deterministic).
+// embedding: out[..., :] = weight[index, :]. An out-of-range index is an hg::Error, never a read
+// outside the table: checked here for CPU tensors, by the kernel for CUDA ones (reported at the
+// next synchronisation, so the call never waits for the GPU). The CPU backward adds each output
+// row's gradient into the row it came from, in index order (deterministic).
 #include "ops/embedding.h"
 
 #include <cstring>
@@ -23,7 +24,8 @@ Tensor embedding(const Tensor& indices, const Tensor& weight_in) {
   HG_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got ", weight.shape());
   detail::check_same_device("embedding", indices, weight);
   const int64_t num = weight.shape()[0], dim = weight.shape()[1];
-  const std::vector<int64_t> index = indices.to_vector<int64_t>();
+  const bool on_gpu = weight.device().is_cuda();
+  const std::vector<int64_t> index = on_gpu ? std::vector<int64_t>() : indices.to_vector<int64_t>();
   for (size_t i = 0; i < index.size(); ++i)
     HG_CHECK(index[i] >= 0 && index[i] < num, "embedding: index ", index[i], " at position ", i,
              " is out of range for a table of ", num, " rows");
@@ -31,7 +33,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight_in) {
   shape.push_back(dim);
   const Tensor table = weight.contiguous();
   Tensor out = empty(shape, weight.options());
-  if (weight.device().is_cuda()) {
+  if (on_gpu) {
     cuda_ops::embedding_forward(indices.contiguous(), table, out);
     record("embedding", out, {weight}, [si = SavedTensor(indices.contiguous(), "embedding"), num, dim,
                                         options = weight.options()](const Tensor& g) -> std::vector<Tensor> {

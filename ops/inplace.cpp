@@ -2,10 +2,13 @@
 // accumulation and initialisation, so autograd does not record them: on a tensor that requires
 // grad they are an error while grad mode is on (wrap them in NoGradGuard). Each bumps the
 // storage's version counter, which is how backward notices a saved tensor was overwritten.
+#include <cstring>
+
 #include "autograd/grad_mode.h"
 #include "core/convert.h"
 #include "core/copy.h"
 #include "core/cuda/cuda_copy.h"
+#include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_kernel.h"
 #include "ops/math/elementwise.h"
@@ -28,7 +31,18 @@ Tensor scalar_tensor(double value, DType dtype, Device device) {
 
 Tensor& Tensor::fill_(double value) {
   check_writable(*this, "fill_");
-  detail::copy_into(*this, scalar_tensor(value, dtype(), device()));
+  if (device().is_cuda()) {
+    // The value travels as a kernel argument (its bytes in the tensor's dtype), not through a
+    // host->device copy: a copy from host memory would wait for every kernel queued before it.
+    uint64_t bits = 0;
+    visit_dtype(dtype(), [&]<class T> {
+      const T converted = detail::convert_value<T>(value);
+      std::memcpy(&bits, &converted, sizeof(T));
+    });
+    cuda_ops::fill(*this, bits);
+  } else {
+    detail::copy_into(*this, scalar_tensor(value, dtype(), device()));
+  }
   impl()->storage->bump_version();
   return *this;
 }

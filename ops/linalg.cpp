@@ -96,8 +96,11 @@ Tensor matmul_prepared(const Tensor& a0, const Tensor& b0) {
     shape.insert(shape.begin(), std::max(ba, bb));
     if (ba == 0 || bb == 0) shape[0] = 0;
   }
-  Tensor out = zeros(shape, a.options());  // zeros: K = 0 must give 0, not garbage
-  if (out.numel() > 0 && a.shape()[a.dim() - 1] > 0) batched_gemm(a, b, out);
+  // The GEMM writes every element (beta = 0): no zero-fill first, except for K = 0, an empty sum
+  // that must give 0, not garbage.
+  const bool empty_sum = a.shape()[a.dim() - 1] == 0;
+  Tensor out = empty_sum ? zeros(shape, a.options()) : empty(shape, a.options());
+  if (out.numel() > 0 && !empty_sum) batched_gemm(a, b, out);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   record("matmul", out, {a, b},
          [sa = SavedTensor(need_b ? a : Tensor(), "matmul"), sb = SavedTensor(need_a ? b : Tensor(), "matmul"),
@@ -137,20 +140,24 @@ Tensor linear_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
   const Tensor wt = gemm_operand(w.t());
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  // A fresh output (never a view of the bias). The CPU GEMM accumulates onto the broadcast bias;
-  // cuBLASLt adds the bias (and ReLU) in its epilogue, overwriting the output.
+  // A fresh output (never a view of the bias). The CPU GEMM accumulates onto the broadcast bias
+  // or overwrites (no bias); cuBLASLt adds the bias in its epilogue, overwriting the output. Only
+  // in_features == 0 (an empty sum) needs zeros first.
   const bool fused_on_gpu = x.device().is_cuda() && in > 0;
-  Tensor out = fused_on_gpu ? empty({rows, out_features}, x.options()) : zeros({rows, out_features}, x.options());
+  Tensor out = in > 0 ? empty({rows, out_features}, x.options()) : zeros({rows, out_features}, x.options());
   if (b.defined() && !fused_on_gpu) out.copy_(expand(b.detach(), {rows, out_features}));
   if (out.numel() > 0 && in > 0) {
     if (fused_on_gpu) {
-      cuda_ops::linear_forward(x2, w, b, out, relu);
+      cuda_ops::linear_forward(x2, w, b, out);
     } else {
       kernels::cpu::gemm(dtype, kernels::cpu::matrix_view(x2), kernels::cpu::matrix_view(wt), out.raw_data(),
                          /*accumulate=*/b.defined());
     }
   }
-  if (relu && !fused_on_gpu && out.numel() > 0) {  // y = relu(y) in place (on the GPU: in_features == 0)
+  // y = relu(y) in place, with the same functor on both devices, so NaN stays NaN everywhere.
+  // NOTE: not cuBLASLt's RELU epilogue: it computes max(y, 0), which turns NaN into 0 and would
+  // hide a diverged layer on the GPU only. The extra pass reads and writes y once.
+  if (relu && out.numel() > 0) {
     if (out.device().is_cuda())
       detail::cuda_map_elementwise<1>(out, {out}, math::Forward<math::Relu>{});
     else

@@ -81,8 +81,8 @@ void cross_entropy_backward(const T* logits, const int64_t* targets, int64_t N, 
   });
 }
 
-// Checks every target on the host (scenario 12: every reduction, never a device assert) and
-// returns how many are not ignored.
+// Checks every CPU target (scenario 12: every reduction) and returns how many are not ignored.
+// (CUDA targets are checked by the kernel, without a device assert: ops/cuda/loss.cu.)
 int64_t check_targets(const Tensor& targets, int64_t C, const CrossEntropyOptions& o) {
   const std::vector<int64_t> t = targets.to_vector<int64_t>();
   int64_t valid = 0;
@@ -110,27 +110,30 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, CrossEntrop
            "cross_entropy: label_smoothing must be in [0, 1], got ", options.label_smoothing);
   detail::check_same_device("cross_entropy", logits0, targets);
   const int64_t N = logits0.shape()[0], C = logits0.shape()[1];
-  const int64_t valid = check_targets(targets, C, options);
   const Tensor logits = logits0.contiguous(), t = targets.contiguous();
 
   // NOTE: with no valid row the mean is 0/0 = NaN, PyTorch's documented behaviour.
-  Tensor out;
+  // On a GPU the targets are checked and counted by the kernels (valid_on_device), so the call
+  // never waits for the GPU; a bad target surfaces as an hg::Error at the next synchronisation.
+  Tensor out, valid_on_device;
+  int64_t valid = 0;
   if (logits.device().is_cuda()) {
-    out = cuda_ops::cross_entropy_forward(logits, t, options.label_smoothing, options.ignore_index, valid);
+    out = cuda_ops::cross_entropy_forward(logits, t, options.label_smoothing, options.ignore_index, valid_on_device);
   } else {
+    valid = check_targets(targets, C, options);
     const double total = visit_floating(logits.dtype(), "cross_entropy", [&]<class T> {
       return cross_entropy_forward<T>(logits.data_ptr<T>(), t.data_ptr<int64_t>(), N, C, options);
     });
     out = full({}, total / double(valid), logits.options());
   }
   record("cross_entropy", out, {logits},
-         [sl = SavedTensor(logits, "cross_entropy"), st = SavedTensor(t, "cross_entropy"), options, valid, N, C]
-         (const Tensor& g) -> std::vector<Tensor> {
+         [sl = SavedTensor(logits, "cross_entropy"), st = SavedTensor(t, "cross_entropy"), options, valid,
+          valid_on_device, N, C](const Tensor& g) -> std::vector<Tensor> {
            const Tensor logits = sl.get(), targets = st.get();
            Tensor grad = empty(logits.shape(), logits.options());
            if (logits.device().is_cuda()) {
-             cuda_ops::cross_entropy_backward(logits, targets, g, options.label_smoothing, options.ignore_index, valid,
-                                              grad);
+             cuda_ops::cross_entropy_backward(logits, targets, g, options.label_smoothing, options.ignore_index,
+                                              valid_on_device, grad);
              return {grad};
            }
            const double scale = g.item<double>() / double(valid);

@@ -3,6 +3,7 @@
 #include "optim/optimizer.h"
 
 #include "autograd/grad_mode.h"
+#include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
 
 namespace hg::optim {
@@ -69,9 +70,11 @@ void Optimizer::step(const amp::StepControl& control) {
   ++steps_applied_;
 }
 
-// On CUDA everything stays on the device: per-parameter step counts are device tensors, and the
-// kernels themselves skip when found_inf is set, so no step ever waits for the GPU.
+// On CUDA everything stays on the device: per-parameter step counts are device tensors (i64:
+// an f32 count would stop at 2^24), the kernels themselves skip when found_inf is set, and one
+// small kernel advances the counts afterwards, so no step ever waits for the GPU.
 void Optimizer::step_cuda(const amp::StepControl& control) {
+  std::vector<Tensor> steps, flags;
   for (ParamGroup& group : groups_) {
     DeviceGroup dg;
     dg.lr = group.lr;
@@ -84,22 +87,29 @@ void Optimizer::step_cuda(const amp::StepControl& control) {
       dg.params.push_back(param);
       dg.grads.push_back(param.grad().contiguous());
       Tensor& count = state.tensors["step"];
-      if (!count.defined()) count = full({}, double(state.step), {.dtype = f32, .device = param.device()});
+      if (!count.defined()) {  // the count's bits as a fill value: exact for any int64, and no copy
+        count = empty({}, {.dtype = i64, .device = param.device()});
+        cuda_ops::fill(count, uint64_t(state.step));
+      }
       dg.steps.push_back(count);
       dg.states.push_back(&state);
     }
-    if (!dg.params.empty()) update_cuda(dg, control);
+    if (dg.params.empty()) continue;
+    update_cuda(dg, control);
+    steps.insert(steps.end(), dg.steps.begin(), dg.steps.end());
+    flags.insert(flags.end(), dg.flags.begin(), dg.flags.end());
   }
-  // One more applied step unless found_inf: counted on the device too.
+  // One more applied step (and per-parameter count) unless found_inf: counted on the device.
   const Device device = groups_.front().params.front().device();
-  if (!steps_applied_cuda_.defined()) steps_applied_cuda_ = zeros({}, {.dtype = f32, .device = device});
-  if (control.found_inf.defined()) steps_applied_cuda_.add_(1.0 - control.found_inf);
-  else steps_applied_cuda_.add_(ones({}, {.dtype = f32, .device = device}));
+  if (!steps_applied_cuda_.defined()) steps_applied_cuda_ = zeros({}, {.dtype = i64, .device = device});
+  cuda_ops::advance_step_counts(steps, flags, steps_applied_cuda_, control.found_inf);
 }
 
 int64_t Optimizer::steps_applied() const {
-  return steps_applied_ + (steps_applied_cuda_.defined() ? int64_t(steps_applied_cuda_.item<float>()) : 0);
+  return steps_applied_ + (steps_applied_cuda_.defined() ? steps_applied_cuda_.item<int64_t>() : 0);
 }
+
+bool Optimizer::holds_value(const ParamState&, const std::string&) const { return true; }
 
 std::map<std::string, Tensor> Optimizer::state_dict() const {
   std::map<std::string, Tensor> out;
@@ -111,12 +121,12 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
     if (it == state_.end()) continue;
     const std::string prefix = "state." + std::to_string(i) + ".";
     auto device_step = it->second.tensors.find("step");  // CUDA keeps the count on the device
-    const double step = device_step != it->second.tensors.end() ? device_step->second.item<double>() : double(it->second.step);
-    out[prefix + "step"] = full({}, step, {.dtype = i64});
+    const int64_t step = device_step != it->second.tensors.end() ? device_step->second.item<int64_t>() : it->second.step;
+    out[prefix + "step"] = from_vector(std::vector<int64_t>{step}, Shape{});  // exact, whatever its size
     for (const auto& [name, t] : it->second.tensors)
-      if (name != "step") out[prefix + name] = t.detach().clone();
+      if (name != "step" && holds_value(it->second, name)) out[prefix + name] = t.detach().clone();
   }
-  out["steps_applied"] = full({}, double(steps_applied()), {.dtype = i64});
+  out["steps_applied"] = from_vector(std::vector<int64_t>{steps_applied()}, Shape{});
   return out;
 }
 

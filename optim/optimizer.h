@@ -47,19 +47,24 @@ class Optimizer : public amp::Scalable {
  protected:
   Optimizer(const std::vector<Tensor>& params, double lr, bool master_weights);
 
-  // Per-parameter state: named tensors (momentum_buffer, exp_avg, ...) and a step count.
+  // Per-parameter state: named tensors (momentum_buffer, exp_avg, ...) and a step count (on
+  // CUDA the count lives on the device, as the 0-d i64 tensors["step"]).
   struct ParamState {
     std::map<std::string, Tensor> tensors;
     int64_t step = 0;
+    // CUDA, SGD with momentum: a 0-d i32 the kernels set to 1 once the momentum buffer holds a
+    // value. A skipped step leaves it 0, so the host never needs to know whether a step applied.
+    Tensor momentum_ready;
   };
 
   // Updates `weight` (the parameter, or its f32 master) from `grad` (already in weight's dtype and
   // unscaled). `state` lives in weight's dtype.
   virtual void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) = 0;
 
-  // One group's parameters on a CUDA device, for the multi-tensor kernels.
+  // One group's parameters on a CUDA device, for the multi-tensor kernels. `flags`: 0-d i32
+  // tensors update_cuda wants set to 1 when this step applies (SGD's momentum_ready).
   struct DeviceGroup {
-    std::vector<Tensor> weights, params, grads, steps;
+    std::vector<Tensor> weights, params, grads, steps, flags;
     std::vector<ParamState*> states;
     double lr;
   };
@@ -68,6 +73,10 @@ class Optimizer : public amp::Scalable {
 
   void step_cuda(const amp::StepControl& control);
 
+  // Whether state tensor `name` holds a value worth saving (SGD: not a momentum buffer that no
+  // applied step has filled yet; saving it would make a resumed run skip the first-step rule).
+  virtual bool holds_value(const ParamState& state, const std::string& name) const;
+
   // The f32 master of a 16-bit parameter (created on first use), or the parameter itself.
   Tensor weight_for(const Tensor& param, ParamState& state);
 
@@ -75,7 +84,7 @@ class Optimizer : public amp::Scalable {
   std::map<const TensorImpl*, ParamState> state_;
   bool master_weights_;
   int64_t steps_applied_ = 0;   // CPU
-  Tensor steps_applied_cuda_;   // CUDA: 0-d f32 counted by the kernels
+  Tensor steps_applied_cuda_;   // CUDA: 0-d i64 counted by the kernels
 };
 
 }  // namespace hg::optim

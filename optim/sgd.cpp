@@ -38,16 +38,33 @@ void SGD::update(const Tensor& weight, const Tensor& grad, ParamState& state, do
 
 namespace hg::optim {
 
+// The CPU's first-step rule needs to know whether the buffer holds a value; on the GPU a step may
+// be skipped without the host knowing, so a device flag per buffer says it: created 0 with the
+// buffer (1 for a buffer loaded from a state dict), set to 1 by the step that applies.
 void SGD::update_cuda(DeviceGroup& group, const amp::StepControl& control) {
-  std::vector<Tensor> buffers;
+  std::vector<Tensor> buffers, ready;
   for (size_t i = 0; i < group.params.size(); ++i) {
-    Tensor& buffer = group.states[i]->tensors["momentum_buffer"];
-    if (options.momentum != 0 && !buffer.defined()) buffer = zeros_like(group.weights[i]);
+    ParamState& state = *group.states[i];
+    Tensor buffer;  // stays undefined without momentum (and no state entry is made for it)
+    if (options.momentum != 0) {
+      Tensor& held = state.tensors["momentum_buffer"];
+      if (!state.momentum_ready.defined())
+        state.momentum_ready = full({}, held.defined() ? 1.0 : 0.0, {.dtype = i32, .device = group.params[i].device()});
+      if (!held.defined()) held = zeros_like(group.weights[i]);
+      group.flags.push_back(state.momentum_ready);
+      buffer = held;
+    }
     buffers.push_back(buffer);
+    ready.push_back(state.momentum_ready);
   }
-  cuda_ops::sgd_update(group.weights, group.params, group.grads, buffers, group.steps,
+  cuda_ops::sgd_update(group.weights, group.params, group.grads, buffers, ready,
                        {group.lr, options.momentum, options.dampening, options.weight_decay, options.nesterov},
                        control.found_inf, control.scale);
+}
+
+bool SGD::holds_value(const ParamState& state, const std::string& name) const {
+  if (name != "momentum_buffer" || !state.momentum_ready.defined()) return true;
+  return state.momentum_ready.item<int32_t>() != 0;  // waits for the GPU (state_dict does anyway)
 }
 
 }  // namespace hg::optim

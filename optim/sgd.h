@@ -1,6 +1,9 @@
 // SGD with momentum, dampening, Nesterov and weight decay, PyTorch's update rule:
 //   d = g + weight_decay * w
 //   buf = d on the first step, else momentum * buf + (1 - dampening) * d
+//         ("first" = the step that finds no momentum buffer, PyTorch's rule, on CPU and GPU alike:
+//         a skipped step creates none, a buffer loaded from a state dict counts, and turning
+//         momentum on later starts from the gradient)
 //   d = nesterov ? d + momentum * buf : buf          (when momentum != 0)
 //   w -= lr * d
 #pragma once
@@ -25,6 +28,7 @@ class SGD : public Optimizer {
  protected:
   void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) override;
   void update_cuda(DeviceGroup& group, const amp::StepControl& control) override;
+  bool holds_value(const ParamState& state, const std::string& name) const override;
 };
 
 }  // namespace hg::optim

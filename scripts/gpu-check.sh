@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
 # gpu-check.sh: one command for a fresh GPU machine without network (the H200 lent through the
-# device tool): configure for sm_90, build, run the GPU tests and the whole suite, then the GPU
-# benchmarks of halfgrad (bench/gpu_bench) and PyTorch (bench/gpu_torch_bench.py), and print ONE
-# table side by side with the issue's targets. Everything fits in about 8 minutes: each step has a
-# timeout taken from one overall budget, and a failing step never stops the table from printing
-# what was measured.
+# device tool): configure for sm_90, build, run the GPU tests, the GPU benchmarks of halfgrad
+# (bench/gpu_bench) and PyTorch (bench/gpu_torch_bench.py), compute-sanitizer's memcheck and
+# racecheck over the CUDA suite, then the rest of the suite, and print ONE table of the targets
+# beside the measured values. Everything fits one 600-second device call: each step has a timeout
+# taken from one overall budget (540 s by default), the steps run in order of importance, and a
+# failing step never stops the table from printing what was measured.
 #
 #   scripts/prepare-carry.sh          # here, once: headers the GPU machine lacks -> .carry/
 #   bash scripts/gpu-check.sh         # there (device tool: carry [".carry"], timeout_s 600)
 #
 # Steps: (a) nvidia-smi and nvcc versions; (b) cuDNN: the toolkit's, else the pip wheel
-# nvidia-cudnn-cu13 (CUDNN_INCLUDE_DIR/CUDNN_LIBRARY, LD_LIBRARY_PATH); (c) configure a Release
-# build in build-gpu/ (-DHG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DHG_NATIVE=ON, tests and
-# benchmarks on, examples off), using .carry/ for every package the system lacks, and build it;
-# (d) ctest -R '^cuda\.' then the rest of the suite; (e) both benchmarks and the joined table;
-# (f) logs, CSVs and the table copied to $OUT when it is set.
+# nvidia-cudnn-cu13 (CUDNN_INCLUDE_DIR/CUDNN_LIBRARY, LD_LIBRARY_PATH), with its header version
+# and the version the library itself reports (cudnnGetVersion); (c) configure a Release build in
+# build-gpu/ (-DHG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DHG_NATIVE=ON, tests and benchmarks on,
+# examples off), using .carry/ for every package the system lacks, and build gpu_bench, then
+# test_cuda; (d) ctest -R '^cuda\.' -- only when the library and test_cuda built completely, so
+# no test runs against a stale or missing binary; (e) both benchmarks; (f) compute-sanitizer
+# --tool memcheck over the CUDA suite (without the cuda.large.* sizes) and --tool racecheck over
+# the cases whose kernels use shared memory -- each skipped with a message when compute-sanitizer
+# is missing or reports the device unsupported; (g) with the time left, build everything else and
+# run the rest of the suite (only after that build completed); (h) the tables; (i) every
+# log, CSV, sanitizer report and table packed into ONE archive, $OUT/gpu-check.tar.gz, beside the
+# table and the transcript (a run that may return only a few files still brings everything back).
 #
-# Knobs (environment): HG_CHECK_BUDGET (seconds for everything, default 465), HG_CHECK_BUILD_DIR
+# Knobs (environment): HG_CHECK_BUDGET (seconds for everything, default 540), HG_CHECK_BUILD_DIR
 # (default build-gpu), HG_CHECK_TARGETS (build only these targets, e.g. for a dry run on a machine
-# without a GPU), HG_CHECK_USE_CARRY=1 (take every package from .carry/), HG_CHECK_SECONDS (timed
-# seconds per benchmark measurement, default 1.0), HG_CHECK_BUILD_TIMEOUT (cap per build step, 300).
+# without a GPU; tests then do not run), HG_CHECK_USE_CARRY=1 (take every package from .carry/),
+# HG_CHECK_SECONDS (timed seconds per benchmark measurement, default 1.0), HG_CHECK_BUILD_TIMEOUT
+# (cap per build step, 300), HG_CHECK_SANITIZERS=0 (skip the sanitizer runs).
 # Exit status: 0 when every step ran and passed; 1 otherwise. Benchmark targets never fail it.
 set -uo pipefail
 
@@ -29,7 +38,7 @@ t0=$SECONDS
 # PyTorch runs with the environment it came with (its libraries' RUNPATHs pick its own CUDA
 # wheels; the toolkit folders added below for halfgrad's programs could shadow them).
 orig_ld_set=${LD_LIBRARY_PATH+1} orig_ld=${LD_LIBRARY_PATH-}
-budget=${HG_CHECK_BUDGET:-465}
+budget=${HG_CHECK_BUDGET:-540}
 build=${HG_CHECK_BUILD_DIR:-build-gpu}
 jobs=$(nproc 2>/dev/null || echo 4)
 bench_seconds=${HG_CHECK_SECONDS:-1.0}
@@ -37,12 +46,14 @@ build_cap=${HG_CHECK_BUILD_TIMEOUT:-300}
 [[ $build == /* ]] || build=$repo/$build
 logs=$build/gpu-check
 mkdir -p "$logs"
-rm -f "$logs"/*.log "$logs"/*.csv "$logs"/*.md
+rm -f "$logs"/*.log "$logs"/*.csv "$logs"/*.md "$logs"/*.txt
 transcript=$logs/gpu-check.log
 exec > >(tee "$transcript") 2>&1
 
-# Time kept back for the steps after the one running: both benchmarks and the table.
-reserve_bench=170
+# Time kept back for the steps after the one running. The build keeps enough for the GPU tests
+# and both benchmarks; the GPU tests keep enough for the benchmarks; the sanitizers come after.
+reserve_after_build=200
+reserve_after_tests=90
 
 elapsed() { echo $((SECONDS - t0)); }
 banner() { printf '\n==== [%3ss] %s\n' "$(elapsed)" "$*"; }
@@ -100,7 +111,7 @@ gxx=$(command -v g++ || command -v c++ || true)
 
 # ---- (b) cuDNN ------------------------------------------------------------------------------------
 banner "cuDNN"
-cudnn_inc="" cudnn_lib=""
+cudnn_inc="" cudnn_lib="" cudnn_versions="not found"
 first_lib() {  # first_lib DIR...: the first libcudnn.so(.N...) in the folders
   local d f
   for d in "$@"; do
@@ -162,7 +173,23 @@ if [[ -n $cudnn_inc && -n $cudnn_lib ]]; then
   cudnn_args=(-DCUDNN_INCLUDE_DIR="$cudnn_inc" -DCUDNN_LIBRARY="$cudnn_lib")
   cudnn_libdir=$(dirname "$cudnn_lib")
   export LD_LIBRARY_PATH="$cudnn_libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  grep -hE '#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ' "$cudnn_inc"/cudnn_version*.h 2>/dev/null | head -n 3
+  header_version=$(grep -hE '#define CUDNN_(MAJOR|MINOR|PATCHLEVEL) ' "$cudnn_inc"/cudnn_version.h 2>/dev/null |
+    awk '{printf "%s%s", sep, $3; sep="."}')
+  echo "cuDNN header version (cudnn_version.h): ${header_version:-unknown}"
+  # The version the library itself reports: the header and the .so can come from different places.
+  runtime_version=""
+  if [[ -n $python ]]; then
+    runtime_version=$(timeout 30 "$python" - "$cudnn_lib" <<'PYEOF' 2>/dev/null
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+lib.cudnnGetVersion.restype = ctypes.c_size_t
+v = lib.cudnnGetVersion()
+print("%d.%d.%d (cudnnGetVersion() = %d)" % (v // 10000, v % 10000 // 100, v % 100, v))
+PYEOF
+    )
+  fi
+  echo "cuDNN runtime version (libcudnn): ${runtime_version:-unknown (no python3, or the library did not load)}"
+  cudnn_versions="header ${header_version:-?}, runtime ${runtime_version%% *}"
 else
   echo "cuDNN: NOT FOUND (configure will stop with halfgrad's cuDNN message)"
 fi
@@ -213,7 +240,7 @@ configure_cmd=(cmake -S "$repo" -B "$build" "${gen_args[@]}" -DCMAKE_BUILD_TYPE=
   -DHG_BUILD_EXAMPLES=OFF -DHG_BUILD_BENCH=ON -DHG_BUILD_TESTS=ON "${cudnn_args[@]}" "${dep_args[@]}")
 echo "${configure_cmd[*]}"
 configured=0
-if run_step configure 120 "$reserve_bench" "$logs/configure.log" "${configure_cmd[@]}"; then
+if run_step configure 120 "$reserve_after_build" "$logs/configure.log" "${configure_cmd[@]}"; then
   configured=1
   grep -E 'halfgrad:|ZLIB|CUDAToolkit' "$logs/configure.log" | head -n 10
   grep -E '^(Eigen3_DIR|doctest_DIR|CLI11_DIR|ZLIB_LIBRARY[A-Z_]*|ZLIB_INCLUDE_DIR|CUDNN_LIBRARY|CUDNN_INCLUDE_DIR|CMAKE_CUDA_ARCHITECTURES|CMAKE_GENERATOR):' \
@@ -224,39 +251,41 @@ else
 fi
 
 banner "build (-j$jobs)"
-built_bench=0 built_all=0
+built_bench=0 built_cuda_tests=0 built_all=0
 build_targets() {  # build_targets NAME CAP LOG TARGET...
   local name=$1 cap=$2 log=$3
   shift 3
   local targets=()
   local t
   for t in "$@"; do targets+=(--target "$t"); done
-  run_step "$name" "$cap" "$reserve_bench" "$log" cmake --build "$build" -j "$jobs" "${targets[@]}"
+  run_step "$name" "$cap" "$reserve_after_build" "$log" cmake --build "$build" -j "$jobs" "${targets[@]}"
   local rc=$?
-  echo "$name: ${step_results[-1]} in ${step_secs[-1]}s; $(grep -c 'warning:' "$log") warning line(s)"
+  echo "$name: ${step_results[-1]} in ${step_secs[-1]}s; $(grep -ci 'warning' "$log") warning line(s)"
   ((rc == 0)) || tail -n 40 "$log"
   return $rc
 }
+# What the GPU steps need is built first: the benchmark (so the table gets numbers even if time
+# runs out), then test_cuda. The other targets (the CPU test programs) are built in step (g),
+# before the rest of the suite runs.
 if ((configured)); then
-  # The benchmark first: if the rest of the build runs out of time, the table still gets numbers.
   build_targets build-gpu_bench "$build_cap" "$logs/build-bench.log" gpu_bench && built_bench=1
   if [[ -n ${HG_CHECK_TARGETS:-} ]]; then
     # shellcheck disable=SC2086
-    build_targets build-targets "$build_cap" "$logs/build.log" $HG_CHECK_TARGETS && built_all=1
+    build_targets build-targets "$build_cap" "$logs/build.log" $HG_CHECK_TARGETS
   else
-    build_targets build-all "$build_cap" "$logs/build.log" all && built_all=1
+    build_targets build-test_cuda "$build_cap" "$logs/build-test_cuda.log" test_cuda && built_cuda_tests=1
   fi
 else
   record build "skipped (configure failed)" 0
 fi
 
-# ---- (d) tests ------------------------------------------------------------------------------------
-# run_ctest NAME CAP LOG ARGS...: ctest with a per-test timeout; prints the summary lines and the
-# failures (the full log stays in LOG).
+# ---- (d) GPU tests: only after a complete build ------------------------------------------------------
+# run_ctest NAME CAP RESERVE LOG ARGS...: ctest with a per-test timeout; prints the summary lines
+# and the failures (the full log stays in LOG).
 run_ctest() {
-  local name=$1 cap=$2 log=$3
-  shift 3
-  run_step "$name" "$cap" "$reserve_bench" "$log" ctest --test-dir "$build" --timeout 120 --output-on-failure "$@"
+  local name=$1 cap=$2 reserve=$3 log=$4
+  shift 4
+  run_step "$name" "$cap" "$reserve" "$log" ctest --test-dir "$build" --timeout 120 --output-on-failure "$@"
   local rc=$?
   local passed failed
   passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$log")
@@ -266,20 +295,22 @@ run_ctest() {
   sed -n '/The following tests FAILED/,$p' "$log" | head -n 40
   return $rc
 }
-if ((built_all)) || ((built_bench)); then
+cuda_passed="-" cuda_failed="-"
+if ((built_cuda_tests)); then
   banner "GPU tests: ctest -R '^cuda\\.'"
-  run_ctest tests-cuda 120 "$logs/ctest-cuda.log" -R '^cuda\.' -j "$((jobs < 8 ? jobs : 8))"
-  banner "the whole suite (without the cuda. tests just run): ctest -j$jobs"
-  OMP_NUM_THREADS=2 run_ctest tests-all 150 "$logs/ctest-all.log" -E '^cuda\.' -j "$jobs"
+  run_ctest tests-cuda 150 "$reserve_after_tests" "$logs/ctest-cuda.log" -R '^cuda\.' -j "$((jobs < 8 ? jobs : 8))"
+  cuda_passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$logs/ctest-cuda.log")
+  cuda_failed=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*|Failed|Not Run|Timeout|Exception)' "$logs/ctest-cuda.log")
 else
-  record tests "skipped (no build)" 0
+  echo "GPU tests: not run (the library or test_cuda did not build, or HG_CHECK_TARGETS limited the build: a test never runs against a stale binary)"
+  record tests-cuda "skipped (incomplete build)" 0
 fi
 
 # ---- (e) benchmarks -------------------------------------------------------------------------------
 banner "bench: $build/bench/gpu_bench"
 hg_csv=$logs/gpu_bench.csv torch_csv=$logs/torch_bench.csv
-if [[ -x $build/bench/gpu_bench ]]; then
-  run_step gpu_bench 110 70 "$logs/gpu_bench.log" "$build/bench/gpu_bench" --csv "$hg_csv" --seconds "$bench_seconds"
+if [[ -x $build/bench/gpu_bench ]] && ((built_bench)); then
+  run_step gpu_bench 90 60 "$logs/gpu_bench.log" "$build/bench/gpu_bench" --csv "$hg_csv" --seconds "$bench_seconds"
   cat "$logs/gpu_bench.log"
 else
   echo "gpu_bench was not built"
@@ -290,11 +321,83 @@ if [[ -n $python ]]; then
   torch_env=(env)  # (env's options before its assignments)
   if [[ -n $orig_ld_set ]]; then torch_env+=(LD_LIBRARY_PATH="$orig_ld"); else torch_env+=(-u LD_LIBRARY_PATH); fi
   torch_env+=(PYTHONUNBUFFERED=1)
-  run_step torch_bench 130 5 "$logs/torch_bench.log" "${torch_env[@]}" "$python" bench/gpu_torch_bench.py \
+  run_step torch_bench 110 5 "$logs/torch_bench.log" "${torch_env[@]}" "$python" bench/gpu_torch_bench.py \
     --csv "$torch_csv" --seconds "$bench_seconds"
   grep -v -E 'UserWarning|warnings.warn' "$logs/torch_bench.log"
 else
   record torch_bench "skipped (no python3)" 0
+fi
+
+# ---- (f) compute-sanitizer ------------------------------------------------------------------------------
+# memcheck: the whole CUDA suite but the cuda.large.* sizes (minutes at the sanitizer's speed);
+# racecheck (shared-memory hazards, much slower still): the cases whose kernels share memory
+# (reductions, softmax, norms, cross_entropy, the AMP loop). Each writes its own report; the
+# summary line ("ERROR SUMMARY" / "RACECHECK SUMMARY") goes into the table.
+sanitizer=""
+for candidate in "${cuda_root:+$cuda_root/bin/compute-sanitizer}" "$(command -v compute-sanitizer || true)" \
+  "${cuda_root:+$cuda_root/compute-sanitizer/compute-sanitizer}"; do
+  if [[ -n $candidate && -x $candidate ]]; then sanitizer=$candidate; break; fi
+done
+memcheck_summary="not run" racecheck_summary="not run"
+# run_sanitizer TOOL CAP RESERVE DOCTEST_FILTER...: sets ${TOOL}_summary.
+run_sanitizer() {
+  local tool=$1 cap=$2 reserve=$3
+  shift 3
+  local report=$logs/sanitizer-$tool.txt out=$logs/sanitizer-$tool-output.log
+  # (--report-api-errors no: the suite provokes API errors on purpose -- a 4 TiB cudaMalloc in the
+  # out-of-memory test -- and every API error is an hg::Error anyway, which fails its test.)
+  local -a args=(--tool "$tool" --report-api-errors no --print-limit 50 --error-exitcode 86 --log-file "$report")
+  [[ $tool == memcheck ]] && args+=(--leak-check no)
+  banner "compute-sanitizer --tool $tool"
+  run_step "sanitizer-$tool" "$cap" "$reserve" "$out" "$sanitizer" "${args[@]}" "$build/tests/test_cuda" "$@"
+  local rc=$? summary
+  # (Only the sanitizer's own lines, "========= ...": a test's output could say "not supported".)
+  local unsupported='^========= .*(not supported|unsupported|no supported)'
+  if grep -qiE "$unsupported" "$report" 2>/dev/null; then
+    summary="skipped: compute-sanitizer reports the device unsupported ($(grep -hiE "$unsupported" "$report" | head -n 1))"
+    step_results[-1]="skipped (device unsupported)"
+  elif [[ $tool == racecheck ]]; then
+    summary=$(grep -h 'RACECHECK SUMMARY' "$report" 2>/dev/null | tail -n 1)
+  else
+    summary=$(grep -h 'ERROR SUMMARY' "$report" 2>/dev/null | tail -n 1)
+  fi
+  [[ -n $summary ]] || summary="no summary (rc $rc; see sanitizer-$tool.txt)"
+  ((rc == 124 || rc == 137)) && summary="$summary (TIMEOUT: the report covers the cases that finished)"
+  echo "$tool: ${summary#========= }"
+  grep -E '^========= (Invalid|Program hit|Race|Error|Saved host backtrace)' "$report" 2>/dev/null | head -n 20
+  tail -n 3 "$out"
+  printf -v "${tool}_summary" '%s' "${summary#========= }"
+}
+if [[ ${HG_CHECK_SANITIZERS:-1} == 0 ]]; then
+  echo "sanitizers: skipped (HG_CHECK_SANITIZERS=0)"
+elif [[ -z $sanitizer ]]; then
+  echo "sanitizers: skipped, compute-sanitizer is not installed (looked in the toolkit and on PATH)"
+  memcheck_summary="skipped: compute-sanitizer not installed" racecheck_summary=$memcheck_summary
+elif ! ((built_cuda_tests)); then
+  echo "sanitizers: skipped (incomplete build)"
+  memcheck_summary="skipped: incomplete build" racecheck_summary=$memcheck_summary
+else
+  echo "compute-sanitizer: $sanitizer ($("$sanitizer" --version 2>/dev/null | grep -iE 'version' | head -n 1))"
+  run_sanitizer memcheck 180 60 --test-case-exclude='cuda.large.*'
+  if [[ $memcheck_summary == skipped:* ]]; then
+    racecheck_summary="skipped: device unsupported (see memcheck)"
+  else
+    # (cuda.nan_and_inf_inputs_match_cpu runs the sliced reductions and their combining kernel.)
+    run_sanitizer racecheck 90 20 --test-case='cuda.reductions_match_cpu,cuda.nan_and_inf_inputs_match_cpu,cuda.softmax_and_log_softmax_match_cpu,cuda.layer_norm_matches_cpu,cuda.batch_norm_*,cuda.cross_entropy_and_mse_loss_match_cpu,cuda.scenario21_*'
+  fi
+fi
+
+# ---- (g) the other targets and the rest of the suite, with the time left --------------------------------
+if ((built_cuda_tests)); then
+  banner "build everything else (-j$jobs)"
+  reserve_after_build=45  # the rest of the suite's share
+  build_targets build-all "$build_cap" "$logs/build.log" all && built_all=1
+  if ((built_all)); then
+    banner "the rest of the suite (CPU tests; the cuda. tests ran above): ctest -j$jobs"
+    OMP_NUM_THREADS=2 run_ctest tests-rest 120 10 "$logs/ctest-rest.log" -E '^cuda\.' -j "$jobs"
+  else
+    echo "the rest of the suite: not run (the build did not complete)"
+  fi
 fi
 
 # ---- the joined table -----------------------------------------------------------------------------
@@ -330,23 +433,25 @@ def ratio(a, b):
 
 order_prec = {"f32": 0, "tf32": 1, "f16": 2, "bf16": 3, "f16_amp": 4, "bf16_amp": 5}
 order_case = {"4096": 0, "8192": 1, "mlp_wide": 2, "cnn": 3}
-order_metric = {"tflops": 0, "samples_per_s": 1, "step_peak_mib": 2}
+order_metric = {"tflops": 0, "samples_per_s": 1, "step_peak_mib": 2, "reserved_mib": 3, "syncs_per_step": 4}
 keys = sorted(set(hg) | set(pt), key=lambda k: (k[0] != "gemm", order_case.get(k[1], 9), k[1],
                                                 order_metric.get(k[3], 9), order_prec.get(k[2], 9), k[2]))
-units = {"tflops": "TFLOP/s", "samples_per_s": "samples/s", "step_peak_mib": "step peak MiB"}
+units = {"tflops": "TFLOP/s", "samples_per_s": "samples/s", "step_peak_mib": "step peak MiB",
+         "reserved_mib": "reserved MiB", "syncs_per_step": "host syncs/step"}
 print("| what | case | precision | metric | halfgrad | PyTorch | halfgrad / PyTorch |")
 print("|---|---|---|---|---|---|---|")
 with open(joined_path, "w") as f:
     f.write("section,case,precision,metric,halfgrad,pytorch,ratio\n")
     for k in keys:
         a, b = hg.get(k, nan), pt.get(k, nan)
-        digits = 0 if k[3] == "samples_per_s" else 1
+        digits = 0 if k[3] == "samples_per_s" else 2 if k[3] == "syncs_per_step" else 1
         r = ratio(a, b)
         what = "GEMM n^3" if k[0] == "gemm" else "training"
         print("| %s | %s | %s | %s | %s | %s | %s |" % (what, k[1], k[2], units.get(k[3], k[3]), fmt(a, digits),
                                                         fmt(b, digits), ("%.2fx" % r) if ok(r) else "-"))
         f.write("%s,%s,%s,%s,%s,%s,%s\n" % (k + (a, b, r)))
-print("\n(halfgrad / PyTorch: above 1 is faster for TFLOP/s and samples/s; below 1 is less memory for step peak MiB.)")
+print("\n(halfgrad / PyTorch: above 1 is faster for TFLOP/s and samples/s; below 1 is less memory for step peak MiB and "
+      "reserved MiB.)")
 
 def check(text, value, target, higher=True, fmt_value="%.2f"):
     if not ok(value):
@@ -367,6 +472,9 @@ check("cnn: f16 AMP step peak / f32 step peak", ratio(mem(hg, "cnn", "f16_amp"),
 for model in ("mlp_wide", "cnn"):
     for p in ("f16_amp", "bf16_amp"):
         check("%s %s: halfgrad samples/s / PyTorch eager AMP" % (model, p), ratio(sps(hg, model, p), sps(pt, model, p)), 1)
+for model in ("mlp_wide", "cnn"):
+    check("%s f16_amp: host syncs per step (step_async)" % model, hg.get(("train", model, "f16_amp", "syncs_per_step"), nan),
+          0, higher=False)
 EOF
 then
   cat "$table"
@@ -375,21 +483,41 @@ else
   cat "$hg_csv" "$torch_csv" 2>/dev/null | tee "$table"
 fi
 
-# ---- summary + (f) $OUT -----------------------------------------------------------------------------
+# The checks that are not speeds, beside their targets.
+build_warnings=$(cat "$logs"/build*.log 2>/dev/null | grep -ci 'warning')
+verdict() { [[ $1 == "$2" ]] && echo met || echo "NOT met"; }
+{
+  printf '\n| check | measured | target | verdict |\n|---|---|---|---|\n'
+  printf '| cuDNN versions | %s | header = runtime | %s |\n' "$cudnn_versions" \
+    "$([[ $cudnn_versions == "header ${header_version:-x}, runtime ${header_version:-y}" ]] && echo met || echo check)"
+  printf '| build warning lines | %s | 0 | %s |\n' "$build_warnings" "$(verdict "$build_warnings" 0)"
+  printf '| cuda.* tests not passed (of %s passed) | %s | 0 | %s |\n' "$cuda_passed" "$cuda_failed" "$(verdict "$cuda_failed" 0)"
+  printf '| compute-sanitizer memcheck | %s | 0 errors | %s |\n' "$memcheck_summary" \
+    "$([[ $memcheck_summary == "ERROR SUMMARY: 0 errors" ]] && echo met || echo "see report")"
+  printf '| compute-sanitizer racecheck | %s | 0 hazards | %s |\n' "$racecheck_summary" \
+    "$([[ $racecheck_summary == "RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)" ]] && echo met || echo "see report")"
+} | tee -a "$table"
+
+# ---- summary + (i) one archive in $OUT ---------------------------------------------------------------
 banner "steps"
 status=0
 printf '| step | result | seconds |\n|---|---|---|\n'
 for i in "${!step_names[@]}"; do
   printf '| %s | %s | %s |\n' "${step_names[$i]}" "${step_results[$i]}" "${step_secs[$i]}"
-  [[ ${step_results[$i]} == ok ]] || status=1
+  [[ ${step_results[$i]} == ok || ${step_results[$i]} == "skipped (device unsupported)" ]] || status=1
 done
 echo "total: $(elapsed)s of the ${budget}s budget; logs in $logs"
 if [[ -n ${OUT:-} && -d ${OUT:-} ]]; then
-  # At most 8 files come back from $OUT: the transcript, the table, the three CSVs, the build and test logs.
-  for f in "$table" "$joined" "$hg_csv" "$torch_csv" "$logs/build.log" "$logs/ctest-all.log" "$logs/ctest-cuda.log"; do
+  # At most 8 files come back from $OUT, so everything (logs, CSVs, sanitizer reports, tables, the
+  # transcript so far) travels in one archive; the table and the transcript also come as themselves.
+  sync
+  # (tar may say the transcript changed while it read it: the archive is good all the same.)
+  tar -czf "$OUT/gpu-check.tar.gz" -C "$(dirname "$logs")" "$(basename "$logs")" 2>/dev/null
+  [[ -s $OUT/gpu-check.tar.gz ]] || echo "could not pack $logs into \$OUT/gpu-check.tar.gz"
+  for f in "$table" "$joined"; do
     [[ -f $f ]] && cp "$f" "$OUT/"
   done
-  echo "copied the table, CSVs and logs to \$OUT ($OUT)"
+  echo "packed $logs into \$OUT/gpu-check.tar.gz ($(du -h "$OUT/gpu-check.tar.gz" 2>/dev/null | cut -f1)); table and transcript beside it"
   sync
   cp "$transcript" "$OUT/" 2>/dev/null
 fi

@@ -586,3 +586,26 @@ TEST_CASE("amp.grad_scaler.state_dict_round_trip") {
   partial.erase("scale");
   CHECK_THROWS_HG(c.load_state_dict(partial), "scale");
 }
+
+// ---- f64 gradients (issue 12) --------------------------------------------------------------------
+
+// f64 gradients are checked and unscaled in f64: 1e300 is finite (through f32 it would be inf and
+// skip the step), and 0.1 * 65536 / 65536 keeps every bit of the f64 0.1 (through f32 it would
+// become 0.100000001490116...). A real f64 overflow is still caught.
+TEST_CASE("amp.grad_scaler.f64_gradients_are_unscaled_in_f64") {
+  const Tensor p = hg::zeros({3}, {.dtype = hg::f64, .requires_grad = true});
+  optim::SGD opt({p}, {.lr = 1.0});
+  amp::GradScaler scaler({.init_scale = 65536.0});
+  p.set_grad(hg::from_vector<double>({1e300, 0.1 * 65536.0, -3.0 * 65536.0}, {3}));
+  scaler.unscale_(opt);
+  CHECK(p.grad().to_vector<double>() == std::vector<double>{1e300 / 65536.0, 0.1, -3.0});
+  const amp::StepResult r = scaler.step(opt);
+  CHECK(r.applied);
+  CHECK_FALSE(r.found_inf);
+  CHECK(p.detach().to_vector<double>() == std::vector<double>{-1e300 / 65536.0, -0.1, 3.0});
+  scaler.update();
+  p.set_grad(hg::from_vector<double>({1e308, kInf, 1.0}, {3}));
+  CHECK_FALSE(scaler.step(opt).applied);
+  scaler.update();
+  CHECK(scaler.diagnostics().nonfinite_parameters.size() == 1);
+}

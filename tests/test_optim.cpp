@@ -361,3 +361,65 @@ TEST_CASE("optim.scheduler.skipped_amp_step_does_not_advance") {
   opt.step();
   CHECK(w.detach().item<float>() == -0.5f);
 }
+
+// ---- step counters and SGD's first step (issue 12: the CPU sides of CPU == GPU) -----------------
+
+// The per-parameter and applied-step counts are integers everywhere: a count stored as f32 stops
+// growing at 2^24 (2^24 + 1 rounds back to 2^24), one passed through a double turns 2^53 + 3 into
+// 2^53 + 4. The counts survive a state dict exactly, and Adam's bias correction uses t = count + 1.
+TEST_CASE("optim.step_counts_stay_exact_past_2_24_and_2_53") {
+  for (const int64_t start : {int64_t(1) << 24, (int64_t(1) << 53) + 2}) {
+    INFO("count before the step: ", start);
+    const auto after = hg_test::adam_step_after_count(hg::Device::cpu(), start);
+    CHECK(after.at("state.0.step").item<int64_t>() == start + 1);
+    CHECK(after.at("steps_applied").item<int64_t>() == start + 1);
+    // Fresh moments, t huge: both bias corrections are 1 (to f64), so the step is lr * g / (|g| + eps).
+    const double t = double(start + 1);
+    const double m = 0.1 * 2.0, v = 0.001 * 4.0;
+    const double expected_step = 0.1 / (1 - std::pow(0.9, t)) * m / (std::sqrt(v) / std::sqrt(1 - std::pow(0.999, t)) + 1e-8);
+    CHECK_CLOSE(after.at("param"), after.at("param_before") - expected_step);
+  }
+}
+
+// One rule on every device (PyTorch's): the step that finds no momentum buffer sets it to the
+// gradient; a buffer that exists -- however it came to be -- is decayed and added to.
+TEST_CASE("optim.sgd.first_step_is_the_one_without_a_momentum_buffer") {
+  const hg::optim::SGDOptions options{.lr = 0.1, .momentum = 0.9, .dampening = 0.5};
+  SUBCASE("a buffer loaded from a state dict with step 0 is used, not replaced") {
+    const Tensor w = hg::zeros({2}, {.requires_grad = true});
+    hg::optim::SGD opt({w}, options);
+    opt.load_state_dict({{"param_groups.0.lr", hg::full({}, 0.1, {.dtype = hg::f64})},
+                         {"state.0.step", hg::full({}, 0.0, {.dtype = hg::i64})},
+                         {"state.0.momentum_buffer", hg::from_vector<float>({4, -2}, {2})}});
+    w.set_grad(hg::from_vector<float>({2, 2}, {2}));
+    opt.step();
+    // buf = 0.9 * [4, -2] + 0.5 * [2, 2] = [4.6, -0.8]
+    CHECK_CLOSE(opt.state_dict().at("state.0.momentum_buffer"), hg::from_vector<float>({4.6f, -0.8f}, {2}));
+    CHECK_CLOSE(w.detach(), hg::from_vector<float>({-0.46f, 0.08f}, {2}));
+  }
+  SUBCASE("momentum switched on after some steps starts from the gradient") {
+    const Tensor w = hg::zeros({2}, {.requires_grad = true});
+    hg::optim::SGD opt({w}, {.lr = 0.1});
+    w.set_grad(hg::ones({2}));
+    opt.step();
+    opt.step();
+    CHECK(opt.state_dict().at("state.0.step").item<int64_t>() == 2);
+    opt.options.momentum = 0.9;
+    opt.options.dampening = 0.5;
+    w.set_grad(hg::from_vector<float>({2, -4}, {2}));
+    opt.step();
+    CHECK_CLOSE(opt.state_dict().at("state.0.momentum_buffer"), hg::from_vector<float>({2, -4}, {2}));  // not 0.5 * g
+  }
+  SUBCASE("a skipped first step creates no buffer; the next applied step starts from its gradient") {
+    const Tensor w = hg::zeros({2}, {.requires_grad = true});
+    hg::optim::SGD opt({w}, options);
+    hg::amp::GradScaler scaler({.init_scale = 4});
+    w.set_grad(hg::from_vector<float>({INFINITY, 4}, {2}));
+    CHECK_FALSE(scaler.step(opt).applied);
+    scaler.update();
+    CHECK(opt.state_dict().count("state.0.momentum_buffer") == 0);
+    w.set_grad(hg::from_vector<float>({4, 8}, {2}));  // scale now 2: true gradient [2, 4]
+    CHECK(scaler.step(opt).applied);
+    CHECK_CLOSE(opt.state_dict().at("state.0.momentum_buffer"), hg::from_vector<float>({2, 4}, {2}));
+  }
+}

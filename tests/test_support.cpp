@@ -59,4 +59,24 @@ std::string temp_path(const std::string& name) {
   return (dir / name).string();
 }
 
+std::map<std::string, hg::Tensor> adam_step_after_count(hg::Device device, int64_t start) {
+  const hg::Tensor w = hg::zeros({3}).to(device).requires_grad_();
+  hg::optim::Adam opt({w}, {.lr = 0.1});
+  w.set_grad(hg::ones({3}, {.device = device}));
+  opt.step();
+  std::map<std::string, hg::Tensor> state = opt.state_dict();
+  state["state.0.step"] = hg::from_vector(std::vector<int64_t>{start}, hg::Shape{});
+  state["steps_applied"] = hg::from_vector(std::vector<int64_t>{start}, hg::Shape{});
+  hg::Tensor(state["state.0.exp_avg"]).zero_();
+  hg::Tensor(state["state.0.exp_avg_sq"]).zero_();
+  opt.load_state_dict(state);
+  const hg::Tensor before = w.detach().to(hg::Device::cpu()).clone();
+  w.set_grad(hg::full({3}, 2.0, {.device = device}));
+  opt.step();
+  std::map<std::string, hg::Tensor> out = opt.state_dict();
+  out["param"] = w.detach().to(hg::Device::cpu());
+  out["param_before"] = before;
+  return out;
+}
+
 }  // namespace hg_test

@@ -6,6 +6,7 @@
 #pragma once
 #include <doctest/doctest.h>
 
+#include <map>
 #include <optional>
 #include <string>
 
@@ -28,6 +29,12 @@ std::optional<std::string> compare(const hg::Tensor& actual, const hg::Tensor& e
 
 bool cuda_available();
 std::string temp_path(const std::string& name);
+
+// Adam (lr 0.1) on a zero 3-element parameter on `device`: one step with gradient 1, then its state
+// reloaded with the step count and steps_applied set to `start` and the moments zeroed, then one
+// more step with gradient 2. Returns the state dict after that step, plus "param" (on the CPU) and
+// "param_before" (the parameter before it). The optimizer step-count tests run it on each device.
+std::map<std::string, hg::Tensor> adam_step_after_count(hg::Device device, int64_t start);
 
 }  // namespace hg_test
 

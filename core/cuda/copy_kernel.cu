@@ -62,7 +62,7 @@ void cuda_copy_into(const Tensor& dst, const Tensor& src) {
                                                  static_cast<const From*>(src.raw_data()), numel, index);
     });
   });
-  HG_CUDA_CHECK(cudaGetLastError());
+  HG_CHECK_LAUNCH("copy_kernel");
 }
 
 }  // namespace hg::detail

@@ -17,6 +17,7 @@ void empty_cache() {}
 void allow_tf32(bool) {}  // a CPU-only build has no TF32: the switch does nothing
 bool tf32_allowed() { return false; }
 int64_t memory_reserved(int) { return 0; }
+int64_t sync_count() { return 0; }  // nothing to wait for
 }  // namespace cuda
 
 namespace detail {
@@ -34,6 +35,11 @@ void* cuda_allocate(int64_t, int device_index) {
   return nullptr;
 }
 void cuda_deallocate(void*, int64_t, int) {}
+MappedSlot acquire_mapped_slot() {
+  check_cuda_device(Device::cuda(), "mapped host memory");
+  return {};
+}
+void release_mapped_slot(MappedSlot) {}
 }  // namespace detail
 
 }  // namespace hg

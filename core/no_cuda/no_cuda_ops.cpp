@@ -5,6 +5,8 @@
 
 namespace hg::cuda_ops {
 
+void fill(const Tensor& t, uint64_t) { detail::check_cuda_device(t.device(), "fill_"); }
+
 void reduce(ReduceKind, const Tensor& x, const Tensor&, int64_t, int64_t, int64_t) {
   detail::check_cuda_device(x.device(), "reduce");
 }
@@ -14,7 +16,7 @@ bool linear_weight_grad(const Tensor& g, const Tensor&, const Tensor&, const Ten
   detail::check_cuda_device(g.device(), "linear");
   return false;
 }
-void linear_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, bool) {
+void linear_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&) {
   detail::check_cuda_device(x.device(), "linear");
 }
 
@@ -33,11 +35,12 @@ void softmax_backward(const Tensor& y, const Tensor&, const Tensor&, int64_t, in
   detail::check_cuda_device(y.device(), "softmax");
 }
 
-Tensor cross_entropy_forward(const Tensor& logits, const Tensor&, double, int64_t, int64_t) {
+Tensor cross_entropy_forward(const Tensor& logits, const Tensor&, double, int64_t, Tensor&) {
   detail::check_cuda_device(logits.device(), "cross_entropy");
   return {};
 }
-void cross_entropy_backward(const Tensor& logits, const Tensor&, const Tensor&, double, int64_t, int64_t, const Tensor&) {
+void cross_entropy_backward(const Tensor& logits, const Tensor&, const Tensor&, double, int64_t, const Tensor&,
+                            const Tensor&) {
   detail::check_cuda_device(logits.device(), "cross_entropy");
 }
 
@@ -57,12 +60,15 @@ void unscale_and_check(const std::vector<Tensor>&, const std::vector<bool>&, con
   detail::check_cuda_device(scale.device(), "GradScaler.unscale_");
 }
 void scaler_update(const Tensor& scale, const Tensor&, const Tensor&, const Tensor&, double, double, int64_t, double,
-                   double) {
+                   double, int32_t*) {
   detail::check_cuda_device(scale.device(), "GradScaler.update");
 }
 void sgd_update(const std::vector<Tensor>& w, const std::vector<Tensor>&, const std::vector<Tensor>&,
                 const std::vector<Tensor>&, const std::vector<Tensor>&, const SgdHyper&, const Tensor&, const Tensor&) {
   detail::check_cuda_device(w.front().device(), "SGD");
+}
+void advance_step_counts(const std::vector<Tensor>&, const std::vector<Tensor>&, const Tensor& applied, const Tensor&) {
+  detail::check_cuda_device(applied.device(), "optimizer");
 }
 void adam_update(const std::vector<Tensor>& w, const std::vector<Tensor>&, const std::vector<Tensor>&,
                  const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&, const AdamHyper&,

@@ -1,8 +1,11 @@
 // GPU AMP: the GradScaler's fused unscale-and-check over many gradients, and its scale update,
 // as kernels that read and write device flags only -- a training step never waits for the GPU.
-// (CPU twins: amp/grad_scaler.cpp.)
+// (CPU twins: amp/grad_scaler.cpp.) The unscale pass is a multi-tensor launch (multi_tensor.cuh):
+// its grid follows the gradients' sizes.
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/multi_tensor.cuh"
+#include "ops/cuda/warp_reduce.cuh"
 #include "ops/cuda_ops.h"
 
 namespace hg::cuda_ops {
@@ -10,84 +13,99 @@ namespace hg::cuda_ops {
 namespace {
 
 using cuda_detail::acc_t;
+using cuda_detail::kVec;
 
 // ---- multi-tensor unscale ------------------------------------------------------------------------
 
-constexpr int kTensorsPerLaunch = 64;
-constexpr int kBlocksPerTensor = 32;  // each tensor's blocks stride over it
-
 template <class T>
-struct UnscaleBatch {
-  T* data[kTensorsPerLaunch];
-  int64_t numel[kTensorsPerLaunch];
-  int flag_index[kTensorsPerLaunch];  // where this gradient's inf flag goes in `nonfinite`
-  bool check_only[kTensorsPerLaunch];
-  int count;
+struct UnscaleMeta {
+  T* data;
+  int64_t numel;
+  int32_t flag_index;  // where this gradient's inf flag goes in `nonfinite`
+  bool check_only;     // flag only: the gradient stays scaled (the optimizer unscales it)
 };
+constexpr int kUnscaleTensors = 64;
+template <class T>
+using UnscaleTable = cuda_detail::ChunkTable<UnscaleMeta<T>, kUnscaleTensors>;
+static_assert(sizeof(UnscaleTable<double>) <= 4000, "kernel arguments must stay under 4 KiB");
+
+// NOTE: the smallest normal f16 is 2^-14: below it (in magnitude) a value is zero or subnormal,
+// the CPU's "exponent bits are 0" test, on the widened value.
+__device__ __forceinline__ bool f16_tiny(float v) { return fabsf(v) < 0x1p-14f; }
 
 template <class T>
-__global__ void unscale_kernel(UnscaleBatch<T> batch, const float* scale, float* found_inf, int32_t* nonfinite,
+__global__ void unscale_kernel(UnscaleTable<T> table, const float* scale, float* found_inf, int32_t* nonfinite,
                                unsigned long long* tiny) {
-  const int t = blockIdx.x / kBlocksPerTensor, part = blockIdx.x % kBlocksPerTensor;
-  if (t >= batch.count) return;
-  // NOTE: 1/scale in f64, rounded once to f32 (exact for powers of two), as on the CPU.
-  const float inv = float(1.0 / double(*scale));
-  T* g = batch.data[t];
+  using A = acc_t<T>;  // f32 for 16-bit and f32 gradients, f64 for f64 ones
+  const auto chunk = cuda_detail::block_chunk(table);
+  T* g = chunk.meta.data + chunk.start;
+  // NOTE: 1/scale in f64, rounded once to the compute type (exact for powers of two), as on the
+  // CPU. An f64 gradient is checked and scaled in f64: through f32, values above 3.4e38 would be
+  // flagged inf and the low mantissa bits lost.
+  const A inv = A(1.0 / double(*scale));
+  const bool wide = cuda_detail::vec_aligned(g) && chunk.n % kVec == 0;
   bool bad = false;
   unsigned long long small = 0;
-  for (int64_t i = int64_t(part) * blockDim.x + threadIdx.x; i < batch.numel[t]; i += int64_t(kBlocksPerTensor) * blockDim.x) {
-    const float v = float(cuda_detail::to_acc(g[i]));
-    bad |= !isfinite(v);
-    if constexpr (std::is_same_v<T, half>) small += (g[i].bits & 0x7c00) == 0;  // zero or subnormal
-    if (!batch.check_only[t]) g[i] = cuda_detail::from_acc<T>(acc_t<T>(v * inv));
+  for (int64_t i = int64_t(threadIdx.x) * kVec; i < chunk.n; i += int64_t(blockDim.x) * kVec) {
+    A v[kVec];
+    cuda_detail::load_vec(g, i, chunk.n, wide, v);
+    for (int j = 0; j < kVec; ++j) {
+      if (i + j >= chunk.n) break;
+      bad |= !isfinite(v[j]);
+      if constexpr (std::is_same_v<T, half>) small += f16_tiny(v[j]);
+      v[j] *= inv;
+    }
+    if (!chunk.meta.check_only) cuda_detail::store_vec(g, i, chunk.n, wide, v);
   }
   // Every writer writes the same value, so the races below are benign.
   if (bad) {
     *found_inf = 1.0f;
-    nonfinite[batch.flag_index[t]] = 1;
+    nonfinite[chunk.meta.flag_index] = 1;
   }
   if constexpr (std::is_same_v<T, half>) {
-    if (small) atomicAdd(tiny, small);  // integer atomics: the total is exact in any order
+    small = cuda_detail::warp_sum(small);
+    if (threadIdx.x % cuda_detail::kWarp == 0 && small) atomicAdd(tiny, small);  // exact in any order
   }
 }
 
 template <class T>
 void launch_unscale(const std::vector<int>& members, const std::vector<Tensor>& grads, const std::vector<bool>& check_only,
                     const Tensor& scale, const Tensor& found_inf, const Tensor& nonfinite, const Tensor& tiny) {
-  for (size_t first = 0; first < members.size(); first += kTensorsPerLaunch) {
-    UnscaleBatch<T> batch{};
-    batch.count = int(std::min<size_t>(kTensorsPerLaunch, members.size() - first));
-    for (int k = 0; k < batch.count; ++k) {
-      const int i = members[first + size_t(k)];
-      batch.data[k] = grads[size_t(i)].data_ptr<T>();
-      batch.numel[k] = grads[size_t(i)].numel();
-      batch.flag_index[k] = i;
-      batch.check_only[k] = check_only[size_t(i)];
-    }
-    unscale_kernel<T><<<batch.count * kBlocksPerTensor, cuda_detail::kThreads>>>(
-        batch, scale.data_ptr<float>(), found_inf.data_ptr<float>(), nonfinite.data_ptr<int32_t>(),
-        reinterpret_cast<unsigned long long*>(tiny.data_ptr<int64_t>()));
-    HG_CUDA_CHECK(cudaGetLastError());
+  std::vector<UnscaleMeta<T>> metas;
+  std::vector<int64_t> numels;
+  for (int i : members) {
+    const Tensor& g = grads[size_t(i)];
+    metas.push_back({g.data_ptr<T>(), g.numel(), i, bool(check_only[size_t(i)])});
+    numels.push_back(g.numel());
   }
+  cuda_detail::launch_chunked<UnscaleMeta<T>, kUnscaleTensors>(metas, numels, [&](const UnscaleTable<T>& table, int blocks) {
+    unscale_kernel<T><<<blocks, cuda_detail::kThreads>>>(table, scale.data_ptr<float>(), found_inf.data_ptr<float>(),
+                                                         nonfinite.data_ptr<int32_t>(),
+                                                         reinterpret_cast<unsigned long long*>(tiny.data_ptr<int64_t>()));
+    HG_CHECK_LAUNCH("unscale_kernel");
+  });
 }
 
 // ---- the scale update (PyTorch's _amp_update_scale_), one thread --------------------------------
 
+// `skipped_mirror` (mapped host memory, may be null) receives the skip count too, so that the
+// host can watch it without waiting for the GPU.
 __global__ void scaler_update_kernel(float* scale, int32_t* tracker, int32_t* skipped, const float* found,
                                      double growth_factor, double backoff_factor, int64_t growth_interval,
-                                     double min_scale, double max_scale) {
+                                     double min_scale, double max_scale, volatile int32_t* skipped_mirror) {
   if (*found != 0.0f) {
     *scale = fmaxf(float(*scale * backoff_factor), float(min_scale));
     *tracker = 0;
     *skipped += 1;
-    return;
+  } else {
+    *skipped = 0;
+    if (++*tracker == growth_interval) {
+      const float grown = float(double(*scale) * growth_factor);
+      if (isfinite(grown) && double(grown) <= fmax(max_scale, double(*scale))) *scale = grown;
+      *tracker = 0;
+    }
   }
-  *skipped = 0;
-  if (++*tracker == growth_interval) {
-    const float grown = float(double(*scale) * growth_factor);
-    if (isfinite(grown) && double(grown) <= fmax(max_scale, double(*scale))) *scale = grown;
-    *tracker = 0;
-  }
+  if (skipped_mirror != nullptr) *skipped_mirror = *skipped;
 }
 
 }  // namespace
@@ -95,7 +113,7 @@ __global__ void scaler_update_kernel(float* scale, int32_t* tracker, int32_t* sk
 void unscale_and_check(const std::vector<Tensor>& grads, const std::vector<bool>& check_only, const Tensor& scale,
                        const Tensor& found_inf, const Tensor& nonfinite, const Tensor& tiny) {
   detail::check_cuda_device(scale.device(), "GradScaler.unscale_");
-  // One launch (or a few, 64 tensors each) per dtype.
+  // One multi-tensor pass (or a few launches) per dtype.
   for (DType dtype : {f32, f16, bf16, f64}) {
     std::vector<int> members;
     for (size_t i = 0; i < grads.size(); ++i)
@@ -107,12 +125,12 @@ void unscale_and_check(const std::vector<Tensor>& grads, const std::vector<bool>
 
 void scaler_update(const Tensor& scale, const Tensor& growth_tracker, const Tensor& skipped_in_a_row,
                    const Tensor& found_inf, double growth_factor, double backoff_factor, int64_t growth_interval,
-                   double min_scale, double max_scale) {
+                   double min_scale, double max_scale, int32_t* skipped_mirror) {
   detail::check_cuda_device(scale.device(), "GradScaler.update");
   scaler_update_kernel<<<1, 1>>>(scale.data_ptr<float>(), growth_tracker.data_ptr<int32_t>(),
                                  skipped_in_a_row.data_ptr<int32_t>(), found_inf.data_ptr<float>(), growth_factor,
-                                 backoff_factor, growth_interval, min_scale, max_scale);
-  HG_CUDA_CHECK(cudaGetLastError());
+                                 backoff_factor, growth_interval, min_scale, max_scale, skipped_mirror);
+  HG_CHECK_LAUNCH("scaler_update_kernel");
 }
 
 }  // namespace hg::cuda_ops

@@ -1,8 +1,11 @@
 // cuDNN convolutions for CUDA tensors: conv2d's forward and its backward (data and filter
 // gradients; the bias and its gradient use halfgrad's own kernels). Contiguous NCHW tensors of f16/bf16/f32/f64; 16-bit
 // data computes in f32 on tensor cores. Each algorithm comes from cuDNN's _v7 heuristics once per
-// shape and is cached; its workspace is a grow-only buffer per device. Legacy cuDNN API (still
-// shipped in cuDNN 9), on the legacy default stream like the rest of halfgrad.
+// shape and is cached; its workspace is a grow-only buffer per device. When that buffer cannot
+// grow (the GPU is full), the cached choice is replaced by the best algorithm whose workspace can
+// be had, instead of failing every later call. Operands are 16-byte aligned before cuDNN sees them
+// (see realigned). Legacy cuDNN API (still shipped in cuDNN 9), on the legacy default stream like
+// the rest of halfgrad.
 #include <cuda_runtime.h>
 #include <cudnn.h>
 
@@ -12,6 +15,7 @@
 #include <climits>
 #include <cstdio>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <map>
 #include <mutex>
@@ -63,19 +67,46 @@ DnnDevice& dnn_device(int index) {
   return device;
 }
 
-void* workspace(DnnDevice& device, size_t nbytes) {
-  if (nbytes <= device.workspace_bytes) return device.workspace;
+// HG_CUDNN_WORKSPACE_LIMIT_MB=n (README, troubleshooting): never a cuDNN workspace above n MiB,
+// as if the GPU had no more to give, so convolutions take the algorithms that fit (PyTorch has
+// CUDNN_CONV_WSCAP_DBG for the same). Read once; unset means no limit.
+size_t workspace_limit() {
+  static const size_t limit = [] {
+    const char* value = std::getenv("HG_CUDNN_WORKSPACE_LIMIT_MB");
+    return value == nullptr || value[0] == '\0' ? SIZE_MAX : size_t(std::strtoull(value, nullptr, 10)) << 20;
+  }();
+  return limit;
+}
+
+// Grows the device's workspace to at least nbytes; false (and no workspace left) when the GPU
+// cannot give that much even after the caching allocator returned its free memory.
+bool ensure_workspace(DnnDevice& device, size_t nbytes) {
+  if (nbytes > workspace_limit()) return false;
+  if (nbytes <= device.workspace_bytes) return true;
   if (device.workspace != nullptr) {
     // Kernels queued earlier may still read the old block; let them finish before freeing it.
     HG_CUDA_CHECK(cudaDeviceSynchronize());
     HG_CUDA_CHECK(cudaFree(device.workspace));
+    cuda_detail::count_host_sync();
+    cuda_detail::count_host_sync();
     device.workspace = nullptr;
     device.workspace_bytes = 0;
   }
   const size_t rounded = (nbytes + kWorkspaceRound - 1) / kWorkspaceRound * kWorkspaceRound;
-  device.workspace = cuda_detail::allocate_library_workspace(rounded, "cuDNN");
+  cudaError_t status = cudaMalloc(&device.workspace, rounded);
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    cuda::empty_cache();
+    status = cudaMalloc(&device.workspace, rounded);
+  }
+  if (status == cudaErrorMemoryAllocation) {
+    (void)cudaGetLastError();
+    device.workspace = nullptr;
+    return false;
+  }
+  HG_CUDA_CHECK(status);
   device.workspace_bytes = rounded;
-  return device.workspace;
+  return true;
 }
 
 // ---- types, shapes, descriptors -------------------------------------------------------------------
@@ -246,9 +277,11 @@ struct Algorithm {
   size_t workspace;
 };
 
-// The first heuristic candidate that works, is deterministic when deterministic mode is on, and
-// needs at most kMaxWorkspaceBytes.
-Algorithm choose_algorithm(Pass pass, cudnnHandle_t handle, const ConvDescs& d, const DnnTypes& t, bool deterministic) {
+// The first heuristic candidate that works, is deterministic when deterministic mode is on, needs
+// at most kMaxWorkspaceBytes, and whose workspace `fits` (by default: any within that bound).
+template <class Fits>
+Algorithm choose_algorithm(Pass pass, cudnnHandle_t handle, const ConvDescs& d, const DnnTypes& t, bool deterministic,
+                           const Fits& fits) {
   for (const Candidate& c : heuristic_candidates(pass, handle, d)) {
     if (c.status != CUDNN_STATUS_SUCCESS) continue;
     if (deterministic && c.determinism != CUDNN_DETERMINISTIC) continue;
@@ -258,17 +291,21 @@ Algorithm choose_algorithm(Pass pass, cudnnHandle_t handle, const ConvDescs& d, 
     HG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.desc, math));
     size_t bytes = 0;
     if (workspace_size(pass, handle, d, c.algo, &bytes) != CUDNN_STATUS_SUCCESS || bytes > kMaxWorkspaceBytes) continue;
+    if (!fits(bytes)) continue;
     return {c.algo, math, bytes};
   }
   if (deterministic) detail::alert_nondeterministic(pass_name(pass));  // throws: only non-deterministic ones left
   HG_FAIL(pass_name(pass), " (CUDA): cuDNN offers no usable algorithm (within ", kMaxWorkspaceBytes >> 20,
-          " MiB of workspace) for this shape and dtype");
+          " MiB of workspace, and what the GPU can give now) for this shape and dtype");
 }
 
 using AlgoKey = std::array<int64_t, 14>;
 
-// The cached choice for this pass, shape, dtype and mode; the caller holds dnn_mutex.
-Algorithm cached_algorithm(Pass pass, int device, cudnnHandle_t handle, const ConvDescs& d, const ConvShape& s,
+// The choice for this pass, shape, dtype and mode, with its workspace ready; the caller holds
+// dnn_mutex. Cached per key. When the cached choice's workspace cannot be allocated, the best
+// candidate whose workspace can be takes its place in the cache: later calls then run at once
+// instead of failing the same way (hg::cuda::empty_cache() does not bring the old choice back).
+Algorithm cached_algorithm(Pass pass, int device, DnnDevice& dnn, const ConvDescs& d, const ConvShape& s,
                            const DnnTypes& t) {
   static std::map<AlgoKey, Algorithm> cache;
   const bool deterministic = are_deterministic_algorithms_enabled();
@@ -276,7 +313,14 @@ Algorithm cached_algorithm(Pass pass, int device, cudnnHandle_t handle, const Co
                     s.n,    s.c,           s.h,             s.w,            s.o,
                     s.kh,   s.kw,          s.stride,        s.pad};
   auto it = cache.find(key);
-  if (it == cache.end()) it = cache.emplace(key, choose_algorithm(pass, handle, d, t, deterministic)).first;
+  if (it == cache.end()) {
+    const auto any = [](size_t) { return true; };
+    it = cache.emplace(key, choose_algorithm(pass, dnn.handle, d, t, deterministic, any)).first;
+  }
+  if (!ensure_workspace(dnn, it->second.workspace)) {
+    const auto can_allocate = [&dnn](size_t bytes) { return ensure_workspace(dnn, bytes); };
+    it->second = choose_algorithm(pass, dnn.handle, d, t, deterministic, can_allocate);
+  }
   return it->second;
 }
 
@@ -313,10 +357,30 @@ struct Prepared {
 };
 
 Prepared prepare(Pass pass, DnnCall& call, const ConvDescs& d, const ConvShape& s) {
-  const Algorithm a = cached_algorithm(pass, call.index, call.device.handle, d, s, call.types);
+  const Algorithm a = cached_algorithm(pass, call.index, call.device, d, s, call.types);
   HG_CUDNN_CHECK(cudnnSetConvolutionMathType(d.conv.desc, a.math));
-  return {a, workspace(call.device, a.workspace)};
+  return {a, call.device.workspace};
 }
+
+// NOTE: cuDNN's kernels may read 16-bit data with vector loads that need 16-byte alignment, and the
+// legacy API's heuristics never see the pointers: a cached algorithm could meet a view that is
+// only 2-byte aligned (an f16 tensor narrowed by one element along N) and fail or fault. Such an
+// operand is copied into fresh memory (the caching allocator aligns to 512 bytes) first.
+constexpr uintptr_t kDnnAlignment = 16;
+bool dnn_aligned(const Tensor& t) {
+  return !t.defined() || reinterpret_cast<uintptr_t>(t.raw_data()) % kDnnAlignment == 0;
+}
+Tensor realigned(const Tensor& t) { return dnn_aligned(t) ? t : t.clone(); }
+
+// An output cuDNN writes: the tensor itself when aligned, else fresh memory copied back by finish().
+struct DnnOutput {
+  Tensor target, work;
+  explicit DnnOutput(const Tensor& t) : target(t), work(dnn_aligned(t) ? t : empty(t.shape(), t.options())) {}
+  void* data() const { return work.raw_data(); }
+  void finish() const {
+    if (!work.is_same(target)) Tensor(target).copy_(work);
+  }
+};
 
 // The value of an empty sum (no input channels, a zero-sized kernel, an empty batch).
 void fill_zeros(const Tensor& t) {
@@ -362,7 +426,7 @@ void conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, 
   check_output("conv2d", out);
   detail::check_cuda_device(out.device(), "conv2d");
   if (out.numel() == 0) return;
-  const Tensor x = x_in.contiguous(), w = w_in.contiguous();
+  const Tensor x = realigned(x_in.contiguous()), w = realigned(w_in.contiguous());
   const ConvShape s = conv_shape(x, out, w.shape()[2], w.shape()[3], stride, padding);
   lint_tensor_cores(out.dtype(), s.c, s.o);
   DnnCall call(out.device(), out.dtype());
@@ -375,10 +439,11 @@ void conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, 
     HG_CHECK(n == s.n && c == s.o && h == s.oh && wd == s.ow, "conv2d (CUDA): cuDNN computes an output of (", n, ", ",
              c, ", ", h, ", ", wd, ") but the output tensor is ", out.shape());
     const Prepared p = prepare(Pass::Forward, call, d, s);
+    const DnnOutput y(out);
     HG_CUDNN_CHECK(cudnnConvolutionForward(call.device.handle, call.scalars.one(), d.x.desc, x.raw_data(), d.w.desc,
                                            w.raw_data(), d.conv.desc, cudnnConvolutionFwdAlgo_t(p.algorithm.algo),
-                                           p.scratch, p.algorithm.workspace, call.scalars.zero(), d.y.desc,
-                                           out.raw_data()));
+                                           p.scratch, p.algorithm.workspace, call.scalars.zero(), d.y.desc, y.data()));
+    y.finish();
   }
   if (bias.defined()) add_bias(call, s, bias, out);
 }
@@ -391,7 +456,8 @@ void conv2d_backward(const Tensor& x_in, const Tensor& w_in, const Tensor& grad,
   for (const Tensor* t : {&grad_x, &grad_w, &grad_bias}) check_output("conv2d backward", *t);
   HG_CHECK(!grad_x.defined() || w_in.defined(), "conv2d backward (CUDA): the input's gradient needs the weight");
   detail::check_cuda_device(grad.device(), "conv2d backward");
-  const Tensor dy = grad.contiguous(), x = x_in.contiguous(), w = w_in.defined() ? w_in.contiguous() : Tensor();
+  const Tensor dy = realigned(grad.contiguous()), x = realigned(x_in.contiguous());
+  const Tensor w = w_in.defined() ? realigned(w_in.contiguous()) : Tensor();
   const Tensor& kernel = w.defined() ? w : grad_w;  // only its shape is needed
   const int64_t kh = kernel.defined() ? kernel.shape()[2] : 0, kw = kernel.defined() ? kernel.shape()[3] : 0;
   const ConvShape s = conv_shape(x, dy, kh, kw, stride, padding);
@@ -407,18 +473,21 @@ void conv2d_backward(const Tensor& x_in, const Tensor& w_in, const Tensor& grad,
   const ConvDescs d(s, call.types);
   if (need_x) {  // grad_x = the transposed convolution of grad with w
     const Prepared p = prepare(Pass::BackwardData, call, d, s);
+    const DnnOutput dx(grad_x);
     HG_CUDNN_CHECK(cudnnConvolutionBackwardData(call.device.handle, call.scalars.one(), d.w.desc, w.raw_data(),
                                                 d.y.desc, dy.raw_data(), d.conv.desc,
                                                 cudnnConvolutionBwdDataAlgo_t(p.algorithm.algo), p.scratch,
-                                                p.algorithm.workspace, call.scalars.zero(), d.x.desc, grad_x.raw_data()));
+                                                p.algorithm.workspace, call.scalars.zero(), d.x.desc, dx.data()));
+    dx.finish();
   }
   if (need_w) {  // grad_w = the correlation of x with grad, summed over the batch
     const Prepared p = prepare(Pass::BackwardFilter, call, d, s);
+    const DnnOutput dw(grad_w);
     HG_CUDNN_CHECK(cudnnConvolutionBackwardFilter(call.device.handle, call.scalars.one(), d.x.desc, x.raw_data(),
                                                   d.y.desc, dy.raw_data(), d.conv.desc,
                                                   cudnnConvolutionBwdFilterAlgo_t(p.algorithm.algo), p.scratch,
-                                                  p.algorithm.workspace, call.scalars.zero(), d.w.desc,
-                                                  grad_w.raw_data()));
+                                                  p.algorithm.workspace, call.scalars.zero(), d.w.desc, dw.data()));
+    dw.finish();
   }
 }
 

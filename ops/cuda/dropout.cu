@@ -58,7 +58,7 @@ void dropout(const Tensor& in, const Tensor& out, double p, uint64_t seed, uint6
     dropout_kernel<T><<<cuda_detail::blocks_for((n + 3) / 4), cuda_detail::kThreads>>>(
         in.data_ptr<T>(), out.data_ptr<T>(), n, p, scale, seed, offset);
   });
-  HG_CUDA_CHECK(cudaGetLastError());
+  HG_CHECK_LAUNCH("dropout_kernel");
 }
 
 }  // namespace hg::cuda_ops

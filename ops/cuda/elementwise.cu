@@ -4,6 +4,7 @@
 // Explicit instantiations at the end: one line per functor of ops/math/ that ops use.
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda_ops.h"
 #include "ops/elementwise_kernel.h"
 #include "ops/math/activation.h"
 #include "ops/math/elementwise.h"
@@ -94,6 +95,7 @@ void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs
     contiguous = contiguous && t.is_contiguous() && t.shape() == out.shape();
   }
   const int64_t numel = out.numel();
+  const char* kernel = "map_strided";
   visit_dtype(out.dtype(), [&]<class T> {
     if constexpr (!is_floating_type_v<T> && !kIntegerSafe<F>) {
       HG_FAIL("elementwise op: not defined for ", out.dtype(), " tensors");
@@ -103,8 +105,10 @@ void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs
     bool aligned = reinterpret_cast<uintptr_t>(p.out) % 16 == 0;
     for (size_t k = 0; k < N; ++k) aligned = aligned && reinterpret_cast<uintptr_t>(p.in[k]) % 16 == 0;
     if (contiguous && aligned && 16 % sizeof(T) == 0) {
+      kernel = "map_contiguous_wide";
       map_contiguous_wide<T, N, F><<<cuda_detail::blocks_for(numel / (16 / sizeof(T)) + 1), cuda_detail::kThreads>>>(p, numel, f);
     } else if (contiguous) {
+      kernel = "map_contiguous";
       map_contiguous<T, N, F><<<cuda_detail::blocks_for(numel), cuda_detail::kThreads>>>(p, numel, f);
     } else {
       const auto ix = cuda_detail::make_indexer<int(N) + 1>(out, inputs.data(), int(N));
@@ -112,7 +116,7 @@ void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs
     }
     }
   });
-  HG_CUDA_CHECK(cudaGetLastError());
+  HG_CHECK_LAUNCH(kernel);
 }
 
 // ---- instantiations: every functor an op hands to cuda_map_elementwise ----------------------
@@ -153,3 +157,57 @@ template void cuda_map_elementwise<2, math::BackwardFromInput<math::Silu>>(const
 template void cuda_map_elementwise<2, math::BackwardFromOutput<math::Sigmoid>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromOutput<math::Sigmoid>&);
 template void cuda_map_elementwise<2, math::BackwardFromOutput<math::Tanh>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromOutput<math::Tanh>&);
 }  // namespace hg::detail
+
+// ---- fill_ ----------------------------------------------------------------------------------------
+
+namespace hg::cuda_ops {
+
+namespace {
+
+// Word: an unsigned integer as wide as the element; the element's bytes are written as they are.
+template <class Word>
+__global__ void fill_contiguous_kernel(Word* out, int64_t numel, Word value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * blockDim.x)
+    out[i] = value;
+}
+
+template <class Word>
+__global__ void fill_strided_kernel(Word* out, int64_t numel, cuda_detail::StridedIndexer<1> ix, Word value) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * blockDim.x) {
+    int64_t offset[1];
+    ix.offsets(i, offset);
+    out[offset[0]] = value;
+  }
+}
+
+template <class Word>
+void launch_fill(const Tensor& t, uint64_t bits) {
+  Word* out = static_cast<Word*>(t.raw_data());
+  const int64_t numel = t.numel();
+  if (t.is_contiguous()) {
+    fill_contiguous_kernel<Word><<<cuda_detail::blocks_for(numel), cuda_detail::kThreads>>>(out, numel, Word(bits));
+    HG_CHECK_LAUNCH("fill_contiguous_kernel");
+  } else {
+    const auto ix = cuda_detail::make_indexer<1>(t, nullptr, 0);
+    fill_strided_kernel<Word><<<cuda_detail::blocks_for(numel), cuda_detail::kThreads>>>(out, numel, ix, Word(bits));
+    HG_CHECK_LAUNCH("fill_strided_kernel");
+  }
+}
+
+}  // namespace
+
+void fill(const Tensor& t, uint64_t bits) {
+  detail::check_cuda_device(t.device(), "fill_");
+  if (t.numel() == 0) return;
+  const size_t size = element_size(t.dtype());
+  if (t.is_contiguous() && (bits == 0 || size == 1)) {  // every byte the same: the driver's memset
+    HG_CUDA_CHECK(cudaMemsetAsync(t.raw_data(), int(bits & 0xff), size_t(t.numel()) * size, nullptr));
+    return;
+  }
+  if (size == 1) launch_fill<uint8_t>(t, bits);
+  else if (size == 2) launch_fill<uint16_t>(t, bits);
+  else if (size == 4) launch_fill<uint32_t>(t, bits);
+  else launch_fill<uint64_t>(t, bits);
+}
+
+}  // namespace hg::cuda_ops

@@ -1,5 +1,5 @@
-// cuBLASLt GEMMs for CUDA tensors: matmul's (batched) product, linear's forward with the bias and
-// ReLU fused into the GEMM epilogue, and linear's weight gradient with the bias gradient fused.
+// cuBLASLt GEMMs for CUDA tensors: matmul's (batched) product, linear's forward with the bias
+// fused into the GEMM epilogue, and linear's weight gradient with the bias gradient fused.
 //
 // cuBLAS is column-major and halfgrad row-major. A row-major C (M, N) has the bytes of a
 // column-major C^T (N, M), and C^T = B^T A^T, so every product is issued with the operands
@@ -347,10 +347,12 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   run_gemm(out.device(), g, "matmul");
 }
 
-// out (rows, out_features) = relu?(x2 (rows, in) @ w^T + bias): w (out_features, in) is used as
-// the transposed operand directly, and the bias is cuBLASLt's bias vector along D's rows, which
-// are out's columns. `out` is overwritten (beta = 0).
-void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const Tensor& out, bool relu) {
+// out (rows, out_features) = x2 (rows, in) @ w^T + bias: w (out_features, in) is used as the
+// transposed operand directly, and the bias is cuBLASLt's bias vector along D's rows, which are
+// out's columns. `out` is overwritten (beta = 0).
+// NOTE: no RELU epilogue for linear_relu: it computes max(y, 0), which maps NaN to 0 where the
+// CPU keeps NaN; ops/linalg.cpp applies the relu with the CPU's functor instead.
+void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const Tensor& out) {
   check_operands("linear", out, {&x2, &w});
   detail::check_cuda_device(out.device(), "linear");
   const int64_t rows = x2.shape()[0], in = x2.shape()[1], out_features = w.shape()[0];
@@ -367,9 +369,7 @@ void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const
     check_operands("linear", out, {&bias});
     bias_packed = bias.contiguous();  // cuBLASLt wants a packed vector
     g.bias = bias_packed.raw_data();
-    g.epilogue = relu ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
-  } else {
-    g.epilogue = relu ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT;
+    g.epilogue = CUBLASLT_EPILOGUE_BIAS;
   }
   run_gemm(out.device(), g, "linear");
 }

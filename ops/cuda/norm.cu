@@ -291,11 +291,11 @@ Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Ten
           x.data_ptr<T>(), l, p, training, momentum, eps, mean.data_ptr<stat_t<T>>(), rstd.data_ptr<stat_t<T>>(),
           affine.data_ptr<double>());
     });
-    HG_CUDA_CHECK(cudaGetLastError());
+    HG_CHECK_LAUNCH("batch_norm_stats_kernel");
     if (x.numel() == 0) return;
     batch_norm_affine_kernel<T><<<cuda_detail::blocks_for(x.numel()), cuda_detail::kThreads>>>(
         x.data_ptr<T>(), y.data_ptr<T>(), x.numel(), l, affine.data_ptr<double>());
-    HG_CUDA_CHECK(cudaGetLastError());
+    HG_CHECK_LAUNCH("batch_norm_affine_kernel");
   });
   return y;
 }
@@ -316,12 +316,12 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weig
           x.data_ptr<T>(), grad.data_ptr<T>(), l, pointer_or_null<P>(weight), mean.data_ptr<stat_t<T>>(),
           rstd.data_ptr<stat_t<T>>(), dw.data_ptr<P>(), db.data_ptr<P>(), sums.data_ptr<double>());
     });
-    HG_CUDA_CHECK(cudaGetLastError());
+    HG_CHECK_LAUNCH("batch_norm_grad_sums_kernel");
     if (x.numel() == 0) return;
     batch_norm_dx_kernel<T><<<cuda_detail::blocks_for(x.numel()), cuda_detail::kThreads>>>(
         x.data_ptr<T>(), grad.data_ptr<T>(), x.numel(), l, mean.data_ptr<stat_t<T>>(), rstd.data_ptr<stat_t<T>>(),
         sums.data_ptr<double>(), training, dx.data_ptr<T>());
-    HG_CUDA_CHECK(cudaGetLastError());
+    HG_CHECK_LAUNCH("batch_norm_dx_kernel");
   });
 }
 
@@ -340,7 +340,7 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& b
           pointer_or_null<P>(bias), mean.data_ptr<stat_t<T>>(), rstd.data_ptr<stat_t<T>>());
     });
   });
-  HG_CUDA_CHECK(cudaGetLastError());
+  HG_CHECK_LAUNCH("layer_norm_forward_kernel");
   return y;
 }
 
@@ -359,7 +359,7 @@ void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weig
         layer_norm_dx_kernel<T, P><<<row_blocks(rows), cuda_detail::kThreads>>>(
             x.data_ptr<T>(), grad.data_ptr<T>(), rows, D, pointer_or_null<P>(weight), mean.data_ptr<stat_t<T>>(),
             rstd.data_ptr<stat_t<T>>(), dx.data_ptr<T>());
-        HG_CUDA_CHECK(cudaGetLastError());
+        HG_CHECK_LAUNCH("layer_norm_dx_kernel");
       }
       // With no rows this still runs, writing the empty sums (zeros) into dw and db.
       const int column_blocks = int((D + kColumnTile - 1) / kColumnTile);
@@ -368,7 +368,7 @@ void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weig
           dw.data_ptr<P>(), db.data_ptr<P>());
     });
   });
-  HG_CUDA_CHECK(cudaGetLastError());
+  HG_CHECK_LAUNCH("layer_norm_weight_grad_kernel");
 }
 
 }  // namespace hg::cuda_ops

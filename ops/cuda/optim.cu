@@ -1,13 +1,15 @@
-// SGD and Adam/AdamW as multi-tensor kernels: one launch updates up to 32 parameters. The kernels
-// read the GradScaler's found_inf and scale on the device and leave everything untouched when a
-// gradient overflowed, then a second tiny kernel advances the per-parameter step counts -- so an
-// AMP step needs no host synchronisation. Same arithmetic as the CPU loops (optim/sgd.cpp,
-// optim/adam.cpp), in the weight's compute type.
+// SGD and Adam/AdamW as multi-tensor kernels (multi_tensor.cuh): one launch updates many
+// parameters, with a grid sized by their elements. The kernels read the GradScaler's found_inf
+// and scale on the device and leave everything untouched when a gradient overflowed; a second
+// tiny kernel then advances the per-parameter step counts -- so an AMP step needs no host
+// synchronisation. Same arithmetic as the CPU loops (optim/sgd.cpp, optim/adam.cpp), in the
+// weight's compute type.
 #include <map>
 #include <utility>
 
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/multi_tensor.cuh"
 #include "ops/cuda_ops.h"
 
 namespace hg::cuda_ops {
@@ -15,140 +17,180 @@ namespace hg::cuda_ops {
 namespace {
 
 using cuda_detail::acc_t;
-using cuda_detail::from_acc;
-using cuda_detail::to_acc;
-
-constexpr int kTensorsPerLaunch = 32;
-constexpr int kBlocksPerTensor = 64;
+using cuda_detail::kVec;
+using cuda_detail::load_vec;
+using cuda_detail::store_vec;
+using cuda_detail::vec_aligned;
 
 // W: the weight updated (the parameter, or its f32 master); P: the parameter and gradient dtype.
 template <class W, class P>
-struct Batch {
-  W* weight[kTensorsPerLaunch];
-  P* param[kTensorsPerLaunch];   // null when the weight is the parameter
-  const P* grad[kTensorsPerLaunch];
-  W* state0[kTensorsPerLaunch];  // SGD momentum / Adam exp_avg (may be null for SGD without momentum)
-  W* state1[kTensorsPerLaunch];  // Adam exp_avg_sq
-  float* step[kTensorsPerLaunch];
-  int64_t numel[kTensorsPerLaunch];
-  bool deferred[kTensorsPerLaunch];  // the gradient still carries the loss scale
-  int count;
+struct ParamMeta {
+  W* weight;
+  P* param;  // null when the weight is the parameter
+  const P* grad;
+  W* state0;  // SGD momentum / Adam exp_avg (null for SGD without momentum)
+  W* state1;  // Adam exp_avg_sq
+  const int64_t* step;           // Adam: steps applied so far
+  const int32_t* momentum_ready;  // SGD: 0 until the momentum buffer holds a value
+  int64_t numel;
+  bool deferred;  // the gradient still carries the loss scale
 };
+constexpr int kParamTensors = 24;
+template <class W, class P>
+using ParamTable = cuda_detail::ChunkTable<ParamMeta<W, P>, kParamTensors>;
+static_assert(sizeof(ParamTable<double, double>) <= 4000, "kernel arguments must stay under 4 KiB");
 
 __device__ __forceinline__ bool skipped(const float* found_inf) { return found_inf != nullptr && *found_inf != 0.0f; }
 
+// One 4-element group of a chunk: the arrays' values in the weight's compute type.
 template <class W, class P>
-__device__ __forceinline__ acc_t<W> load_grad(const Batch<W, P>& b, int t, int64_t i, float inv_scale) {
-  acc_t<W> g = acc_t<W>(to_acc(b.grad[t][i]));
-  return b.deferred[t] ? g * acc_t<W>(inv_scale) : g;
+struct Group {
+  acc_t<W> w[kVec], g[kVec], s0[kVec], s1[kVec];
+};
+
+// Loads the group at element i of the chunk starting at `start`; the gradient is unscaled when it
+// still carries the loss scale.
+template <class W, class P>
+__device__ __forceinline__ Group<W, P> load_group(const ParamMeta<W, P>& m, int64_t start, int64_t i, int64_t n,
+                                                  bool wide, double inv_scale) {
+  using A = acc_t<W>;
+  Group<W, P> v{};
+  load_vec(m.weight + start, i, n, wide, v.w);
+  acc_t<P> g[kVec];
+  load_vec(m.grad + start, i, n, wide, g);
+  for (int j = 0; j < kVec; ++j) v.g[j] = m.deferred ? A(g[j]) * A(inv_scale) : A(g[j]);
+  if (m.state0) load_vec(m.state0 + start, i, n, wide, v.s0);
+  if (m.state1) load_vec(m.state1 + start, i, n, wide, v.s1);
+  return v;
+}
+
+// Stores the weight and states, and rounds the master into the 16-bit parameter.
+template <class W, class P>
+__device__ __forceinline__ void store_group(const ParamMeta<W, P>& m, int64_t start, int64_t i, int64_t n, bool wide,
+                                            const Group<W, P>& v) {
+  store_vec(m.weight + start, i, n, wide, v.w);
+  if (m.state0) store_vec(m.state0 + start, i, n, wide, v.s0);
+  if (m.state1) store_vec(m.state1 + start, i, n, wide, v.s1);
+  if (m.param) {
+    acc_t<P> p[kVec];
+    for (int j = 0; j < kVec; ++j) p[j] = acc_t<P>(v.w[j]);
+    store_vec(m.param + start, i, n, wide, p);
+  }
+}
+
+// Whether every array of this chunk allows 4-wide accesses.
+template <class W, class P>
+__device__ __forceinline__ bool chunk_is_wide(const ParamMeta<W, P>& m, int64_t start, int64_t n) {
+  return n % kVec == 0 && vec_aligned(m.weight + start) && vec_aligned(m.grad + start) &&
+         (!m.state0 || vec_aligned(m.state0 + start)) && (!m.state1 || vec_aligned(m.state1 + start)) &&
+         (!m.param || vec_aligned(m.param + start));
 }
 
 template <class W, class P>
-__device__ __forceinline__ void store_weight(const Batch<W, P>& b, int t, int64_t i, acc_t<W> w) {
-  b.weight[t][i] = from_acc<W>(w);
-  if (b.param[t] != nullptr) b.param[t][i] = from_acc<P>(acc_t<P>(w));  // round the master into the parameter
-}
-
-template <class W, class P>
-__global__ void sgd_kernel(Batch<W, P> b, SgdHyper h, const float* found_inf, const float* scale) {
+__global__ void sgd_kernel(ParamTable<W, P> table, SgdHyper h, const float* found_inf, const float* scale) {
   using A = acc_t<W>;
   if (skipped(found_inf)) return;
-  const int t = blockIdx.x / kBlocksPerTensor, part = blockIdx.x % kBlocksPerTensor;
-  if (t >= b.count) return;
-  const float inv_scale = scale ? float(1.0 / double(*scale)) : 1.0f;
-  const bool first = *b.step[t] == 0.0f;  // PyTorch: the first step's buffer is the gradient itself
-  for (int64_t i = int64_t(part) * blockDim.x + threadIdx.x; i < b.numel[t]; i += int64_t(kBlocksPerTensor) * blockDim.x) {
-    A w = to_acc(b.weight[t][i]);
-    A d = load_grad(b, t, i, inv_scale) + A(h.weight_decay) * w;
-    if (h.momentum != 0) {
-      const A buf = first ? d : A(h.momentum) * to_acc(b.state0[t][i]) + A(1 - h.dampening) * d;
-      b.state0[t][i] = from_acc<W>(buf);
-      d = h.nesterov ? d + A(h.momentum) * buf : buf;
+  const auto c = cuda_detail::block_chunk(table);
+  const ParamMeta<W, P>& m = c.meta;
+  const double inv_scale = scale ? 1.0 / double(*scale) : 1.0;
+  // PyTorch's rule, as on the CPU: the step that finds no momentum buffer makes it the gradient.
+  const bool first = m.momentum_ready != nullptr && *m.momentum_ready == 0;
+  const bool wide = chunk_is_wide(m, c.start, c.n);
+  for (int64_t i = int64_t(threadIdx.x) * kVec; i < c.n; i += int64_t(blockDim.x) * kVec) {
+    Group<W, P> v = load_group(m, c.start, i, c.n, wide, inv_scale);
+    for (int j = 0; j < kVec; ++j) {
+      A d = v.g[j] + A(h.weight_decay) * v.w[j];
+      if (h.momentum != 0) {
+        v.s0[j] = first ? d : A(h.momentum) * v.s0[j] + A(1 - h.dampening) * d;
+        d = h.nesterov ? d + A(h.momentum) * v.s0[j] : v.s0[j];
+      }
+      v.w[j] -= A(h.lr) * d;
     }
-    w -= A(h.lr) * d;
-    store_weight(b, t, i, w);
+    store_group(m, c.start, i, c.n, wide, v);
   }
 }
 
 template <class W, class P>
-__global__ void adam_kernel(Batch<W, P> b, AdamHyper h, const float* found_inf, const float* scale) {
+__global__ void adam_kernel(ParamTable<W, P> table, AdamHyper h, const float* found_inf, const float* scale) {
   using A = acc_t<W>;
   if (skipped(found_inf)) return;
-  const int t = blockIdx.x / kBlocksPerTensor, part = blockIdx.x % kBlocksPerTensor;
-  if (t >= b.count) return;
-  const float inv_scale = scale ? float(1.0 / double(*scale)) : 1.0f;
-  const double step = double(*b.step[t]) + 1.0;  // this update's t (the count advances afterwards)
+  const auto c = cuda_detail::block_chunk(table);
+  const ParamMeta<W, P>& m = c.meta;
+  const double inv_scale = scale ? 1.0 / double(*scale) : 1.0;
+  // NOTE: the count is an integer on the device: an f32 count would stop at 2^24.
+  const double step = double(*m.step) + 1.0;  // this update's t (the count advances afterwards)
   const double step_size = h.lr / (1 - pow(h.beta1, step));
   const double bias_correction2_sqrt = sqrt(1 - pow(h.beta2, step));
-  for (int64_t i = int64_t(part) * blockDim.x + threadIdx.x; i < b.numel[t]; i += int64_t(kBlocksPerTensor) * blockDim.x) {
-    A w = to_acc(b.weight[t][i]);
-    A g = load_grad(b, t, i, inv_scale);
-    if (h.decoupled) w *= A(1 - h.lr * h.weight_decay);
-    else if (h.weight_decay != 0) g += A(h.weight_decay) * w;
-    const A m = to_acc(b.state0[t][i]) * A(h.beta1) + g * A(1 - h.beta1);
-    const A v = to_acc(b.state1[t][i]) * A(h.beta2) + A(1 - h.beta2) * g * g;
-    b.state0[t][i] = from_acc<W>(m);
-    b.state1[t][i] = from_acc<W>(v);
-    const A denom = sqrt(v) / A(bias_correction2_sqrt) + A(h.eps);
-    w += A(-step_size) * (m / denom);
-    store_weight(b, t, i, w);
+  const bool wide = chunk_is_wide(m, c.start, c.n);
+  for (int64_t i = int64_t(threadIdx.x) * kVec; i < c.n; i += int64_t(blockDim.x) * kVec) {
+    Group<W, P> v = load_group(m, c.start, i, c.n, wide, inv_scale);
+    for (int j = 0; j < kVec; ++j) {
+      A g = v.g[j];
+      if (h.decoupled) v.w[j] *= A(1 - h.lr * h.weight_decay);
+      else if (h.weight_decay != 0) g += A(h.weight_decay) * v.w[j];
+      v.s0[j] = v.s0[j] * A(h.beta1) + g * A(1 - h.beta1);
+      v.s1[j] = v.s1[j] * A(h.beta2) + A(1 - h.beta2) * g * g;
+      const A denom = sqrt(v.s1[j]) / A(bias_correction2_sqrt) + A(h.eps);
+      v.w[j] += A(-step_size) * (v.s0[j] / denom);
+    }
+    store_group(m, c.start, i, c.n, wide, v);
   }
 }
 
-// Advances every parameter's step count unless the step was skipped (after the update kernel,
-// which read the old count).
-__global__ void advance_steps(Batch<float, float> counts, const float* found_inf) {
-  if (skipped(found_inf) || int(threadIdx.x) >= counts.count) return;
-  *counts.step[threadIdx.x] += 1.0f;
+// After the update kernels (which read the old counts): unless the step was skipped, every
+// parameter's count advances, every flag is set, and the optimizer's applied-steps count grows.
+constexpr int kCountersPerLaunch = 128;
+struct Counters {
+  int64_t* step[kCountersPerLaunch];
+  int32_t* flag[kCountersPerLaunch];
+  int count;
+};
+static_assert(sizeof(Counters) <= 4000, "kernel arguments must stay under 4 KiB");
+
+__global__ void advance_counters_kernel(Counters counters, int64_t* applied, const float* found_inf) {
+  if (skipped(found_inf)) return;
+  const int k = int(threadIdx.x);
+  if (k < counters.count) {
+    if (counters.step[k]) *counters.step[k] += 1;
+    if (counters.flag[k]) *counters.flag[k] = 1;
+  }
+  if (k == 0 && applied != nullptr) *applied += 1;
 }
 
 template <class W, class P>
-Batch<W, P> make_batch(const std::vector<size_t>& members, const std::vector<Tensor>& weights,
-                       const std::vector<Tensor>& params, const std::vector<Tensor>& grads, const std::vector<Tensor>* s0,
-                       const std::vector<Tensor>* s1, const std::vector<Tensor>& steps, const Tensor& scale) {
-  Batch<W, P> b{};
-  b.count = int(members.size());
-  for (size_t k = 0; k < members.size(); ++k) {
-    const size_t i = members[k];
-    b.weight[k] = weights[i].data_ptr<W>();
-    b.param[k] = weights[i].is_same(params[i]) ? nullptr : params[i].data_ptr<P>();
-    b.grad[k] = grads[i].data_ptr<P>();
-    b.state0[k] = s0 && (*s0)[i].defined() ? (*s0)[i].data_ptr<W>() : nullptr;
-    b.state1[k] = s1 ? (*s1)[i].data_ptr<W>() : nullptr;
-    b.step[k] = steps[i].data_ptr<float>();
-    b.numel[k] = weights[i].numel();
-    b.deferred[k] = scale.defined() && b.param[k] != nullptr;  // 16-bit gradients of a master weight
-  }
-  return b;
+ParamMeta<W, P> meta_of(size_t i, const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
+                        const std::vector<Tensor>& grads, const std::vector<Tensor>* s0, const std::vector<Tensor>* s1,
+                        const std::vector<Tensor>* steps, const std::vector<Tensor>* ready, const Tensor& scale) {
+  ParamMeta<W, P> m{};
+  m.weight = weights[i].data_ptr<W>();
+  m.param = weights[i].is_same(params[i]) ? nullptr : params[i].data_ptr<P>();
+  m.grad = grads[i].data_ptr<P>();
+  m.state0 = s0 && (*s0)[i].defined() ? (*s0)[i].data_ptr<W>() : nullptr;
+  m.state1 = s1 ? (*s1)[i].data_ptr<W>() : nullptr;
+  m.step = steps ? (*steps)[i].data_ptr<int64_t>() : nullptr;
+  m.momentum_ready = ready && (*ready)[i].defined() ? (*ready)[i].data_ptr<int32_t>() : nullptr;
+  m.numel = weights[i].numel();
+  m.deferred = scale.defined() && m.param != nullptr;  // 16-bit gradients of a master weight
+  return m;
 }
 
-// Runs `launch(members)` over the parameters, grouped by their (weight, parameter) dtype pair --
-// equal dtypes, or an f32 master for a 16-bit parameter -- in launches of kTensorsPerLaunch.
+// Runs `launch.operator()<W, P>(members)` for the parameters grouped by their (weight,
+// parameter) dtype pair -- equal dtypes, or an f32 master for a 16-bit parameter.
 template <class Launch>
-void for_each_batch(const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
-                    const std::vector<Tensor>& steps, const float* found_inf, const Launch& launch) {
+void for_each_dtype_pair(const std::vector<Tensor>& weights, const std::vector<Tensor>& params, const Launch& launch) {
   HG_CHECK(!weights.empty(), "optimizer: no parameters");
   std::map<std::pair<DType, DType>, std::vector<size_t>> by_dtypes;
   for (size_t i = 0; i < weights.size(); ++i) by_dtypes[{weights[i].dtype(), params[i].dtype()}].push_back(i);
-  for (const auto& [dtypes, indices] : by_dtypes) {
-    for (size_t first = 0; first < indices.size(); first += kTensorsPerLaunch) {
-      const std::vector<size_t> members(indices.begin() + long(first),
-                                        indices.begin() + long(std::min(indices.size(), first + kTensorsPerLaunch)));
-      visit_floating(dtypes.first, "optimizer", [&]<class W> {
-        visit_floating(dtypes.second, "optimizer", [&]<class P> {
-          if constexpr (std::is_same_v<W, P> || (std::is_same_v<W, float> && !std::is_same_v<P, double>)) {
-            launch.template operator()<W, P>(members);
-          } else {
-            HG_FAIL("optimizer (CUDA): a ", dtype_of<W>(), " master for ", dtype_of<P>(), " parameters is not supported");
-          }
-        });
+  for (const auto& [dtypes, members] : by_dtypes) {
+    visit_floating(dtypes.first, "optimizer", [&]<class W> {
+      visit_floating(dtypes.second, "optimizer", [&]<class P> {
+        if constexpr (std::is_same_v<W, P> || (std::is_same_v<W, float> && !std::is_same_v<P, double>)) {
+          launch.template operator()<W, P>(members);
+        } else {
+          HG_FAIL("optimizer (CUDA): a ", dtype_of<W>(), " master for ", dtype_of<P>(), " parameters is not supported");
+        }
       });
-      Batch<float, float> counts{};
-      counts.count = int(members.size());
-      for (size_t k = 0; k < members.size(); ++k) counts.step[k] = steps[members[k]].data_ptr<float>();
-      advance_steps<<<1, kTensorsPerLaunch>>>(counts, found_inf);
-      HG_CUDA_CHECK(cudaGetLastError());
-    }
+    });
   }
 }
 
@@ -157,13 +199,20 @@ const float* optional_ptr(const Tensor& t) { return t.defined() ? t.data_ptr<flo
 }  // namespace
 
 void sgd_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
-                const std::vector<Tensor>& momentum, const std::vector<Tensor>& steps, const SgdHyper& h,
+                const std::vector<Tensor>& momentum, const std::vector<Tensor>& momentum_ready, const SgdHyper& h,
                 const Tensor& found_inf, const Tensor& scale) {
   detail::check_cuda_device(params.front().device(), "SGD");
-  for_each_batch(weights, params, steps, optional_ptr(found_inf), [&]<class W, class P>(const std::vector<size_t>& members) {
-    const auto b = make_batch<W, P>(members, weights, params, grads, &momentum, nullptr, steps, scale);
-    sgd_kernel<W, P><<<b.count * kBlocksPerTensor, cuda_detail::kThreads>>>(b, h, optional_ptr(found_inf), optional_ptr(scale));
-    HG_CUDA_CHECK(cudaGetLastError());
+  for_each_dtype_pair(weights, params, [&]<class W, class P>(const std::vector<size_t>& members) {
+    std::vector<ParamMeta<W, P>> metas;
+    std::vector<int64_t> numels;
+    for (size_t i : members) {
+      metas.push_back(meta_of<W, P>(i, weights, params, grads, &momentum, nullptr, nullptr, &momentum_ready, scale));
+      numels.push_back(weights[i].numel());
+    }
+    cuda_detail::launch_chunked<ParamMeta<W, P>, kParamTensors>(metas, numels, [&](const ParamTable<W, P>& t, int blocks) {
+      sgd_kernel<W, P><<<blocks, cuda_detail::kThreads>>>(t, h, optional_ptr(found_inf), optional_ptr(scale));
+      HG_CHECK_LAUNCH("sgd_kernel");
+    });
   });
 }
 
@@ -171,11 +220,38 @@ void adam_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& 
                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, const std::vector<Tensor>& steps,
                  const AdamHyper& h, const Tensor& found_inf, const Tensor& scale) {
   detail::check_cuda_device(params.front().device(), "Adam");
-  for_each_batch(weights, params, steps, optional_ptr(found_inf), [&]<class W, class P>(const std::vector<size_t>& members) {
-    const auto b = make_batch<W, P>(members, weights, params, grads, &exp_avg, &exp_avg_sq, steps, scale);
-    adam_kernel<W, P><<<b.count * kBlocksPerTensor, cuda_detail::kThreads>>>(b, h, optional_ptr(found_inf), optional_ptr(scale));
-    HG_CUDA_CHECK(cudaGetLastError());
+  for_each_dtype_pair(weights, params, [&]<class W, class P>(const std::vector<size_t>& members) {
+    std::vector<ParamMeta<W, P>> metas;
+    std::vector<int64_t> numels;
+    for (size_t i : members) {
+      metas.push_back(meta_of<W, P>(i, weights, params, grads, &exp_avg, &exp_avg_sq, &steps, nullptr, scale));
+      numels.push_back(weights[i].numel());
+    }
+    cuda_detail::launch_chunked<ParamMeta<W, P>, kParamTensors>(metas, numels, [&](const ParamTable<W, P>& t, int blocks) {
+      adam_kernel<W, P><<<blocks, cuda_detail::kThreads>>>(t, h, optional_ptr(found_inf), optional_ptr(scale));
+      HG_CHECK_LAUNCH("adam_kernel");
+    });
   });
+}
+
+void advance_step_counts(const std::vector<Tensor>& steps, const std::vector<Tensor>& flags, const Tensor& applied,
+                         const Tensor& found_inf) {
+  detail::check_cuda_device(applied.device(), "optimizer");
+  const size_t n = std::max(steps.size(), flags.size());
+  size_t first = 0;
+  do {  // at least one launch: the applied count advances even when no parameter had a gradient
+    Counters c{};
+    c.count = int(std::min<size_t>(kCountersPerLaunch, n - first));
+    for (int k = 0; k < c.count; ++k) {
+      const size_t i = first + size_t(k);
+      c.step[k] = i < steps.size() ? steps[i].data_ptr<int64_t>() : nullptr;
+      c.flag[k] = i < flags.size() && flags[i].defined() ? flags[i].data_ptr<int32_t>() : nullptr;
+    }
+    advance_counters_kernel<<<1, kCountersPerLaunch>>>(c, first == 0 ? applied.data_ptr<int64_t>() : nullptr,
+                                                       optional_ptr(found_inf));
+    HG_CHECK_LAUNCH("advance_counters_kernel");
+    first += kCountersPerLaunch;
+  } while (first < n);
 }
 
 }  // namespace hg::cuda_ops

@@ -135,7 +135,7 @@ void launch_per_element(const char* op, const Tensor& on, int64_t elements, cons
   detail::check_cuda_device(on.device(), op);
   if (elements == 0) return;
   visit_floating(on.dtype(), op, [&]<class T> { launch.template operator()<T>(cuda_detail::blocks_for(elements)); });
-  HG_CUDA_CHECK(cudaGetLastError());
+  HG_CHECK_LAUNCH(op);  // the kernels are named after their op
 }
 
 }  // namespace

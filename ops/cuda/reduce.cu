@@ -1,10 +1,20 @@
-// CUDA reductions: one block per output element; the block's threads stride over the reduced
-// axis and combine in shared memory in a fixed order, so results are deterministic. Sums
-// accumulate in double (as on the CPU); max/argmax propagate NaN and keep the first maximum.
+// CUDA reductions of a contiguous x viewed as (outer, R, inner) into (outer, inner): sum and mean
+// accumulate in double (as on the CPU); amax/argmax keep NaN as the largest value and the first
+// maximum. Two shapes of work, so that every SM has something to do and reads are coalesced:
+//   * rows (inner == 1: sum of a whole tensor, softmax-like last-dim sums): one warp per
+//     (output, slice of R); the 32 lanes read consecutive elements.
+//   * columns (inner > 1: bias gradients, sum_to over leading dims): a 32 x 8 block per (outer,
+//     32 consecutive inner positions, slice of R); a warp reads 32 consecutive elements of one
+//     row of the slice, and the 8 warps take every 8th row.
+// When there are too few outputs to fill the GPU (a full sum has one), R is cut into slices whose
+// partial results a second kernel combines, one block per output. Every combination happens in a
+// fixed order, and the slicing depends on the shape only, so results are deterministic.
 #include <cfloat>
+#include <limits>
 
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
+#include "ops/cuda/warp_reduce.cuh"
 #include "ops/cuda_ops.h"
 
 namespace hg::cuda_ops {
@@ -12,84 +22,219 @@ namespace hg::cuda_ops {
 namespace {
 
 using cuda_detail::acc_t;
+using cuda_detail::kWarp;
 using cuda_detail::to_acc;
 
-template <class T, class U>
-__global__ void sum_kernel(const T* x, U* out, int64_t R, int64_t inner, bool mean) {
-  __shared__ double partial[cuda_detail::kThreads];
-  const int64_t o = blockIdx.x / inner, i = blockIdx.x % inner;
-  double acc = 0;
-  for (int64_t r = threadIdx.x; r < R; r += blockDim.x) acc += double(to_acc(x[(o * R + r) * inner + i]));
-  partial[threadIdx.x] = acc;
-  __syncthreads();
-  for (int step = blockDim.x / 2; step > 0; step /= 2) {
-    if (int(threadIdx.x) < step) partial[threadIdx.x] += partial[threadIdx.x + step];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) {
-    const double total = mean ? partial[0] / double(R) : partial[0];
-    out[blockIdx.x] = cuda_detail::from_acc<U>(acc_t<U>(total));
-  }
-}
+// NOTE: the slicing constants depend on nothing but the shape (not on the GPU's SM count), so
+// one shape always gives the same combination order and the same bits on every GPU.
+constexpr int64_t kTargetWarps = 8192;       // ~ an H200's 132 SMs x 64 resident warps
+constexpr int64_t kMinPerWarpSlice = 4096;   // elements: 128 per lane before slicing pays off
+constexpr int64_t kTargetBlocks = 1024;      // column blocks of 256 threads
+constexpr int kColumnTile = 32, kRowLanes = 8;
+constexpr int64_t kMinRowsPerColumnSlice = 256;  // 32 rows per warp of a column block
+constexpr int64_t kMaxSlices = 8192;
 
-// (value, index) with "NaN is the largest, then the first index wins".
-template <class A>
-__device__ __forceinline__ bool better(A v, int64_t vi, A best, int64_t bi) {
-  const bool v_nan = v != v, b_nan = best != best;
-  if (v_nan != b_nan) return v_nan;
-  if (!v_nan && v != best) return v > best;
-  return vi < bi;
-}
+// ---- the two reductions as (state, combine) pairs --------------------------------------------------
 
 template <class T>
-__global__ void max_kernel(const T* x, T* values, int64_t* indices, int64_t R, int64_t inner) {
+struct SumOp {
+  using State = double;
+  __device__ static State identity() { return 0.0; }
+  __device__ static State lift(T v, int64_t /*r*/) { return double(to_acc(v)); }
+  __device__ static State combine(State a, State b) { return a + b; }
+  __device__ static State shuffle(State s, int step) { return __shfl_xor_sync(0xffffffffu, s, step); }
+};
+
+template <class A>
+struct MaxState {
+  A value;
+  int64_t index;  // kNone: no element seen yet
+};
+constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
+
+// (value, index) pairs with "NaN is the largest, then the smallest index wins": the outcome does
+// not depend on the order in which pairs meet, and it is the CPU's (the first NaN, else the first
+// maximum).
+template <class T>
+struct MaxOp {
   using A = acc_t<T>;
-  __shared__ A best_value[cuda_detail::kThreads];
-  __shared__ int64_t best_index[cuda_detail::kThreads];
-  const int64_t o = blockIdx.x / inner, i = blockIdx.x % inner;
-  A best = to_acc(x[o * R * inner + i]);
-  int64_t bi = 0;
-  for (int64_t r = threadIdx.x; r < R; r += blockDim.x) {
-    const A v = to_acc(x[(o * R + r) * inner + i]);
-    if (better(v, r, best, bi)) best = v, bi = r;
+  using State = MaxState<A>;
+  __device__ static State identity() { return {A(0), kNone}; }
+  __device__ static State lift(T v, int64_t r) { return {to_acc(v), r}; }
+  __device__ static bool better(const State& a, const State& b) {  // a beats b
+    if (b.index == kNone) return true;
+    if (a.index == kNone) return false;
+    const bool a_nan = a.value != a.value, b_nan = b.value != b.value;
+    if (a_nan != b_nan) return a_nan;
+    if (!a_nan && a.value != b.value) return a.value > b.value;
+    return a.index < b.index;
   }
-  best_value[threadIdx.x] = best;
-  best_index[threadIdx.x] = bi;
+  __device__ static State combine(State a, State b) { return better(b, a) ? b : a; }
+  __device__ static State shuffle(State s, int step) {
+    // NOTE: 8-bit values travel as int (the narrowest shuffle); the cast back is exact.
+    using Wire = std::conditional_t<(sizeof(A) < sizeof(int)), int, A>;
+    return {A(__shfl_xor_sync(0xffffffffu, Wire(s.value), step)), __shfl_xor_sync(0xffffffffu, s.index, step)};
+  }
+};
+
+// What to do with an output's final state.
+template <class U>
+struct SumWriter {
+  U* out;
+  double divisor;  // R for mean, 1 for sum (NOTE: mean over R = 0 is 0/0 = NaN, as on the CPU)
+  __device__ void operator()(int64_t o, double total) const {
+    out[o] = cuda_detail::from_acc<U>(acc_t<U>(divisor == 1.0 ? total : total / divisor));
+  }
+};
+
+template <class T>
+struct MaxWriter {
+  T* values;         // amax (or null)
+  int64_t* indices;  // argmax (or null)
+  __device__ void operator()(int64_t o, const MaxState<acc_t<T>>& s) const {
+    if (values) values[o] = cuda_detail::from_acc<T>(s.value);
+    if (indices) indices[o] = s.index;
+  }
+};
+
+template <class Op>
+__device__ __forceinline__ typename Op::State warp_combine(typename Op::State s) {
+  for (int step = kWarp / 2; step > 0; step /= 2) s = Op::combine(s, Op::shuffle(s, step));
+  return s;
+}
+
+// ---- kernels ----------------------------------------------------------------------------------------
+
+// One warp per (output o, slice s) of rows of length R; item = o * slices + s. A warp's lanes
+// share `item`, so a warp returns or stays as one.
+template <class Op, class T, class Writer>
+__global__ void reduce_rows_kernel(const T* x, int64_t R, int64_t items, int slices, int64_t chunk,
+                                   typename Op::State* partial, Writer write) {
+  const int lane = int(threadIdx.x) % kWarp;
+  const int64_t item = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp;
+  if (item >= items) return;
+  const int64_t o = item / slices, begin = (item % slices) * chunk, end = min(R, begin + chunk);
+  const T* row = x + o * R;
+  typename Op::State s = Op::identity();
+  for (int64_t r = begin + lane; r < end; r += kWarp) s = Op::combine(s, Op::lift(row[r], r));
+  s = warp_combine<Op>(s);
+  if (lane != 0) return;
+  if (slices == 1) write(o, s);
+  else partial[item] = s;
+}
+
+// A (kColumnTile, kRowLanes) block per (outer o, tile of 32 inner positions, slice s of R): lane
+// x owns column tile * 32 + x, lane y takes rows begin + y, begin + y + 8, ...; the 8 row lanes of
+// a column then combine in order through shared memory.
+template <class Op, class T, class Writer>
+__global__ void reduce_columns_kernel(const T* x, int64_t R, int64_t inner, int64_t tiles, int slices, int64_t chunk,
+                                      typename Op::State* partial, Writer write) {
+  __shared__ typename Op::State lanes[kRowLanes][kColumnTile];
+  const int64_t block = blockIdx.x;
+  const int s = int(block % slices);
+  const int64_t tile = (block / slices) % tiles, o = block / slices / tiles;
+  const int64_t i = tile * kColumnTile + threadIdx.x;
+  const int64_t begin = s * chunk, end = min(R, begin + chunk);
+  typename Op::State state = Op::identity();
+  if (i < inner)
+    for (int64_t r = begin + threadIdx.y; r < end; r += kRowLanes) state = Op::combine(state, Op::lift(x[(o * R + r) * inner + i], r));
+  lanes[threadIdx.y][threadIdx.x] = state;
+  __syncthreads();
+  if (threadIdx.y != 0 || i >= inner) return;
+  for (int y = 1; y < kRowLanes; ++y) state = Op::combine(state, lanes[y][threadIdx.x]);
+  const int64_t output = o * inner + i;
+  if (slices == 1) write(output, state);
+  else partial[output * slices + s] = state;
+}
+
+// Second stage: one block per output combines its `slices` partial states: thread t takes slices
+// t, t + 256, ... in order, then a shared-memory tree in a fixed order.
+template <class Op, class Writer>
+__global__ void combine_slices_kernel(const typename Op::State* partial, int slices, Writer write) {
+  __shared__ typename Op::State tree[cuda_detail::kThreads];
+  const int64_t o = blockIdx.x;
+  typename Op::State s = Op::identity();
+  for (int k = int(threadIdx.x); k < slices; k += blockDim.x) s = Op::combine(s, partial[o * slices + k]);
+  tree[threadIdx.x] = s;
   __syncthreads();
   for (int step = blockDim.x / 2; step > 0; step /= 2) {
-    if (int(threadIdx.x) < step &&
-        better(best_value[threadIdx.x + step], best_index[threadIdx.x + step], best_value[threadIdx.x], best_index[threadIdx.x])) {
-      best_value[threadIdx.x] = best_value[threadIdx.x + step];
-      best_index[threadIdx.x] = best_index[threadIdx.x + step];
-    }
+    if (int(threadIdx.x) < step) tree[threadIdx.x] = Op::combine(tree[threadIdx.x], tree[threadIdx.x + step]);
     __syncthreads();
   }
-  if (threadIdx.x == 0) {
-    if (values) values[blockIdx.x] = cuda_detail::from_acc<T>(best_value[0]);
-    if (indices) indices[blockIdx.x] = best_index[0];
+  if (threadIdx.x == 0) write(o, tree[0]);
+}
+
+// ---- launchers ----------------------------------------------------------------------------------------
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// How many slices to cut R into when only `items` pieces of work exist (each worth `min_slice`
+// elements at least), and the slice length.
+struct Slicing {
+  int slices;
+  int64_t chunk;
+};
+Slicing slicing(int64_t items, int64_t target, int64_t R, int64_t min_slice) {
+  if (R == 0 || items >= target) return {1, R};
+  const int64_t wanted = std::min({ceil_div(target, items), ceil_div(R, min_slice), kMaxSlices});
+  const int64_t chunk = ceil_div(R, std::max<int64_t>(wanted, 1));
+  return {int(ceil_div(R, chunk)), chunk};
+}
+
+template <class Op, class T, class Writer>
+void launch_reduce(const T* x, int64_t outer, int64_t R, int64_t inner, const Writer& write, Device device) {
+  using State = typename Op::State;
+  const int64_t outputs = outer * inner;
+  Tensor partial;  // the slices' states; returned to the cache after the second kernel is queued
+  const auto partial_for = [&](int slices) -> State* {
+    if (slices == 1) return nullptr;
+    partial = empty({outputs * slices * int64_t(sizeof(State))}, {.dtype = u8, .device = device});
+    return static_cast<State*>(partial.raw_data());
+  };
+  int slices = 1;
+  if (inner == 1) {
+    const Slicing sl = slicing(outputs, kTargetWarps, R, kMinPerWarpSlice);
+    slices = sl.slices;
+    const int64_t items = outputs * slices;
+    const int64_t blocks = ceil_div(items * kWarp, cuda_detail::kThreads);
+    HG_CHECK(blocks <= INT32_MAX, "reduce: too many outputs for one CUDA grid (", outputs, ")");
+    reduce_rows_kernel<Op, T, Writer><<<int(blocks), cuda_detail::kThreads>>>(x, R, items, slices, sl.chunk,
+                                                                             partial_for(slices), write);
+    HG_CHECK_LAUNCH("reduce_rows_kernel");
+  } else {
+    const int64_t tiles = ceil_div(inner, kColumnTile);
+    const Slicing sl = slicing(outer * tiles, kTargetBlocks, R, kMinRowsPerColumnSlice);
+    slices = sl.slices;
+    const int64_t blocks = outer * tiles * slices;
+    HG_CHECK(blocks <= INT32_MAX, "reduce: too many outputs for one CUDA grid (", outputs, ")");
+    reduce_columns_kernel<Op, T, Writer><<<int(blocks), dim3(kColumnTile, kRowLanes)>>>(
+        x, R, inner, tiles, slices, sl.chunk, partial_for(slices), write);
+    HG_CHECK_LAUNCH("reduce_columns_kernel");
   }
+  if (slices == 1) return;
+  combine_slices_kernel<Op, Writer><<<int(outputs), cuda_detail::kThreads>>>(static_cast<const State*>(partial.raw_data()),
+                                                                            slices, write);
+  HG_CHECK_LAUNCH("combine_slices_kernel");
 }
 
 }  // namespace
 
 void reduce(ReduceKind kind, const Tensor& x, const Tensor& out, int64_t outer, int64_t R, int64_t inner) {
   detail::check_cuda_device(x.device(), "reduce");
-  const int64_t outputs = outer * inner;
-  HG_CHECK(outputs < (int64_t(1) << 31), "reduce: too many outputs for one CUDA grid (", outputs, ")");
-  const int blocks = int(outputs);
+  HG_CHECK(x.is_contiguous(), "reduce (CUDA): internal error: the input must be contiguous");
+  if (outer * inner == 0) return;
   visit_dtype(x.dtype(), [&]<class T> {
     if (kind == ReduceKind::Sum || kind == ReduceKind::Mean) {
       visit_dtype(out.dtype(), [&]<class U> {
-        sum_kernel<T, U><<<blocks, cuda_detail::kThreads>>>(x.data_ptr<T>(), out.data_ptr<U>(), R, inner,
-                                                            kind == ReduceKind::Mean);
+        const SumWriter<U> write{out.data_ptr<U>(), kind == ReduceKind::Mean ? double(R) : 1.0};
+        launch_reduce<SumOp<T>>(x.data_ptr<T>(), outer, R, inner, write, x.device());
       });
     } else {
       const bool argmax = kind == ReduceKind::ArgMax;
-      max_kernel<T><<<blocks, cuda_detail::kThreads>>>(x.data_ptr<T>(), argmax ? nullptr : out.data_ptr<T>(),
-                                                       argmax ? out.data_ptr<int64_t>() : nullptr, R, inner);
+      const MaxWriter<T> write{argmax ? nullptr : out.data_ptr<T>(), argmax ? out.data_ptr<int64_t>() : nullptr};
+      launch_reduce<MaxOp<T>>(x.data_ptr<T>(), outer, R, inner, write, x.device());
     }
   });
-  HG_CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace hg::cuda_ops

@@ -136,7 +136,7 @@ void softmax(const Tensor& x, const Tensor& out, int64_t outer, int64_t D, int64
           x.data_ptr<T>(), out.data_ptr<T>(), outer, D, inner, log);
     }
   });
-  HG_CUDA_CHECK(cudaGetLastError());
+  HG_CHECK_LAUNCH(inner == 1 ? "softmax_rows_kernel" : "softmax_lines_kernel");
 }
 
 void softmax_backward(const Tensor& y, const Tensor& g, const Tensor& dx, int64_t outer, int64_t D, int64_t inner,
@@ -152,7 +152,7 @@ void softmax_backward(const Tensor& y, const Tensor& g, const Tensor& dx, int64_
           y.data_ptr<T>(), g.data_ptr<T>(), dx.data_ptr<T>(), outer, D, inner, log);
     }
   });
-  HG_CUDA_CHECK(cudaGetLastError());
+  HG_CHECK_LAUNCH(inner == 1 ? "softmax_backward_rows_kernel" : "softmax_backward_lines_kernel");
 }
 
 }  // namespace hg::cuda_ops
