@@ -1,12 +1,17 @@
 // train_compare: the same model, recipe and data trained by halfgrad and by LibTorch in one run,
 // printing samples/s of each and the ratio at 1 and 2 threads.
 //
-//   build/bench/train_compare [--steps 200] [--model mlp|cnn|both]
+//   build/bench/train_compare [--steps 200] [--model mlp|cnn|both] [--busy N]
+//
+// --busy N starts N processes that spin for the whole run (a browser or a build on a laptop), to
+// measure how both frameworks cope when a core is taken. HG_CPU_ISA caps halfgrad's kernels
+// (LibTorch keeps its own choice: with a cap, the ratio is a lower bound for that CPU kind).
 //
 // Recipe (hg-train's): SGD lr 0.05 momentum 0.9, batch 128, cross-entropy, f32, Fashion-MNIST
 // batches in the same order for both (taken from hg::data::DataLoader).
 #include <torch/torch.h>
 
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -103,15 +108,36 @@ double run_torch(const std::vector<hg::data::Batch>& batches, int steps) {
   });
 }
 
+// Processes that spin until killed: the load of another program on the machine.
+std::vector<pid_t> start_spinners(int count) {
+  std::vector<pid_t> spinners;
+  for (int i = 0; i < count; ++i) {
+    const pid_t child = fork();
+    if (child == 0) {
+      volatile uint64_t counter = 0;
+      for (;;) counter = counter + 1;
+    }
+    if (child > 0) spinners.push_back(child);
+  }
+  return spinners;
+}
+
+void stop_spinners(const std::vector<pid_t>& spinners) {
+  for (pid_t child : spinners) kill(child, SIGKILL);
+  for (pid_t child : spinners) waitpid(child, nullptr, 0);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int steps = 200;
+  int steps = 200, busy = 0;
   std::string which = "both";
   for (int i = 1; i + 1 < argc; ++i) {
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
     if (std::strcmp(argv[i], "--model") == 0) which = argv[i + 1];
+    if (std::strcmp(argv[i], "--busy") == 0) busy = std::atoi(argv[i + 1]);
   }
+  std::vector<pid_t> spinners;
   try {
     hg::data::FashionMNIST train;
     const hg::data::PixelStatistics stats = hg::data::pixel_statistics(train);  // the recipe hg-train uses
@@ -121,8 +147,10 @@ int main(int argc, char** argv) {
       batches.push_back(batch);
       if (batches.size() == 64) break;
     }
-    std::printf("train_compare: best of 3 x %d steps of batch 128 after 10 warm-up steps (LibTorch %s, BLAS/MKL: %s)\n\n", steps,
-                TORCH_VERSION, at::hasMKL() ? "MKL" : "no MKL");
+    std::printf("train_compare: best of 3 x %d steps of batch 128 after 10 warm-up steps (LibTorch %s, BLAS/MKL: %s); "
+                "halfgrad CPU level %s; %d spinning process(es) running beside\n\n",
+                steps, TORCH_VERSION, at::hasMKL() ? "MKL" : "no MKL", hg::cpu::isa_summary().c_str(), busy);
+    spinners = start_spinners(busy);
     std::printf("| model | threads | halfgrad samples/s | LibTorch samples/s | halfgrad / LibTorch |\n|---|---|---|---|---|\n");
     // NOTE: every measurement runs in its own forked process: the two runtimes' thread pools
     // otherwise compete (measured: either framework lost a third of its 2-thread speed when
@@ -160,8 +188,10 @@ int main(int argc, char** argv) {
       }
     }
   } catch (const hg::Error& e) {
+    stop_spinners(spinners);
     std::fprintf(stderr, "train_compare: %s\n", e.what());
     return 1;
   }
+  stop_spinners(spinners);
   return 0;
 }

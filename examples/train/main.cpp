@@ -13,6 +13,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "train/precision_choice.h"
 #include "train/trainer.h"
 
 namespace {
@@ -66,9 +67,10 @@ int run_single(const TrainConfig& config, const hg::data::MNIST& train, const hg
                const std::string& out, const std::string& resume) {
   hg_train::Trainer trainer(config, train, test);
   if (!resume.empty()) trainer.load_checkpoint(resume);
-  std::printf("hg-train: %s, %s, precision %s, lr %g, batch %lld, %d epoch(s), %d thread(s), %s\n", config.model.c_str(),
-              config.optimizer.c_str(), config.precision.c_str(), config.lr, (long long)config.batch_size, config.epochs,
-              hg::get_num_threads(), config.device.str().c_str());
+  std::printf("hg-train: %s, %s, precision %s, lr %g, batch %lld, %d epoch(s), %d thread(s), %s, CPU level %s\n",
+              config.model.c_str(), config.optimizer.c_str(), config.precision.c_str(), config.lr,
+              (long long)config.batch_size, config.epochs, hg::get_num_threads(), config.device.str().c_str(),
+              hg::cpu::isa_summary().c_str());
   if (config.normalize)
     std::printf("inputs normalised with the training set's pixel mean %.4f and std %.4f\n",
                 trainer.input_statistics().mean, trainer.input_statistics().std);
@@ -144,7 +146,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", device, "cpu, cuda, or auto (cuda when a GPU is available)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))->capture_default_str();
   app.add_option("--precision", config.precision,
-                 "f32, f16 (autocast + GradScaler), bf16 (autocast), or auto (f16 on CUDA, bf16 on the CPU)")
+                 "f32, f16 (autocast + GradScaler), bf16 (autocast), or auto (f16 on CUDA; bf16 on CPUs with native bf16 products, f32 on others)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "auto"}))->capture_default_str();
   app.add_option("--out", out, "directory for metrics.csv, model and checkpoint");
   app.add_option("--resume", resume, "continue from a checkpoint.safetensors");
@@ -163,9 +165,10 @@ int main(int argc, char** argv) {
     hg::autograd::AnomalyMode::set_enabled(detect_anomaly);
     if (device == "auto") device = hg::cuda::is_available() ? "cuda" : "cpu";
     config.device = device == "cuda" ? hg::Device::cuda() : hg::Device::cpu();
-    // f16 needs tensor cores to pay off and a GradScaler to be safe; on a CPU with AVX512-BF16,
-    // bf16 GEMMs run natively at twice the f32 rate and need no scaling.
-    if (config.precision == "auto") config.precision = config.device.is_cuda() ? "f16" : "bf16";
+    if (config.precision == "auto") {
+      config.precision = hg_train::auto_precision(config.device);
+      std::printf("hg-train: --precision auto: %s\n", hg_train::auto_precision_reason(config.device).c_str());
+    }
     config.normalize = !raw_pixels;
     if (config.device.is_cuda() && !hg::cuda::is_available()) {
       std::fprintf(stderr, "hg-train: --device cuda, but no CUDA device is available (built with CUDA: %s)\n",

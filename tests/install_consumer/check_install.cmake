@@ -19,4 +19,14 @@ run_step("run" ${HG_WORK_DIR}/build/consumer)
 if(NOT step_output MATCHES "consumer ok 12")
   message(FATAL_ERROR "consumer printed: ${step_output}")
 endif()
-message(STATUS "install tree OK: ${step_output}")
+
+# Installed programs start from any prefix with no LD_LIBRARY_PATH (RPATH $ORIGIN/../lib): the
+# prefix is moved after installing, then hg-train is run from its new place.
+if(EXISTS ${HG_WORK_DIR}/prefix/bin/hg-train)
+  file(RENAME ${HG_WORK_DIR}/prefix ${HG_WORK_DIR}/moved-prefix)
+  run_step("installed hg-train" ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH ${HG_WORK_DIR}/moved-prefix/bin/hg-train --help)
+  if(NOT step_output MATCHES "--precision")
+    message(FATAL_ERROR "installed hg-train --help printed: ${step_output}")
+  endif()
+endif()
+message(STATUS "install tree OK")
