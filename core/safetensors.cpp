@@ -2,7 +2,6 @@
 #include "core/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/file.h"
 #include "core/json.h"
 
 namespace hg {
@@ -20,55 +20,6 @@ namespace hg {
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
 
 namespace {
-
-// ---- a file descriptor that closes itself ----------------------------------------------------
-
-class File {
- public:
-  File(const std::string& path, int flags, std::string_view what, mode_t mode = 0644)
-      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)), what_(what) {
-    HG_CHECK(fd_ >= 0, what_, ": cannot open: ", std::strerror(errno));
-  }
-  ~File() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-
-  uint64_t size() const {
-    struct stat st {};
-    HG_CHECK(::fstat(fd_, &st) == 0, what_, ": cannot stat: ", std::strerror(errno));
-    return uint64_t(st.st_size);
-  }
-  void read_exact(void* dst, uint64_t n, uint64_t at) const {
-    char* p = static_cast<char*>(dst);
-    while (n > 0) {
-      const ssize_t got = ::pread(fd_, p, size_t(std::min<uint64_t>(n, 1 << 30)), off_t(at));
-      HG_CHECK(got > 0, what_, ": read failed at byte ", at, got == 0 ? ": unexpected end of file" : "");
-      p += got;
-      at += uint64_t(got);
-      n -= uint64_t(got);
-    }
-  }
-  void write_all(const void* src, uint64_t n) const {
-    const char* p = static_cast<const char*>(src);
-    while (n > 0) {
-      const ssize_t put = ::write(fd_, p, size_t(std::min<uint64_t>(n, 1 << 30)));
-      HG_CHECK(put > 0, what_, ": write failed: ", std::strerror(errno));
-      p += put;
-      n -= uint64_t(put);
-    }
-  }
-  void sync() const { HG_CHECK(::fsync(fd_) == 0, what_, ": fsync failed: ", std::strerror(errno)); }
-  void close() {
-    HG_CHECK(::close(fd_) == 0, what_, ": close failed: ", std::strerror(errno));
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-  std::string what_;
-};
 
 std::optional<DType> dtype_from_safetensors_name(std::string_view name) {
   for (const DTypeInfo& info : kDTypeTable)
@@ -119,7 +70,7 @@ Entry parse_entry(const std::string& name, const json::Value& v, const std::stri
 
 SafetensorsContents load_with_metadata(const std::string& path) {
   const std::string what = "load(\"" + path + "\")";
-  const File file(path, O_RDONLY, what);
+  const File file = File::open_regular(path, what);
   const uint64_t file_size = file.size();
   HG_CHECK(file_size >= 8, what, ": file has ", file_size, " bytes, too short for a safetensors header");
   unsigned char length_bytes[8];
