@@ -18,6 +18,7 @@
 // kernels. Only reading a value on the host waits for the GPU: get_scale(), the StepResult of
 // step() (use step_async() for a step that returns nothing and never waits), diagnostics().
 #pragma once
+#include <cstdint>
 #include <map>
 #include <string>
 #include <utility>
@@ -67,8 +68,13 @@ class GradScaler {
   // Names for the diagnostics (e.g. model.named_parameters()); otherwise parameters are numbered.
   void set_parameter_names(const std::vector<std::pair<std::string, Tensor>>& named);
 
+  // Loading applies the constructor's rules to every value (a scale of 0 or a NaN factor is an
+  // hg::Error, not a run of NaN weights) and range-checks the counters.
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
+
+  // The growth tracker is an i32 counting up to growth_interval.
+  static constexpr int64_t kMaxGrowthInterval = INT32_MAX;
 
  private:
   enum class Stage { Ready, Unscaled, Stepped };
@@ -93,6 +99,7 @@ class GradScaler {
   std::vector<std::string> flagged_names_;
   int64_t f16_elements_ = 0;
   int64_t steps_since_stuck_check_ = 0;
+  bool scaled_ = false;  // scale() has been called: gradients are scaled (checked by unscale_)
 };
 
 }  // namespace hg::amp
