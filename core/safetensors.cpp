@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <vector>
 
@@ -173,6 +175,7 @@ void save(const std::string& path, const std::map<std::string, Tensor>& tensors,
   header.append((8 - header.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
 
   static std::atomic<uint64_t> counter{0};
+  // NOTE: remove_stale_temporaries() below relies on this name.
   const std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   try {
     File out(temp, O_WRONLY | O_CREAT | O_TRUNC, what);
@@ -196,6 +199,29 @@ void save(const std::string& path, const std::map<std::string, Tensor>& tensors,
     (void)::fsync(dir_fd);
     ::close(dir_fd);
   }
+}
+
+int remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code error;
+  fs::directory_iterator it(dir, error);
+  if (error) return 0;  // no directory, no temporaries
+  int removed = 0;
+  for (const fs::directory_entry& entry : it) {
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    // "<pid>.<n>" follows the prefix; a temporary whose process still runs is a save in progress.
+    const std::string rest = name.substr(prefix.size());
+    const size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos || rest.find_first_not_of("0123456789.") != std::string::npos) continue;
+    const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    const bool running = pid > 0 && pid <= INT32_MAX && (::kill(pid_t(pid), 0) == 0 || errno != ESRCH);
+    if (!running && fs::remove(entry.path(), error)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace hg

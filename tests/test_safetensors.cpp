@@ -2,6 +2,7 @@
 // truncation at every byte offset and each format rule violated once (scenario 27), each a
 // specific hg::Error; atomic saves.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <bit>
 #include <chrono>
@@ -193,4 +194,23 @@ TEST_CASE("safetensors.load_refuses_what_is_not_a_regular_file") {
   CHECK_THROWS_HG(hg::load(std::filesystem::path(fifo).parent_path().string()), "not a regular file (a directory)");
   CHECK_THROWS_HG(hg::load("/dev/null"), "not a regular file (a device or socket)");
   std::filesystem::remove(fifo);
+}
+
+TEST_CASE("safetensors.remove_stale_temporaries_spares_running_saves") {
+  // A process killed during save() leaves "<path>.tmp.<pid>.<n>"; the next run clears it.
+  namespace fs = std::filesystem;
+  const std::string dir = hg_test::temp_path("stale_temporaries");
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string path = dir + "/checkpoint.safetensors";
+  const std::string dead = path + ".tmp.2000000000.0";  // above any pid_max (at most 2^22)
+  const std::string alive = path + ".tmp." + std::to_string(::getpid()) + ".3";  // a save in progress
+  for (const std::string& name : {dead, alive, path + ".tmp.junk", dir + "/model.safetensors.tmp.2000000000.0"})
+    write_bytes(name, "partial");
+  CHECK(hg::remove_stale_temporaries(path) == 1);
+  CHECK_FALSE(fs::exists(dead));
+  CHECK(fs::exists(alive));
+  CHECK(fs::exists(path + ".tmp.junk"));
+  CHECK(fs::exists(dir + "/model.safetensors.tmp.2000000000.0"));  // another file's temporaries
+  CHECK(hg::remove_stale_temporaries(dir + "/no_such_dir/x.safetensors") == 0);
 }
