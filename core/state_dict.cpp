@@ -30,6 +30,17 @@ double read_double(const StateDict& state, const std::string& key, std::string_v
   return scalar_entry(state, key, what, true).item<double>();
 }
 
+void add_prefixed(StateDict& into, const std::string& prefix, const StateDict& from) {
+  for (const auto& [key, t] : from) into[prefix + key] = t;
+}
+
+StateDict entries_under(const StateDict& all, const std::string& prefix) {
+  StateDict out;
+  for (auto it = all.lower_bound(prefix); it != all.end() && it->first.starts_with(prefix); ++it)
+    out[it->first.substr(prefix.size())] = it->second;
+  return out;
+}
+
 Tensor from_text(std::string_view text) {
   Tensor t = empty({int64_t(text.size())}, {.dtype = u8});
   if (!text.empty()) std::memcpy(t.raw_data(), text.data(), text.size());

@@ -23,6 +23,11 @@ int64_t read_int(const StateDict& state, const std::string& key, std::string_vie
 // One element of a floating dtype (the caller validates the value like its constructor does).
 double read_double(const StateDict& state, const std::string& key, std::string_view what);
 
+// Several state dicts in one file (a training checkpoint): each under its own prefix,
+//   add_prefixed(all, "optimizer.", opt.state_dict());  opt.load_state_dict(entries_under(all, "optimizer."));
+void add_prefixed(StateDict& into, const std::string& prefix, const StateDict& from);
+StateDict entries_under(const StateDict& all, const std::string& prefix);
+
 // A short text (an optimizer's kind) stored as a u8 tensor of its bytes, and read back.
 Tensor from_text(std::string_view text);
 std::string read_text(const StateDict& state, const std::string& key, std::string_view what);

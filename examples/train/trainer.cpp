@@ -22,17 +22,6 @@ std::unique_ptr<hg::optim::Optimizer> make_optimizer(const TrainConfig& c, const
   HG_FAIL("unknown optimizer \"", c.optimizer, "\" (expected sgd, adam or adamw)");
 }
 
-// Prefixes every key of a state dict, to store several in one file.
-void merge(std::map<std::string, hg::Tensor>& into, const std::string& prefix, const std::map<std::string, hg::Tensor>& from) {
-  for (const auto& [k, v] : from) into[prefix + k] = v;
-}
-std::map<std::string, hg::Tensor> extract(const std::map<std::string, hg::Tensor>& all, const std::string& prefix) {
-  std::map<std::string, hg::Tensor> out;
-  for (const auto& [k, v] : all)
-    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = v;
-  return out;
-}
-
 // The input normalisation, after the checks that make it meaningful: an empty set would give a
 // 0.00% accuracy (test) or a puzzling "std must be positive" from the loader (training).
 hg::data::PixelStatistics checked_statistics(const TrainConfig& c, const hg::data::MNIST& train,
@@ -156,10 +145,10 @@ double Trainer::evaluate() {
 
 void Trainer::save_checkpoint(const std::string& path) {
   std::map<std::string, hg::Tensor> state;
-  merge(state, "model.", model_.state_dict());
-  merge(state, "optimizer.", optimizer_->state_dict());
-  merge(state, "scaler.", scaler_.state_dict());
-  merge(state, "loader.", loader_.state_dict());
+  hg::state_dict::add_prefixed(state, "model.", model_.state_dict());
+  hg::state_dict::add_prefixed(state, "optimizer.", optimizer_->state_dict());
+  hg::state_dict::add_prefixed(state, "scaler.", scaler_.state_dict());
+  hg::state_dict::add_prefixed(state, "loader.", loader_.state_dict());
   const hg::random::GeneratorState rng = hg::random::get_state();
   const auto i64 = [](int64_t v) { return hg::from_vector(std::vector<int64_t>{v}, {}); };
   state["rng.seed"] = i64(int64_t(rng.seed));
@@ -177,10 +166,10 @@ void Trainer::load_checkpoint(const std::string& path) {
   const auto model = contents.metadata.find("model");
   HG_CHECK(model == contents.metadata.end() || model->second == config_.model, what, ": written for --model ",
            model->second, ", not ", config_.model);
-  model_.load_state_dict(extract(state, "model."));
-  optimizer_->load_state_dict(extract(state, "optimizer."));
-  if (scaler_.is_enabled()) scaler_.load_state_dict(extract(state, "scaler."));
-  loader_.load_state_dict(extract(state, "loader."));
+  model_.load_state_dict(hg::state_dict::entries_under(state, "model."));
+  optimizer_->load_state_dict(hg::state_dict::entries_under(state, "optimizer."));
+  if (scaler_.is_enabled()) scaler_.load_state_dict(hg::state_dict::entries_under(state, "scaler."));
+  loader_.load_state_dict(hg::state_dict::entries_under(state, "loader."));
   namespace sd = hg::state_dict;
   // The seed and offset are u64 bit patterns stored as i64: every value is valid.
   const int64_t seed = sd::read_int(state, "rng.seed", what, INT64_MIN, INT64_MAX);
