@@ -7,6 +7,8 @@
 
 namespace hg_train {
 
+namespace sd = hg::state_dict;
+
 hg::DType precision_dtype(const std::string& precision) {
   if (precision == "f32") return hg::f32;
   if (precision == "f16") return hg::f16;
@@ -59,7 +61,8 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   const hg::Device device = config_.device;
   int64_t total = loader_.num_batches();
   if (config_.max_steps_per_epoch > 0) total = std::min(total, config_.max_steps_per_epoch);
-  const int64_t budget = total - epoch_step_;  // a checkpoint written mid-epoch took some steps already
+  // A checkpoint written mid-epoch took some of the steps already.
+  const int64_t budget = std::max<int64_t>(total - epoch_step_, 0);
   ProgressBar bar("epoch " + std::to_string(m.epoch) + "/" + std::to_string(config_.epochs), budget);
   model_.train();
   int64_t epoch_peak = 0;
@@ -145,10 +148,10 @@ double Trainer::evaluate() {
 
 void Trainer::save_checkpoint(const std::string& path) {
   std::map<std::string, hg::Tensor> state;
-  hg::state_dict::add_prefixed(state, "model.", model_.state_dict());
-  hg::state_dict::add_prefixed(state, "optimizer.", optimizer_->state_dict());
-  hg::state_dict::add_prefixed(state, "scaler.", scaler_.state_dict());
-  hg::state_dict::add_prefixed(state, "loader.", loader_.state_dict());
+  sd::add_prefixed(state, "model.", model_.state_dict());
+  sd::add_prefixed(state, "optimizer.", optimizer_->state_dict());
+  sd::add_prefixed(state, "scaler.", scaler_.state_dict());
+  sd::add_prefixed(state, "loader.", loader_.state_dict());
   const hg::random::GeneratorState rng = hg::random::get_state();
   const auto i64 = [](int64_t v) { return hg::from_vector(std::vector<int64_t>{v}, {}); };
   state["rng.seed"] = i64(int64_t(rng.seed));
@@ -166,11 +169,10 @@ void Trainer::load_checkpoint(const std::string& path) {
   const auto model = contents.metadata.find("model");
   HG_CHECK(model == contents.metadata.end() || model->second == config_.model, what, ": written for --model ",
            model->second, ", not ", config_.model);
-  model_.load_state_dict(hg::state_dict::entries_under(state, "model."));
-  optimizer_->load_state_dict(hg::state_dict::entries_under(state, "optimizer."));
-  if (scaler_.is_enabled()) scaler_.load_state_dict(hg::state_dict::entries_under(state, "scaler."));
-  loader_.load_state_dict(hg::state_dict::entries_under(state, "loader."));
-  namespace sd = hg::state_dict;
+  model_.load_state_dict(sd::entries_under(state, "model."));
+  optimizer_->load_state_dict(sd::entries_under(state, "optimizer."));
+  if (scaler_.is_enabled()) scaler_.load_state_dict(sd::entries_under(state, "scaler."));
+  loader_.load_state_dict(sd::entries_under(state, "loader."));
   // The seed and offset are u64 bit patterns stored as i64: every value is valid.
   const int64_t seed = sd::read_int(state, "rng.seed", what, INT64_MIN, INT64_MAX);
   const int64_t offset = sd::read_int(state, "rng.offset", what, INT64_MIN, INT64_MAX);
