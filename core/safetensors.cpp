@@ -207,10 +207,11 @@ int remove_stale_temporaries(const std::string& path) {
   const std::string prefix = target.filename().string() + ".tmp.";
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code error;
-  fs::directory_iterator it(dir, error);
-  if (error) return 0;  // no directory, no temporaries
   int removed = 0;
-  for (const fs::directory_entry& entry : it) {
+  // NOTE: error_code overloads throughout (a range-for would use the throwing increment): a
+  // directory that vanishes or cannot be read simply has no temporaries to remove.
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const fs::directory_entry& entry = *it;
     const std::string name = entry.path().filename().string();
     if (!name.starts_with(prefix)) continue;
     // "<pid>.<n>" follows the prefix; a temporary whose process still runs is a save in progress.
@@ -219,7 +220,8 @@ int remove_stale_temporaries(const std::string& path) {
     if (dot == 0 || dot == std::string::npos || rest.find_first_not_of("0123456789.") != std::string::npos) continue;
     const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
     const bool running = pid > 0 && pid <= INT32_MAX && (::kill(pid_t(pid), 0) == 0 || errno != ESRCH);
-    if (!running && fs::remove(entry.path(), error)) ++removed;
+    std::error_code remove_error;
+    if (!running && fs::remove(entry.path(), remove_error)) ++removed;
   }
   return removed;
 }
