@@ -98,6 +98,8 @@ int run_single(const TrainConfig& config, const hg::data::MNIST& train, const hg
   if (trainer.epochs_done() >= config.epochs) {
     std::printf("hg-train: the checkpoint has completed %d of --epochs %d: nothing to train (raise --epochs to go on)\n",
                 trainer.epochs_done(), config.epochs);
+    // A run killed after its last checkpoint but before its outputs gets its model now.
+    if (!out.empty()) hg::nn::save(trainer.model(), out + "/model.safetensors");
     return 0;
   }
   std::printf("hg-train: %s, %s, precision %s, lr %g, batch %lld, %d epoch(s), %d thread(s), %s\n", config.model.c_str(),
