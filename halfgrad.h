@@ -29,6 +29,7 @@
 #include "core/parallel.h"
 #include "core/rng.h"
 #include "core/safetensors.h"
+#include "core/state_dict.h"
 #include "core/shape.h"
 #include "core/storage.h"
 #include "core/tensor.h"

@@ -8,6 +8,7 @@
 #include "autograd/grad_mode.h"
 #include "core/cuda/cuda_copy.h"
 #include "core/parallel.h"
+#include "core/state_dict.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
@@ -65,18 +66,24 @@ void update_rule(float& scale, int32_t& tracker, int32_t& skipped, bool found, c
   }
 }
 
+// The rules for the options, from the constructor or from a checkpoint (`what` says which).
+void check_options(const GradScalerOptions& o, std::string_view what) {
+  HG_CHECK(o.growth_factor > 1 && std::isfinite(o.growth_factor), what, ": growth_factor must be > 1 and finite, got ",
+           o.growth_factor);
+  HG_CHECK(o.backoff_factor > 0 && o.backoff_factor < 1, what, ": backoff_factor must be in (0, 1), got ", o.backoff_factor);
+  // NOTE: the growth tracker is an i32 counting up to growth_interval; a larger interval would
+  // overflow it.
+  HG_CHECK(o.growth_interval > 0 && o.growth_interval <= GradScaler::kMaxGrowthInterval, what,
+           ": growth_interval must be in [1, ", GradScaler::kMaxGrowthInterval, "], got ", o.growth_interval);
+  HG_CHECK(o.init_scale > 0 && std::isfinite(float(o.init_scale)), what,
+           ": the scale must be positive and finite in f32, got ", o.init_scale);
+  HG_CHECK(o.min_scale > 0 && o.min_scale <= o.max_scale, what, ": need 0 < min_scale <= max_scale");
+  HG_CHECK(o.max_consecutive_skips > 0, what, ": max_consecutive_skips must be positive");
+}
+
 }  // namespace
 
-GradScaler::GradScaler(GradScalerOptions options) : options_(options) {
-  HG_CHECK(options.growth_factor > 1, "GradScaler: growth_factor must be > 1, got ", options.growth_factor);
-  HG_CHECK(options.backoff_factor > 0 && options.backoff_factor < 1, "GradScaler: backoff_factor must be in (0, 1), got ",
-           options.backoff_factor);
-  HG_CHECK(options.growth_interval > 0, "GradScaler: growth_interval must be positive");
-  HG_CHECK(options.init_scale > 0 && std::isfinite(float(options.init_scale)),
-           "GradScaler: init_scale must be positive and finite in f32, got ", options.init_scale);
-  HG_CHECK(options.min_scale > 0 && options.min_scale <= options.max_scale, "GradScaler: need 0 < min_scale <= max_scale");
-  HG_CHECK(options.max_consecutive_skips > 0, "GradScaler: max_consecutive_skips must be positive");
-}
+GradScaler::GradScaler(GradScalerOptions options) : options_(options) { check_options(options, "GradScaler"); }
 
 void GradScaler::lazy_init(Device device) {
   if (scale_.defined()) {
@@ -107,6 +114,7 @@ int64_t GradScaler::growth_tracker() const { return growth_tracker_.defined() ? 
 Tensor GradScaler::scale(const Tensor& loss) {
   if (!options_.enabled) return loss;
   lazy_init(loss.device());
+  scaled_ = true;
   // NOTE: the product is f32 even for an f16 loss: 65504 is easily exceeded by loss * 2^16.
   return loss.to(is_16bit_floating(loss.dtype()) ? f32 : loss.dtype()) * scale_;
 }
@@ -125,6 +133,10 @@ std::string GradScaler::name_of(const Tensor& param, size_t index) const {
 
 void GradScaler::unscale_(Scalable& optimizer) {
   if (!options_.enabled) return;
+  // NOTE: gradients that were never scaled would be divided by the scale all the same: a 65536x
+  // smaller update with no error anywhere. PyTorch refuses this too.
+  HG_CHECK(scaled_, "GradScaler: unscale_() or step() without scale(): this scaler has never scaled a loss, so the "
+           "gradients are not scaled; call scaler.scale(loss).backward() before scaler.step(optimizer)");
   OptimizerState& s = per_optimizer_[&optimizer];
   HG_CHECK(s.stage != Stage::Unscaled, "GradScaler: unscale_() has already been called on this optimizer since the "
            "last update()");
@@ -279,17 +291,26 @@ std::map<std::string, Tensor> GradScaler::state_dict() const {
 }
 
 void GradScaler::load_state_dict(const std::map<std::string, Tensor>& state) {
-  HG_CHECK(!state.empty(), "GradScaler: the state dict is empty: it was saved from a disabled GradScaler");
-  for (const char* key : {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker"})
-    HG_CHECK(state.count(key), "GradScaler.load_state_dict: missing key \"", key, "\"");
-  options_.growth_factor = state.at("growth_factor").item<double>();
-  options_.backoff_factor = state.at("backoff_factor").item<double>();
-  options_.growth_interval = state.at("growth_interval").item<int64_t>();
+  const std::string_view what = "GradScaler.load_state_dict";
+  HG_CHECK(!state.empty(), what, ": the state dict is empty: it was saved from a disabled GradScaler");
+  // Read and check everything first: a bad checkpoint leaves the scaler as it was.
+  GradScalerOptions loaded = options_;
+  loaded.growth_factor = state_dict::read_double(state, "growth_factor", what);
+  loaded.backoff_factor = state_dict::read_double(state, "backoff_factor", what);
+  loaded.growth_interval = state_dict::read_int(state, "growth_interval", what, 1, kMaxGrowthInterval);
+  loaded.init_scale = state_dict::read_double(state, "scale", what);
+  check_options(loaded, what);
+  const int64_t tracker = state_dict::read_int(state, "_growth_tracker", what, 0, loaded.growth_interval - 1);
+  const int64_t skipped =  // an i32 that update() increments
+      state.count("skipped_in_a_row") ? state_dict::read_int(state, "skipped_in_a_row", what, 0, INT32_MAX - 1) : 0;
+  options_.growth_factor = loaded.growth_factor;
+  options_.backoff_factor = loaded.backoff_factor;
+  options_.growth_interval = loaded.growth_interval;
   lazy_init(scale_.defined() ? scale_.device() : Device::cpu());
   NoGradGuard no_grad;
-  scale_.fill_(state.at("scale").item<double>());
-  growth_tracker_.fill_(double(state.at("_growth_tracker").item<int64_t>()));
-  skipped_in_a_row_.fill_(state.count("skipped_in_a_row") ? double(state.at("skipped_in_a_row").item<int64_t>()) : 0.0);
+  scale_.fill_(loaded.init_scale);
+  growth_tracker_.fill_(double(tracker));
+  skipped_in_a_row_.fill_(double(skipped));
   per_optimizer_.clear();
 }
 

@@ -19,6 +19,7 @@
 // step() (one wait: use step_async() for a step that returns nothing and never waits),
 // diagnostics(). hg::cuda::sync_count() counts these waits.
 #pragma once
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
@@ -73,8 +74,13 @@ class GradScaler {
   // Names for the diagnostics (e.g. model.named_parameters()); otherwise parameters are numbered.
   void set_parameter_names(const std::vector<std::pair<std::string, Tensor>>& named);
 
+  // Loading applies the constructor's rules to every value (a scale of 0 or a NaN factor is an
+  // hg::Error, not a run of NaN weights) and range-checks the counters.
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
+
+  // The growth tracker is an i32 counting up to growth_interval.
+  static constexpr int64_t kMaxGrowthInterval = INT32_MAX;
 
  private:
   enum class Stage { Ready, Unscaled, Stepped };
@@ -101,6 +107,8 @@ class GradScaler {
   // CUDA: mapped host memory the update kernel copies skipped_in_a_row into, so that update()
   // can watch for a stuck run without waiting for the GPU (see core/cuda/cuda_copy.h).
   std::shared_ptr<::hg::detail::MappedSlot> skipped_mirror_;
+  int64_t steps_since_stuck_check_ = 0;
+  bool scaled_ = false;  // scale() has been called: gradients are scaled (checked by unscale_)
 };
 
 }  // namespace hg::amp

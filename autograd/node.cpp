@@ -49,6 +49,27 @@ Node::Node(std::string name, std::vector<std::shared_ptr<Node>> next, Backward b
       output_shape_(output.shape()),
       output_dtype_(output.dtype()) {}
 
+// NOTE: a graph can be a chain hundreds of thousands of nodes long (a loop of 300k ops, or the
+// classic `total = total + loss` without .item()). Left to the default destructor, each node's
+// destruction would release its inputs' nodes from inside itself: one stack frame per node, a
+// stack overflow somewhere past ~100k. Instead the nodes this node alone keeps alive are moved
+// to a worklist, and their own inputs with them, so every node is destroyed with its edges
+// already empty (PyTorch's deleteNode does the same). A node shared with a live graph
+// (use_count > 1) is just released: whoever holds it frees it later, the same way.
+Node::~Node() {
+  std::vector<std::shared_ptr<Node>> unreferenced;
+  const auto take_sole_owned = [&unreferenced](std::vector<std::shared_ptr<Node>>& edges) {
+    for (std::shared_ptr<Node>& edge : edges)
+      if (edge != nullptr && edge.use_count() == 1) unreferenced.push_back(std::move(edge));
+  };
+  take_sole_owned(next_);
+  while (!unreferenced.empty()) {
+    std::shared_ptr<Node> node = std::move(unreferenced.back());
+    unreferenced.pop_back();
+    take_sole_owned(node->next_);
+  }  // `node` dies here, with nothing left to free below it
+}
+
 std::vector<Tensor> Node::apply(const Tensor& grad_output) {
   HG_CHECK(!released_, "backward: trying to backward through the graph a second time (the graph of '", name_,
            "' was freed by the first backward). Run the forward pass again.");

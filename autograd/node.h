@@ -42,7 +42,8 @@ class Node {
   using Backward = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
 
   Node(std::string name, std::vector<std::shared_ptr<Node>> next, Backward backward, const Tensor& output);
-  virtual ~Node() = default;
+  // Frees the nodes only this one keeps alive iteratively, not recursively (see node.cpp).
+  virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 

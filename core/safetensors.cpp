@@ -2,17 +2,19 @@
 #include "core/safetensors.h"
 
 #include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <bit>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <optional>
 #include <vector>
 
+#include "core/file.h"
 #include "core/json.h"
 
 namespace hg {
@@ -20,55 +22,6 @@ namespace hg {
 static_assert(std::endian::native == std::endian::little, "safetensors data is little-endian");
 
 namespace {
-
-// ---- a file descriptor that closes itself ----------------------------------------------------
-
-class File {
- public:
-  File(const std::string& path, int flags, std::string_view what, mode_t mode = 0644)
-      : fd_(::open(path.c_str(), flags | O_CLOEXEC, mode)), what_(what) {
-    HG_CHECK(fd_ >= 0, what_, ": cannot open: ", std::strerror(errno));
-  }
-  ~File() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  File(const File&) = delete;
-  File& operator=(const File&) = delete;
-
-  uint64_t size() const {
-    struct stat st {};
-    HG_CHECK(::fstat(fd_, &st) == 0, what_, ": cannot stat: ", std::strerror(errno));
-    return uint64_t(st.st_size);
-  }
-  void read_exact(void* dst, uint64_t n, uint64_t at) const {
-    char* p = static_cast<char*>(dst);
-    while (n > 0) {
-      const ssize_t got = ::pread(fd_, p, size_t(std::min<uint64_t>(n, 1 << 30)), off_t(at));
-      HG_CHECK(got > 0, what_, ": read failed at byte ", at, got == 0 ? ": unexpected end of file" : "");
-      p += got;
-      at += uint64_t(got);
-      n -= uint64_t(got);
-    }
-  }
-  void write_all(const void* src, uint64_t n) const {
-    const char* p = static_cast<const char*>(src);
-    while (n > 0) {
-      const ssize_t put = ::write(fd_, p, size_t(std::min<uint64_t>(n, 1 << 30)));
-      HG_CHECK(put > 0, what_, ": write failed: ", std::strerror(errno));
-      p += put;
-      n -= uint64_t(put);
-    }
-  }
-  void sync() const { HG_CHECK(::fsync(fd_) == 0, what_, ": fsync failed: ", std::strerror(errno)); }
-  void close() {
-    HG_CHECK(::close(fd_) == 0, what_, ": close failed: ", std::strerror(errno));
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-  std::string what_;
-};
 
 std::optional<DType> dtype_from_safetensors_name(std::string_view name) {
   for (const DTypeInfo& info : kDTypeTable)
@@ -119,7 +72,7 @@ Entry parse_entry(const std::string& name, const json::Value& v, const std::stri
 
 SafetensorsContents load_with_metadata(const std::string& path) {
   const std::string what = "load(\"" + path + "\")";
-  const File file(path, O_RDONLY, what);
+  const File file = File::open_regular(path, what);
   const uint64_t file_size = file.size();
   HG_CHECK(file_size >= 8, what, ": file has ", file_size, " bytes, too short for a safetensors header");
   unsigned char length_bytes[8];
@@ -222,6 +175,7 @@ void save(const std::string& path, const std::map<std::string, Tensor>& tensors,
   header.append((8 - header.size() % 8) % 8, ' ');  // pad so the data starts 8-byte aligned
 
   static std::atomic<uint64_t> counter{0};
+  // NOTE: remove_stale_temporaries() below relies on this name.
   const std::string temp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
   try {
     File out(temp, O_WRONLY | O_CREAT | O_TRUNC, what);
@@ -245,6 +199,31 @@ void save(const std::string& path, const std::map<std::string, Tensor>& tensors,
     (void)::fsync(dir_fd);
     ::close(dir_fd);
   }
+}
+
+int remove_stale_temporaries(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  const std::string prefix = target.filename().string() + ".tmp.";
+  const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code error;
+  int removed = 0;
+  // NOTE: error_code overloads throughout (a range-for would use the throwing increment): a
+  // directory that vanishes or cannot be read simply has no temporaries to remove.
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const fs::directory_entry& entry = *it;
+    const std::string name = entry.path().filename().string();
+    if (!name.starts_with(prefix)) continue;
+    // "<pid>.<n>" follows the prefix; a temporary whose process still runs is a save in progress.
+    const std::string rest = name.substr(prefix.size());
+    const size_t dot = rest.find('.');
+    if (dot == 0 || dot == std::string::npos || rest.find_first_not_of("0123456789.") != std::string::npos) continue;
+    const long pid = std::strtol(rest.substr(0, dot).c_str(), nullptr, 10);
+    const bool running = pid > 0 && pid <= INT32_MAX && (::kill(pid_t(pid), 0) == 0 || errno != ESRCH);
+    std::error_code remove_error;
+    if (!running && fs::remove(entry.path(), remove_error)) ++removed;
+  }
+  return removed;
 }
 
 }  // namespace hg

@@ -27,6 +27,11 @@ struct SafetensorsContents {
 };
 SafetensorsContents load_with_metadata(const std::string& path);
 
+// save() writes "<path>.tmp.<pid>.<n>" and renames it over `path`; a process killed mid-save
+// leaves that temporary behind. This removes the temporaries of `path` whose writing process is
+// gone (never one that a running save still owns) and returns how many it removed.
+int remove_stale_temporaries(const std::string& path);
+
 // The safetensors header may not exceed this (the reference implementation's limit).
 inline constexpr uint64_t kMaxSafetensorsHeader = 100'000'000;
 

@@ -1,41 +1,17 @@
-// The IDX reader (see idx.h).
+// The IDX reader and writer (see idx.h).
 #include "data/idx.h"
 
 #include <zlib.h>
 
-#include <filesystem>
+#include <algorithm>
+#include <memory>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace hg::data {
 
 namespace {
-
-std::vector<uint8_t> read_all(const std::string& path) {
-  HG_CHECK(std::filesystem::exists(path), "read_idx(\"", path, "\"): file not found");
-  gzFile file = gzopen(path.c_str(), "rb");
-  HG_CHECK(file != nullptr, "read_idx(\"", path, "\"): cannot open");
-  std::vector<uint8_t> bytes;
-  uint8_t buffer[1 << 16];
-  while (true) {
-    const int got = gzread(file, buffer, sizeof buffer);
-    if (got < 0) {
-      int code = 0;
-      const std::string why = gzerror(file, &code);
-      gzclose(file);
-      HG_FAIL("read_idx(\"", path, "\"): corrupt data: ", why);
-    }
-    if (got == 0) break;
-    bytes.insert(bytes.end(), buffer, buffer + got);
-    if (int64_t(bytes.size()) > kMaxIdxBytes) {
-      gzclose(file);
-      HG_FAIL("read_idx(\"", path, "\"): more than ", kMaxIdxBytes, " bytes: not an MNIST-sized file");
-    }
-  }
-  // NOTE: zlib reports a stream cut off before its checksum only here, not through gzread.
-  HG_CHECK(gzclose(file) == Z_OK, "read_idx(\"", path, "\"): truncated or corrupt gzip stream (unexpected end of file)");
-  return bytes;
-}
 
 int64_t element_size_of(uint8_t type_code) {
   switch (type_code) {
@@ -47,35 +23,128 @@ int64_t element_size_of(uint8_t type_code) {
   }
 }
 
-}  // namespace
+// A plain or gzipped stream (zlib's gzread passes plain files through), read a piece at a time.
+class Stream {
+ public:
+  Stream(const std::string& path, const std::string& what) : what_(what) {
+    File file = File::open_regular(path, what);  // no FIFOs or devices: a read must end
+    gz_ = gzdopen(file.release(), "rb");
+    HG_CHECK(gz_ != nullptr, what_, ": cannot open");
+  }
+  ~Stream() {
+    if (gz_ != nullptr) gzclose(gz_);
+  }
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
 
-IdxArray read_idx(const std::string& path) {
-  const std::string what = "read_idx(\"" + path + "\")";
-  std::vector<uint8_t> bytes = read_all(path);
-  HG_CHECK(bytes.size() >= 4, what, ": ", bytes.size(), " bytes is too short for an IDX header");
-  HG_CHECK(bytes[0] == 0 && bytes[1] == 0, what, ": bad magic number (the first two bytes must be 0, got ",
-           int(bytes[0]), " ", int(bytes[1]), "): not an IDX file");
-  IdxArray array;
-  array.type_code = bytes[2];
+  // Reads up to n bytes (fewer only at the end of the data).
+  int64_t read(uint8_t* dst, int64_t n) {
+    int64_t total = 0;
+    while (total < n) {
+      const int got = gzread(gz_, dst + total, unsigned(std::min<int64_t>(n - total, 1 << 20)));
+      if (got < 0) {
+        int code = 0;
+        HG_FAIL(what_, ": corrupt data: ", gzerror(gz_, &code));
+      }
+      if (got == 0) break;
+      total += got;
+    }
+    return total;
+  }
+  // NOTE: zlib reports a stream cut off before its checksum only here, not through gzread.
+  void finish() {
+    const int status = gzclose(gz_);
+    gz_ = nullptr;
+    HG_CHECK(status == Z_OK, what_, ": truncated or corrupt gzip stream (unexpected end of file)");
+  }
+
+ private:
+  gzFile gz_ = nullptr;
+  std::string what_;
+};
+
+uint32_t big_endian_u32(const uint8_t* p) {
+  return (uint32_t(p[0]) << 24) | (uint32_t(p[1]) << 16) | (uint32_t(p[2]) << 8) | uint32_t(p[3]);
+}
+
+// Reads the magic and the dimensions; returns the number of data bytes they describe.
+int64_t read_header(Stream& in, IdxArray& array, const std::string& what) {
+  uint8_t magic[4];
+  const int64_t got = in.read(magic, 4);
+  HG_CHECK(got == 4, what, ": ", got, " bytes is too short for an IDX header");
+  HG_CHECK(magic[0] == 0 && magic[1] == 0, what, ": bad magic number (the first two bytes must be 0, got ",
+           int(magic[0]), " ", int(magic[1]), "): not an IDX file");
+  array.type_code = magic[2];
   const int64_t element = element_size_of(array.type_code);
   HG_CHECK(element > 0, what, ": unknown IDX type code 0x", std::hex, int(array.type_code));
-  const size_t ndim = bytes[3];
-  const size_t header = 4 + 4 * ndim;
-  HG_CHECK(ndim >= 1 && bytes.size() >= header, what, ": truncated header (", ndim, " dimensions need ", header,
-           " bytes, file has ", bytes.size(), ")");
+  const int64_t ndim = magic[3];
+  uint8_t dims[4 * 255];
+  const int64_t dim_bytes = in.read(dims, 4 * ndim);
+  HG_CHECK(ndim >= 1 && dim_bytes == 4 * ndim, what, ": truncated header (", ndim, " dimensions need ", 4 + 4 * ndim,
+           " bytes, file has ", 4 + dim_bytes, ")");
   int64_t expected = element;
-  for (size_t d = 0; d < ndim; ++d) {
-    const uint8_t* p = bytes.data() + 4 + 4 * d;
-    const int64_t size = (int64_t(p[0]) << 24) | (int64_t(p[1]) << 16) | (int64_t(p[2]) << 8) | int64_t(p[3]);
+  for (int64_t d = 0; d < ndim; ++d) {
+    const int64_t size = big_endian_u32(dims + 4 * d);
     array.dims.push_back(size);
     HG_CHECK(!__builtin_mul_overflow(expected, size, &expected) && expected <= kMaxIdxBytes, what,
-             ": dimensions overflow");
+             ": dimensions overflow the ", kMaxIdxBytes, "-byte limit: not an MNIST-sized file");
   }
-  HG_CHECK(int64_t(bytes.size() - header) == expected, what, ": the header's dimensions need ", expected,
-           " data bytes but the file has ", bytes.size() - header,
-           int64_t(bytes.size() - header) < expected ? " (truncated file)" : " (trailing bytes)");
-  array.data.assign(bytes.begin() + int64_t(header), bytes.end());
+  return expected;
+}
+
+}  // namespace
+
+// NOTE: the header says how many bytes must follow, so that is all we inflate (plus one byte to
+// detect trailing data): a gzip bomb is stopped after at most the size its header claims, which
+// is itself capped at kMaxIdxBytes. The buffer grows with the data actually read, so a header
+// that lies about a huge size costs no memory up front.
+IdxArray read_idx(const std::string& path) {
+  const std::string what = "read_idx(\"" + path + "\")";
+  Stream in(path, what);
+  IdxArray array;
+  const int64_t expected = read_header(in, array, what);
+  int64_t have = 0;
+  while (have < expected) {
+    const int64_t piece = std::min<int64_t>(expected - have, std::max<int64_t>(have, 1 << 20));
+    array.data.reserve(size_t(have + piece));  // exactly: a doubling vector could take twice the claim
+    array.data.resize(size_t(have + piece));
+    const int64_t got = in.read(array.data.data() + have, piece);
+    have += got;
+    if (got < piece) break;
+  }
+  HG_CHECK(have == expected, what, ": the header's dimensions need ", expected, " data bytes but the file has ", have,
+           " (truncated file)");
+  uint8_t extra = 0;
+  HG_CHECK(in.read(&extra, 1) == 0, what, ": the header's dimensions need ", expected,
+           " data bytes but more follow (trailing bytes; reading stopped there)");
+  in.finish();
   return array;
+}
+
+void write_idx(const std::string& path, const IdxArray& array, bool gzip) {
+  const std::string what = "write_idx(\"" + path + "\")";
+  const int64_t element = element_size_of(array.type_code);
+  HG_CHECK(element > 0, what, ": unknown IDX type code 0x", std::hex, int(array.type_code));
+  HG_CHECK(!array.dims.empty() && array.dims.size() <= 255, what, ": an IDX file has 1 to 255 dimensions, got ",
+           array.dims.size());
+  int64_t bytes = element;
+  for (int64_t d : array.dims)
+    HG_CHECK(d >= 0 && d <= int64_t(UINT32_MAX) && !__builtin_mul_overflow(bytes, d, &bytes), what, ": dimension ", d,
+             " does not fit the format");
+  HG_CHECK(int64_t(array.data.size()) == bytes, what, ": the dimensions describe ", bytes, " bytes, data has ",
+           array.data.size());
+  std::vector<uint8_t> header{0, 0, array.type_code, uint8_t(array.dims.size())};
+  for (int64_t d : array.dims)
+    for (int shift = 24; shift >= 0; shift -= 8) header.push_back(uint8_t(uint64_t(d) >> shift));
+  gzFile file = gzopen(path.c_str(), gzip ? "wb" : "wbT");  // "T": zlib writes the bytes as they are
+  HG_CHECK(file != nullptr, what, ": cannot open for writing");
+  bool ok = gzwrite(file, header.data(), unsigned(header.size())) == int(header.size());
+  for (size_t at = 0; ok && at < array.data.size(); at += 1 << 20) {
+    const unsigned piece = unsigned(std::min<size_t>(array.data.size() - at, 1 << 20));
+    ok = gzwrite(file, array.data.data() + at, piece) == int(piece);
+  }
+  ok = gzclose(file) == Z_OK && ok;
+  HG_CHECK(ok, what, ": write failed");
 }
 
 }  // namespace hg::data

@@ -1,6 +1,7 @@
 // The IDX format of (Fashion-)MNIST: a 4-byte big-endian magic 0x00 0x00 <type> <ndim>, ndim
 // big-endian u32 sizes, then the row-major data. Files may be gzip-compressed (zlib reads both).
-// Untrusted input: every size is checked against the bytes actually present before use.
+// Untrusted input: every size is checked against the bytes actually present before use, and
+// the path must name a regular file.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,9 +16,12 @@ struct IdxArray {
 };
 
 // Reads a plain or gzipped IDX file; hg::Error naming the file and the problem on bad input.
+// Only as many bytes as the header describes are inflated (a gzip bomb stops there).
 IdxArray read_idx(const std::string& path);
+// Writes `array` as an IDX file, gzipped when `gzip` (test fixtures, fuzz seeds, small datasets).
+void write_idx(const std::string& path, const IdxArray& array, bool gzip = false);
 
-// The most (decompressed) bytes read_idx accepts: a gzip bomb stops here.
+// The most data bytes (decompressed) an IDX header may describe: read_idx refuses larger claims.
 inline constexpr int64_t kMaxIdxBytes = int64_t(1) << 31;
 
 }  // namespace hg::data

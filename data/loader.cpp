@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/philox.h"
+#include "core/state_dict.h"
 
 namespace hg::data {
 
@@ -28,7 +29,8 @@ PixelStatistics pixel_statistics(const MNIST& dataset) {
 
 int64_t DataLoader::num_batches() const {
   const int64_t n = images_.shape()[0], b = options_.batch_size;
-  return options_.drop_last ? n / b : (n + b - 1) / b;
+  // NOTE: not (n + b - 1) / b, which overflows for a batch size near INT64_MAX.
+  return options_.drop_last ? n / b : n / b + (n % b != 0);
 }
 
 void DataLoader::prepare_epoch() {
@@ -97,11 +99,14 @@ std::map<std::string, Tensor> DataLoader::state_dict() const {
 }
 
 void DataLoader::load_state_dict(const std::map<std::string, Tensor>& state) {
-  HG_CHECK(state.count("epoch") && state.count("position"), "DataLoader.load_state_dict: expected keys epoch, position");
-  epoch_ = state.at("epoch").item<int64_t>();
-  position_ = state.at("position").item<int64_t>();
-  HG_CHECK(epoch_ >= 0 && position_ >= 0 && position_ <= num_batches(), "DataLoader.load_state_dict: position ",
-           position_, " outside an epoch of ", num_batches(), " batches");
+  const std::string_view what = "DataLoader.load_state_dict";
+  // The epoch picks the shuffle's Philox counters (epoch << 32) and is incremented: keep it far
+  // from overflow.
+  const int64_t epoch = state_dict::read_int(state, "epoch", what, 0, kMaxEpoch);
+  const int64_t position = state_dict::read_int(state, "position", what, 0, INT64_MAX);
+  HG_CHECK(position <= num_batches(), what, ": position ", position, " outside an epoch of ", num_batches(), " batches");
+  epoch_ = epoch;
+  position_ = position;
 }
 
 }  // namespace hg::data

@@ -63,6 +63,7 @@ class DataLoader {
 
   std::map<std::string, Tensor> state_dict() const;  // epoch and position within it
   void load_state_dict(const std::map<std::string, Tensor>& state);
+  static constexpr int64_t kMaxEpoch = int64_t(1) << 31;
 
  private:
   void prepare_epoch();

@@ -15,8 +15,13 @@ namespace {
 // "<root>/<stem>" or "<root>/<stem>.gz", whichever exists; a clear error when neither does.
 std::string find_file(const std::string& dataset, const std::string& root, const std::string& stem,
                       const std::string& package) {
-  for (const std::string& candidate : {root + "/" + stem, root + "/" + stem + ".gz"})
-    if (std::filesystem::exists(candidate)) return candidate;
+  for (const std::string& candidate : {root + "/" + stem, root + "/" + stem + ".gz"}) {
+    // NOTE: the error_code overload (a missing file is not an error there): the throwing one
+    // raises std::filesystem_error for a path that is too long or loops through symlinks.
+    std::error_code error;
+    if (std::filesystem::exists(candidate, error)) return candidate;
+    HG_CHECK(!error, dataset, ": cannot access ", candidate, ": ", error.message());
+  }
   std::string hint = package.empty() ? "" : "install the Debian package " + package + " (apt-get install " + package + "), ";
   HG_FAIL(dataset, ": cannot find ", root, "/", stem, "(.gz); ", hint,
           "or point HG_DATA (or the root argument) at a directory holding the four IDX files");
@@ -47,6 +52,8 @@ MNIST::MNIST(const std::string& name, const std::string& root, const std::string
   HG_CHECK(images.dims.size() == 3, name, ": ", images_path, " has ", images.dims.size(),
            " dimensions, expected 3 (count, rows, columns)");
   HG_CHECK(labels.dims.size() == 1, name, ": ", labels_path, " has ", labels.dims.size(), " dimensions, expected 1");
+  HG_CHECK(images.dims[1] == 28 && images.dims[2] == 28, name, ": ", images_path, " holds images of ", images.dims[1],
+           "x", images.dims[2], " pixels, expected 28x28");
   HG_CHECK(images.dims[0] == labels.dims[0], name, ": ", images.dims[0], " images but ", labels.dims[0], " labels");
   for (size_t i = 0; i < labels.data.size(); ++i)
     HG_CHECK(labels.data[i] <= 9, name, ": label ", int(labels.data[i]), " at position ", i, " of ", labels_path,

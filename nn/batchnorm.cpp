@@ -1,6 +1,8 @@
 // nn::BatchNorm2d.
 #include "nn/batchnorm.h"
 
+#include <limits>
+
 #include "autograd/grad_mode.h"
 #include "ops/norm.h"
 
@@ -21,8 +23,16 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
   HG_CHECK(x.dim() == 4, "BatchNorm2d: expected 4-D input (N, C, H, W), got ", x.shape());
   if (is_training()) {
     NoGradGuard no_grad;
-    // += 1 where the counter lives: reading it on the host would wait for a GPU every step.
-    num_batches_tracked.add_(ones({}, {.dtype = i64, .device = num_batches_tracked.device()}));
+    if (num_batches_tracked.device().is_cuda()) {
+      // += 1 where the counter lives: reading it on the host would wait for a GPU every step.
+      num_batches_tracked.add_(ones({}, {.dtype = i64, .device = num_batches_tracked.device()}));
+    } else {
+      // NOTE: the count may come from a checkpoint (any i64): it saturates instead of overflowing,
+      // and is written as an integer (through a double it would round above 2^53).
+      const int64_t tracked = num_batches_tracked.item<int64_t>();
+      const int64_t next = tracked < std::numeric_limits<int64_t>::max() ? tracked + 1 : tracked;
+      num_batches_tracked.copy_(from_vector(std::vector<int64_t>{next}, {}));
+    }
   }
   return batch_norm(x, running_mean, running_var, weight, bias, is_training(), options.momentum, options.eps);
 }

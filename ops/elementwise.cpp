@@ -186,8 +186,9 @@ Tensor abs(const Tensor& x_in) {
 
 Tensor clamp(const Tensor& x_in, double min, double max) {
   auto [x] = amp::prepare("clamp", x_in);
-  HG_CHECK(!(min > max), "clamp: min (", min, ") must not exceed max (", max, ")");
-  Tensor out = map_to_new<1>(x.shape(), {x}, math::Clamp{min, max});
+  // NOTE: min > max is not an error: every element becomes max, as in PyTorch and ONNX. The
+  // gradient (x inside [min, max]) is then zero everywhere, also as in PyTorch.
+  Tensor out = map_to_new<1>(x.shape(), {x}, math::Clamp{min > max ? max : min, max});
   record("clamp", out, {x}, [sx = SavedTensor(x, "clamp"), min, max](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
     return {map_to_new<2>(x.shape(), {x, g}, math::ClampGrad{min, max})};

@@ -24,7 +24,7 @@ Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor pow(const Tensor& x, double exponent);
 Tensor abs(const Tensor& x);
-Tensor clamp(const Tensor& x, double min, double max);
+Tensor clamp(const Tensor& x, double min, double max);  // min > max: every element becomes max (PyTorch)
 
 Tensor operator+(const Tensor& a, const Tensor& b);
 Tensor operator-(const Tensor& a, const Tensor& b);

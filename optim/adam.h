@@ -29,8 +29,10 @@ class Adam : public Optimizer {
  public:
   Adam(const std::vector<Tensor>& params, AdamOptions options = {});
   AdamOptions options;
+  std::string_view kind() const override { return decoupled_ ? "AdamW" : "Adam"; }
 
  protected:
+  std::vector<std::string_view> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }
   Adam(const std::vector<Tensor>& params, AdamOptions options, bool decoupled_weight_decay);
   void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) override;
   void update_cuda(DeviceGroup& group, const amp::StepControl& control) override;

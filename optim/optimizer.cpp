@@ -2,11 +2,24 @@
 // state dicts.
 #include "optim/optimizer.h"
 
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <set>
+
 #include "autograd/grad_mode.h"
+#include "core/state_dict.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
 
 namespace hg::optim {
+
+namespace {
+// The one rule for a learning rate, from a constructor, set_lr or a checkpoint.
+void check_lr(double lr, std::string_view what) {
+  HG_CHECK(std::isfinite(lr) && lr >= 0, what, ": learning rate must be finite and >= 0, got ", lr);
+}
+}  // namespace
 
 Optimizer::Optimizer(const std::vector<Tensor>& params, double lr, bool master_weights)
     : master_weights_(master_weights) {
@@ -14,11 +27,17 @@ Optimizer::Optimizer(const std::vector<Tensor>& params, double lr, bool master_w
 }
 
 void Optimizer::add_param_group(const std::vector<Tensor>& params, double lr) {
-  HG_CHECK(lr >= 0, "optimizer: learning rate must be >= 0, got ", lr);
-  for (const Tensor& p : params) {
+  check_lr(lr, "optimizer");
+  std::set<const TensorImpl*> earlier_groups;
+  for (const Tensor& q : parameters()) earlier_groups.insert(q.impl());
+  std::set<const TensorImpl*> this_group;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
     HG_CHECK(p.defined() && p.is_leaf() && is_floating(p.dtype()), "optimizer: parameters must be floating leaf tensors");
-    for (const Tensor& q : parameters())
-      HG_CHECK(!q.is_same(p), "optimizer: a parameter appears in more than one group");
+    HG_CHECK(!earlier_groups.count(p.impl()), "optimizer: a parameter appears in more than one group");
+    // NOTE: listed twice, a parameter would be updated twice per step (PyTorch refuses it too).
+    HG_CHECK(this_group.insert(p.impl()).second, "optimizer: parameter ", i, " (shape ", p.shape(),
+             ") is listed twice; pass each parameter once");
   }
   groups_.push_back({params, lr});
 }
@@ -36,12 +55,14 @@ void Optimizer::zero_grad() {
 double Optimizer::lr() const { return groups_.front().lr; }
 
 void Optimizer::set_lr(double lr) {
-  HG_CHECK(lr >= 0, "optimizer: learning rate must be >= 0, got ", lr);
+  check_lr(lr, "optimizer");
   for (ParamGroup& g : groups_) g.lr = lr;
 }
 
+bool Optimizer::has_master(const Tensor& param) const { return master_weights_ && is_16bit_floating(param.dtype()); }
+
 Tensor Optimizer::weight_for(const Tensor& param, ParamState& state) {
-  if (!master_weights_ || !is_16bit_floating(param.dtype())) return param;
+  if (!has_master(param)) return param;
   Tensor& master = state.tensors["master"];
   if (!master.defined()) master = param.detach().to(f32);
   return master;
@@ -113,6 +134,7 @@ bool Optimizer::holds_value(const ParamState&, const std::string&) const { retur
 
 std::map<std::string, Tensor> Optimizer::state_dict() const {
   std::map<std::string, Tensor> out;
+  out["kind"] = state_dict::from_text(kind());
   for (size_t g = 0; g < groups_.size(); ++g)
     out["param_groups." + std::to_string(g) + ".lr"] = full({}, groups_[g].lr, {.dtype = f64});
   const std::vector<Tensor> params = parameters();
@@ -131,28 +153,66 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
 }
 
 void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
+  const std::string what = std::string(kind()) + ".load_state_dict";
+  // Everything is read and checked first: a bad checkpoint leaves the optimizer as it was.
+  const std::string saved_kind = state_dict::read_text(state, "kind", what);
+  HG_CHECK(saved_kind == kind(), what, ": the state was saved by ", saved_kind, ", not ", kind(),
+           " (a checkpoint resumes only into the optimizer that wrote it)");
+  std::vector<double> lrs;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    auto it = state.find("param_groups." + std::to_string(g) + ".lr");
-    HG_CHECK(it != state.end(), "optimizer.load_state_dict: missing param_groups.", g, ".lr (was the state saved from "
-             "an optimizer with ", groups_.size(), " group(s)?)");
-    groups_[g].lr = it->second.item<double>();
+    const std::string key = "param_groups." + std::to_string(g) + ".lr";
+    HG_CHECK(state.count(key), what, ": missing ", key, " (was the state saved from an optimizer with ",
+             groups_.size(), " group(s)?)");
+    lrs.push_back(state_dict::read_double(state, key, what));
+    check_lr(lrs.back(), what);
   }
-  const std::vector<Tensor> params = parameters();
+  const int64_t steps_applied =
+      state.count("steps_applied") ? state_dict::read_int(state, "steps_applied", what, 0, kMaxSteps) : 0;
+  std::map<const TensorImpl*, ParamState> previous = std::move(state_);
   state_.clear();
-  for (const auto& [key, t] : state) {
-    if (key.rfind("state.", 0) != 0) continue;
-    const size_t dot = key.find('.', 6);
-    HG_CHECK(dot != std::string::npos, "optimizer.load_state_dict: malformed key \"", key, "\"");
-    const size_t index = std::stoul(key.substr(6, dot - 6));
-    HG_CHECK(index < params.size(), "optimizer.load_state_dict: state for parameter ", index, " but the optimizer has ",
-             params.size(), " parameters");
-    const std::string name = key.substr(dot + 1);
-    ParamState& s = state_[params[index].impl()];
-    if (name == "step") s.step = t.item<int64_t>();  // a CUDA step() re-creates its device count from it
-    else s.tensors[name] = t.detach().to(params[index].device()).clone();
+  try {
+    const std::vector<Tensor> params = parameters();
+    for (const auto& [key, _] : state)
+      if (key.starts_with("state.")) load_param_state(state, key, params);
+  } catch (...) {
+    state_ = std::move(previous);
+    throw;
   }
-  if (auto it = state.find("steps_applied"); it != state.end()) steps_applied_ = it->second.item<int64_t>();
+  for (size_t g = 0; g < groups_.size(); ++g) groups_[g].lr = lrs[g];
+  steps_applied_ = steps_applied;
   steps_applied_cuda_ = Tensor();
+}
+
+void Optimizer::load_param_state(const std::map<std::string, Tensor>& state, const std::string& key,
+                                 const std::vector<Tensor>& params) {
+  const std::string what = std::string(kind()) + ".load_state_dict";
+  // "state.<index>.<name>", the index in plain decimal digits.
+  const size_t dot = key.find('.', 6);
+  size_t index = 0;
+  const char* first = key.data() + 6;
+  const char* last = dot == std::string::npos ? first : key.data() + dot;
+  const auto [end, error] = std::from_chars(first, last, index);
+  HG_CHECK(dot != std::string::npos && first != last && error == std::errc() && end == last, what, ": malformed key \"",
+           key, "\" (expected state.<parameter index>.<name>)");
+  HG_CHECK(index < params.size(), what, ": state for parameter ", std::string_view(first, size_t(last - first)),
+           " but the optimizer has ", params.size(), " parameters");
+  const Tensor& param = params[index];
+  const std::string name = key.substr(dot + 1);
+  ParamState& s = state_[param.impl()];
+  if (name == "step") {
+    s.step = state_dict::read_int(state, key, what, 0, kMaxSteps);  // a CUDA step() re-creates its device count
+    return;
+  }
+  const std::vector<std::string_view> names = state_names();
+  const bool known = std::find(names.begin(), names.end(), name) != names.end() || (name == "master" && has_master(param));
+  HG_CHECK(known, what, ": unknown state \"", key, "\" for a ", kind(), " optimizer",
+           has_master(param) ? "" : " (\"master\" needs master_weights and a 16-bit parameter)");
+  // State lives in the dtype of the weight update() works on: the f32 master, or the parameter.
+  const DType dtype = has_master(param) ? f32 : param.dtype();
+  const Tensor& t = state_dict::entry(state, key, what);
+  HG_CHECK(t.shape() == param.shape() && t.dtype() == dtype, what, ": \"", key, "\" has shape ", t.shape(), " ",
+           t.dtype(), ", expected ", param.shape(), " ", dtype, " for parameter ", index);
+  s.tensors[name] = t.detach().to(param.device()).clone();
 }
 
 }  // namespace hg::optim

@@ -11,6 +11,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "amp/scalable.h"
@@ -40,9 +41,19 @@ class Optimizer : public amp::Scalable {
   bool master_weights() const override { return master_weights_; }
   int64_t steps_applied() const;  // steps that changed the parameters (reads the GPU's count on CUDA)
 
-  // Learning rates and per-parameter state ("state.<i>.<name>", i = position in parameters()).
+  // "SGD", "Adam", "AdamW": stored in the state dict, so a checkpoint resumes only into the
+  // optimizer that wrote it.
+  virtual std::string_view kind() const = 0;
+
+  // The kind, learning rates and per-parameter state ("state.<i>.<name>", i = position in
+  // parameters()). Loading checks every value with the constructor's rules, and every state
+  // tensor against its parameter's shape and dtype.
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
+
+  // Step counts beyond this are refused on load (Adam's bias correction uses the count as a
+  // double, exact up to 2^53; and incrementing it can then never overflow).
+  static constexpr int64_t kMaxSteps = int64_t(1) << 53;
 
  protected:
   Optimizer(const std::vector<Tensor>& params, double lr, bool master_weights);
@@ -56,6 +67,9 @@ class Optimizer : public amp::Scalable {
     // value. A skipped step leaves it 0, so the host never needs to know whether a step applied.
     Tensor momentum_ready;
   };
+
+  // The names of the per-parameter state tensors update() keeps (besides "master").
+  virtual std::vector<std::string_view> state_names() const = 0;
 
   // Updates `weight` (the parameter, or its f32 master) from `grad` (already in weight's dtype and
   // unscaled). `state` lives in weight's dtype.
@@ -79,6 +93,11 @@ class Optimizer : public amp::Scalable {
 
   // The f32 master of a 16-bit parameter (created on first use), or the parameter itself.
   Tensor weight_for(const Tensor& param, ParamState& state);
+  bool has_master(const Tensor& param) const;
+
+  // One "state.<i>.<name>" entry of a checkpoint, checked and stored.
+  void load_param_state(const std::map<std::string, Tensor>& state, const std::string& key,
+                        const std::vector<Tensor>& params);
 
   std::vector<ParamGroup> groups_;
   std::map<const TensorImpl*, ParamState> state_;

@@ -24,8 +24,10 @@ class SGD : public Optimizer {
  public:
   SGD(const std::vector<Tensor>& params, SGDOptions options);
   SGDOptions options;
+  std::string_view kind() const override { return "SGD"; }
 
  protected:
+  std::vector<std::string_view> state_names() const override { return {"momentum_buffer"}; }
   void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) override;
   void update_cuda(DeviceGroup& group, const amp::StepControl& control) override;
   bool holds_value(const ParamState& state, const std::string& name) const override;

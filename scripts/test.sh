@@ -19,4 +19,5 @@ cmake -S . -B build-sanitize -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHG_SANITIZE=ON 
   -DHG_BUILD_EXAMPLES=OFF -DHG_BUILD_BENCH=OFF
 cmake --build build-sanitize -j "$jobs"
 (cd build-sanitize && ASAN_OPTIONS=detect_leaks=1 ctest -j "$jobs" --output-on-failure --timeout 900 -E "^install\.")
+scripts/ci-fuzz.sh  # the clang build and a bounded fuzzing run of each parser
 echo "halfgrad: all tests passed (Release + ASan/UBSan) in $(( $(date +%s) - start )) s"

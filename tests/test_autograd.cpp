@@ -259,6 +259,36 @@ TEST_CASE("autograd.graph.dropped_graph_without_backward_frees_everything") {
   CHECK(hg::memory::allocated() == before);
 }
 
+// ---- deep graphs: freed and run without recursion (issue 11, item 1) ---------------------------
+// A chain this long used to overflow the stack while its nodes were destroyed (each node freeing
+// the next from inside its own destructor): 200k ops crashed at -O3.
+constexpr int kDeepChain = 300'000;
+
+TEST_CASE("autograd.deep_graph.running_total_without_item_is_freed") {
+  // The everyday mistake: summing losses as tensors keeps every step's graph alive.
+  const Tensor w = hg::full({}, 0.5, {.requires_grad = true});
+  const int64_t before = hg::memory::allocated();
+  {
+    Tensor total = hg::zeros({});
+    for (int step = 0; step < kDeepChain; ++step) total = total + w * 2.0;
+    CHECK(total.item<float>() == float(kDeepChain));  // exact: every partial sum is an integer below 2^24
+  }  // the 600k-node graph dies here
+  CHECK(hg::memory::allocated() == before);
+}
+
+TEST_CASE("autograd.deep_graph.backward_through_a_chain_of_300k_ops") {
+  const Tensor x = hg::full({}, 1.0, {.requires_grad = true});
+  Tensor y = x;
+  for (int i = 0; i < kDeepChain; ++i) y = y + 1.0;
+  CHECK(y.item<float>() == float(kDeepChain + 1));
+  y.backward();
+  CHECK(x.grad().item<float>() == 1.0f);
+  y = Tensor();  // frees the (released) chain
+  const Tensor z = x * 3.0;  // the graph machinery still works afterwards
+  z.backward();
+  CHECK(x.grad().item<float>() == 4.0f);
+}
+
 TEST_CASE("autograd.graph.second_backward_throws") {
   Tensor x = vec({0.5, 1.5}, hg::f32, true);
   Tensor loss = hg::sum(hg::exp(x) * x);

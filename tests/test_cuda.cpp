@@ -646,6 +646,8 @@ std::map<std::string, Tensor> optimizer_steps(hg::Device device, hg::DType dtype
                                       hg::randn({7}).to(dtype).to(device).requires_grad_()};
   const std::unique_ptr<optim::Optimizer> opt = make(params);
   amp::GradScaler scaler({.init_scale = 1024.0});
+  // The gradients below are written pre-scaled by hand; a scaler unscales only after scale().
+  if (with_scaler) (void)scaler.scale(hg::zeros({}, {.device = device}));
   for (int step = 0; step < 3; ++step) {
     hg::manual_seed(uint64_t(30 + step));
     const double loss_scale = with_scaler ? 1024.0 : 1.0;

@@ -2,11 +2,14 @@
 // here, plain and gzipped -- every malformed variant is a specific hg::Error, every truncation
 // too; the dataset root (argument, HG_DATA, default) and its error; the real Fashion-MNIST when
 // installed; the DataLoader's batches, shuffling, epochs and mid-epoch resume.
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -118,6 +121,21 @@ std::vector<int64_t> flat(const std::vector<std::vector<int64_t>>& batches) {
   std::vector<int64_t> out;
   for (const auto& b : batches) out.insert(out.end(), b.begin(), b.end());
   return out;
+}
+
+// The process's peak resident memory (VmHWM) in bytes; reset_peak_rss() lowers it to the current
+// resident size (Linux >= 4.0; false where /proc/self/clear_refs cannot be written).
+bool reset_peak_rss() {
+  std::ofstream clear("/proc/self/clear_refs");
+  clear << "5";
+  clear.close();
+  return bool(clear);
+}
+int64_t peak_rss() {
+  std::ifstream status("/proc/self/status");
+  for (std::string line; std::getline(status, line);)
+    if (line.rfind("VmHWM:", 0) == 0) return std::stoll(line.substr(6)) * 1024;
+  return -1;
 }
 
 const bool kNoRealData = !fs::exists(hg::data::kFashionMnistRoot);
@@ -232,6 +250,89 @@ TEST_CASE("data.idx.every_truncation_of_a_gzip_file_is_an_error") {
   bad_crc[packed.size() - 8] = char(bad_crc[packed.size() - 8] ^ 0x55);
   write_bytes(dir + "/bad_crc.gz", bad_crc);
   CHECK_THROWS_HG(hg::data::read_idx(dir + "/bad_crc.gz"), "corrupt");
+}
+
+// ---- bad input beyond scenario 28 (issue 11, items 2, 6 and 8) --------------------------------------
+
+TEST_CASE("data.idx.gzip_bomb_stops_at_the_size_the_header_claims") {
+  // A valid 10-image file followed by 512 MB of zeros, as 512 concatenated 1 MB gzip members
+  // (zlib reads them as one stream): well under 1 MB on disk. The reader used to inflate all of
+  // it (up to its 2 GB cap) before noticing; now it stops one byte after the claimed size.
+  const std::string dir = fresh_dir("gzip_bomb");
+  write_bytes(dir + "/head", idx(0x08, {10, 28, 28}, image_bytes(10)));
+  write_bytes(dir + "/zeros", std::string(1 << 20, '\0'));
+  gzip(dir + "/head");
+  gzip(dir + "/zeros");
+  std::string bomb = read_bytes(dir + "/head.gz");
+  const std::string zeros = read_bytes(dir + "/zeros.gz");
+  for (int i = 0; i < 512; ++i) bomb += zeros;
+  write_bytes(dir + "/bomb.gz", bomb);
+  REQUIRE(bomb.size() < (1 << 20));
+  const bool measured = reset_peak_rss();
+  const int64_t before = peak_rss();
+  CHECK_THROWS_HG(hg::data::read_idx(dir + "/bomb.gz"), "more follow (trailing bytes; reading stopped there)");
+  const int64_t grown = peak_rss() - before;
+  MESSAGE("peak resident memory grew by ", grown / 1024, " KiB while reading the bomb");
+  if (measured) CHECK(grown < (64 << 20));
+  // A header claiming more than the cap is refused before anything is inflated or allocated.
+  write_bytes(dir + "/huge", idx(0x08, {65536, 65536, 1}, ""));
+  CHECK_THROWS_HG(hg::data::read_idx(dir + "/huge"), "dimensions overflow the 2147483648-byte limit");
+}
+
+TEST_CASE("data.idx.paths_that_are_not_regular_files_are_errors") {
+  // A FIFO used to block forever, /dev/zero to inflate up to the cap.
+  const std::string fifo = hg_test::temp_path("images.fifo");
+  fs::remove(fifo);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_HG(hg::data::read_idx(fifo), "not a regular file (a FIFO)");
+  fs::remove(fifo);
+  CHECK_THROWS_HG(hg::data::read_idx("/dev/zero"), "not a regular file (a device or socket)");
+  CHECK_THROWS_HG(hg::data::read_idx(fresh_dir("a_directory")), "not a regular file (a directory)");
+}
+
+TEST_CASE("data.mnist.unreadable_root_is_an_hg_error") {
+  // std::filesystem throws its own exception for these: it escaped hg-train's handler (rc 134).
+  const std::string loop = hg_test::temp_path("symlink_loop");
+  fs::remove(loop);
+  fs::create_symlink(loop, loop);
+  CHECK_THROWS_HG(hg::data::FashionMNIST{loop}, "cannot access");
+  CHECK_THROWS_HG(hg::data::FashionMNIST{"/" + std::string(5000, 'x')}, "File name too long");
+  fs::remove(loop);
+}
+
+TEST_CASE("data.mnist.images_must_be_28x28") {
+  const std::string labels = idx(0x08, {2}, label_bytes(2));
+  expect_dataset_error(idx(0x08, {2, 32, 32}, std::string(2 * 32 * 32, '\1')), labels,
+                       "holds images of 32x32 pixels, expected 28x28");
+  expect_dataset_error(idx(0x08, {2, 784, 1}, image_bytes(2)), labels, "images of 784x1 pixels");
+}
+
+TEST_CASE("data.loader.huge_batch_size_gives_one_batch") {
+  // (n + b - 1) / b overflowed for b near INT64_MAX: a silent run of zero batches.
+  const hg::data::FashionMNIST data(tiny_dataset("huge_batch", 10));
+  hg::data::DataLoader loader(data, {.batch_size = std::numeric_limits<int64_t>::max(), .shuffle = false});
+  CHECK(loader.num_batches() == 1);
+  CHECK(epoch_ids(loader) == std::vector<std::vector<int64_t>>{{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}});
+  hg::data::DataLoader dropping(data, {.batch_size = std::numeric_limits<int64_t>::max(), .drop_last = true});
+  CHECK(dropping.num_batches() == 0);
+}
+
+TEST_CASE("data.loader.state_dict_counters_are_range_checked") {
+  const hg::data::FashionMNIST data(tiny_dataset("loader_ranges", 10));
+  hg::data::DataLoader loader(data, {.batch_size = 3});
+  const auto with = [&loader](const std::string& key, int64_t value) {
+    auto state = loader.state_dict();
+    state[key] = hg::from_vector(std::vector<int64_t>{value}, {});
+    return state;
+  };
+  CHECK_THROWS_HG(loader.load_state_dict(with("epoch", std::numeric_limits<int64_t>::max())), "\"epoch\" is");
+  CHECK_THROWS_HG(loader.load_state_dict(with("epoch", -1)), "\"epoch\" is");
+  CHECK_THROWS_HG(loader.load_state_dict(with("position", -1)), "\"position\" is");
+  auto fractional = loader.state_dict();
+  fractional["epoch"] = hg::full({}, 1.5, {.dtype = hg::f64});
+  CHECK_THROWS_HG(loader.load_state_dict(fractional), "one integer value");
+  loader.load_state_dict(with("epoch", hg::data::DataLoader::kMaxEpoch));
+  CHECK(loader.epoch() == hg::data::DataLoader::kMaxEpoch);
 }
 
 TEST_CASE("data.idx.image_label_count_mismatch") {

@@ -37,8 +37,13 @@ std::map<std::string, std::vector<uint8_t>> snapshot(const optim::Optimizer& opt
   return out;
 }
 
+// Stands in for scaler.scale(loss).backward() in the tests that write the (scaled) gradients by
+// hand: a GradScaler refuses to unscale gradients while it has never scaled a loss.
+void as_if_scaled(amp::GradScaler& scaler) { (void)scaler.scale(hg::zeros({})); }
+
 // One iteration on a single parameter: gradient = `value` everywhere, then step + update.
 amp::StepResult cycle(amp::GradScaler& scaler, optim::Optimizer& opt, const Tensor& p, double value = 1.0) {
+  as_if_scaled(scaler);
   p.set_grad(hg::full(p.shape(), value, {.dtype = p.dtype()}));
   const amp::StepResult r = scaler.step(opt);
   scaler.update();
@@ -176,6 +181,7 @@ void check_skipped_step(hg::DType dtype, Layout layout, double bad) {
   const Tensor p0 = hg::randn({4, 6}).to(dtype).requires_grad_(), p1 = hg::randn({6}).to(dtype).requires_grad_();
   optim::Adam opt({p0, p1}, {.lr = 0.01});
   amp::GradScaler scaler({.init_scale = 1024, .growth_interval = 1});
+  as_if_scaled(scaler);
 
   // A clean step first (so Adam has moments), through the same layout: unscaled in place.
   p0.set_grad(make_grad(layout, dtype, 1024 * 0.5, std::nullopt));
@@ -264,6 +270,7 @@ TEST_CASE("amp.grad_scaler.misuse_raises_pytorchs_errors") {
   optim::SGD opt({p}, {.lr = 0.1});
   amp::GradScaler scaler;
   CHECK_THROWS_HG(scaler.update(), "update()");  // nothing recorded this iteration
+  as_if_scaled(scaler);
   p.set_grad(hg::ones({3}));
   scaler.unscale_(opt);
   CHECK_THROWS_HG(scaler.unscale_(opt), "unscale_() has already been called on this optimizer since the last update()");
@@ -276,6 +283,23 @@ TEST_CASE("amp.grad_scaler.misuse_raises_pytorchs_errors") {
   CHECK_NOTHROW(scaler.unscale_(opt));
   CHECK_NOTHROW(scaler.step(opt));
   CHECK_NOTHROW(scaler.update());
+}
+
+TEST_CASE("amp.grad_scaler.step_without_scale_is_an_error") {
+  // Gradients that were never scaled would be divided by the scale anyway: a 65536x smaller
+  // update and no error anywhere. PyTorch refuses this too (issue 11, item 7).
+  const Tensor w = hg::ones({3}, {.requires_grad = true});
+  optim::SGD opt({w}, {.lr = 0.5});
+  amp::GradScaler scaler;
+  hg::sum(w * 2.0).backward();  // forgot scaler.scale(...)
+  CHECK_THROWS_HG(scaler.step(opt), "without scale()");
+  CHECK_THROWS_HG(scaler.unscale_(opt), "without scale()");
+  CHECK(w.to_vector<float>() == std::vector<float>(3, 1.0f));
+  opt.zero_grad();
+  scaler.scale(hg::sum(w * 2.0)).backward();
+  CHECK(scaler.step(opt).applied);
+  scaler.update();
+  CHECK(w.to_vector<float>() == std::vector<float>(3, 0.0f));  // 1 - 0.5 * 2: the full update
 }
 
 TEST_CASE("amp.grad_scaler.disabled_is_a_bitwise_pass_through") {
@@ -450,6 +474,7 @@ TEST_CASE("amp.grad_scaler.step_async_skips_like_step") {
   const Tensor p = hg::zeros({3}, {.requires_grad = true});
   optim::SGD opt({p}, {.lr = 1.0});
   amp::GradScaler scaler({.init_scale = 8});
+  as_if_scaled(scaler);
   p.set_grad(hg::full({3}, 8.0));
   scaler.step_async(opt);
   CHECK_THROWS_HG(scaler.step_async(opt), "step() has already been called since the last update()");
@@ -480,6 +505,7 @@ TEST_CASE("amp.grad_scaler.stuck_detector_names_the_parameter") {
   const Tensor good = hg::zeros({2}, {.requires_grad = true}), bad = hg::zeros({3, 2}, {.requires_grad = true});
   optim::SGD opt({good, bad}, {.lr = 0.1});
   amp::GradScaler scaler({.max_consecutive_skips = 3});
+  as_if_scaled(scaler);
   scaler.set_parameter_names({{"head.bias", good}, {"encoder.weight", bad}});
   const auto skipped_step = [&] {
     good.set_grad(hg::ones({2}));
@@ -507,6 +533,7 @@ TEST_CASE("amp.grad_scaler.diagnostics_count_f16_zero_and_subnormal_gradients") 
   const Tensor p16 = hg::zeros({10}, {.dtype = hg::f16}).requires_grad_(), p32 = hg::zeros({4}, {.requires_grad = true});
   optim::SGD opt({p16, p32}, {.lr = 0.1});
   amp::GradScaler scaler({.init_scale = 2});
+  as_if_scaled(scaler);
   // 0, -0, two subnormals (below 2^-14 = 6.1e-5) and six normal values.
   p16.set_grad(hg::from_vector(std::vector<float>{0.f, -0.f, 1e-6f, 3e-5f, 1.f, 2.f, 0.5f, 100.f, 1000.f, 7e-5f}, {10},
                                {.dtype = hg::f16}));
@@ -596,6 +623,7 @@ TEST_CASE("amp.grad_scaler.f64_gradients_are_unscaled_in_f64") {
   const Tensor p = hg::zeros({3}, {.dtype = hg::f64, .requires_grad = true});
   optim::SGD opt({p}, {.lr = 1.0});
   amp::GradScaler scaler({.init_scale = 65536.0});
+  as_if_scaled(scaler);  // the gradients below are written pre-scaled by hand
   p.set_grad(hg::from_vector<double>({1e300, 0.1 * 65536.0, -3.0 * 65536.0}, {3}));
   scaler.unscale_(opt);
   CHECK(p.grad().to_vector<double>() == std::vector<double>{1e300 / 65536.0, 0.1, -3.0});
@@ -608,4 +636,42 @@ TEST_CASE("amp.grad_scaler.f64_gradients_are_unscaled_in_f64") {
   CHECK_FALSE(scaler.step(opt).applied);
   scaler.update();
   CHECK(scaler.diagnostics().nonfinite_parameters.size() == 1);
+}
+
+TEST_CASE("amp.grad_scaler.load_state_dict_applies_the_constructor_rules") {
+  // A checkpoint is a file a user can edit; a scale of 0 used to load and turn every weight
+  // into NaN after one step (issue 11, items 3 and 4).
+  const Tensor p = hg::zeros({2}, {.requires_grad = true});
+  optim::SGD opt({p}, {.lr = 0.0});
+  amp::GradScaler source({.init_scale = 512, .growth_interval = 3});
+  cycle(source, opt, p);
+  const auto good = source.state_dict();
+  const auto with = [&good](const std::string& key, const Tensor& value) {
+    auto state = good;
+    state[key] = value;
+    return state;
+  };
+  const auto f64 = [](double v) { return hg::full({}, v, {.dtype = hg::f64}); };
+  const auto i64 = [](int64_t v) { return hg::from_vector(std::vector<int64_t>{v}, {}); };
+  amp::GradScaler target({.init_scale = 64});
+  for (double scale : {0.0, -2.0, kNaN, kInf, 1e39})  // 1e39 is inf in f32
+    CHECK_THROWS_HG(target.load_state_dict(with("scale", f64(scale))), "scale must be positive and finite");
+  for (double growth : {1.0, 0.5, kNaN, kInf})
+    CHECK_THROWS_HG(target.load_state_dict(with("growth_factor", f64(growth))), "growth_factor must be > 1");
+  for (double backoff : {0.0, 1.0, -0.5, kNaN})
+    CHECK_THROWS_HG(target.load_state_dict(with("backoff_factor", f64(backoff))), "backoff_factor must be in (0, 1)");
+  for (int64_t interval : {int64_t(0), int64_t(-5), int64_t(1) << 40})
+    CHECK_THROWS_HG(target.load_state_dict(with("growth_interval", i64(interval))), "\"growth_interval\" is");
+  for (int64_t tracker : {int64_t(-1), int64_t(3), std::numeric_limits<int64_t>::max()})
+    CHECK_THROWS_HG(target.load_state_dict(with("_growth_tracker", i64(tracker))), "\"_growth_tracker\" is");
+  CHECK_THROWS_HG(target.load_state_dict(with("skipped_in_a_row", i64(std::numeric_limits<int64_t>::max()))),
+                  "\"skipped_in_a_row\" is");
+  CHECK_THROWS_HG(target.load_state_dict(with("scale", i64(512))), "one floating-point value");
+  CHECK_THROWS_HG(target.load_state_dict(with("growth_interval", f64(3))), "one integer value");
+  CHECK_THROWS_HG(target.load_state_dict(with("scale", hg::ones({2}, {.dtype = hg::f64}))), "one floating-point value");
+  // Nothing was changed by the refused loads; the good state still loads.
+  CHECK(target.get_scale() == 64.0);
+  target.load_state_dict(good);
+  CHECK(target.get_scale() == 512.0);
+  CHECK(target.growth_tracker() == 1);
 }

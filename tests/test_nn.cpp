@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -405,6 +406,24 @@ TEST_CASE("nn.layers.batchnorm2d_running_stats") {
   CHECK(bitwise_equal(bn.running_var, rv_before));
   CHECK(bn.num_batches_tracked.item<int64_t>() == 2);
   CHECK_THROWS_HG(bn(hg::randn({2, 3})), "4-D");
+}
+
+TEST_CASE("nn.layers.batchnorm2d_counter_from_a_checkpoint_cannot_overflow") {
+  // num_batches_tracked may come from any checkpoint: incrementing INT64_MAX was signed overflow
+  // (issue 11, item 4), and a count written through a double stopped counting at 2^53.
+  nn::BatchNorm2d bn(2);
+  const Tensor x = hg::randn({4, 2, 3, 3});
+  const auto load_count = [&bn](int64_t count) {
+    auto state = bn.state_dict();
+    state["num_batches_tracked"] = hg::from_vector(std::vector<int64_t>{count}, {});
+    bn.load_state_dict(state);
+  };
+  load_count(int64_t(1) << 53);
+  bn(x);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == (int64_t(1) << 53) + 1);
+  load_count(std::numeric_limits<int64_t>::max());
+  bn(x);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == std::numeric_limits<int64_t>::max());  // saturates
 }
 
 TEST_CASE("nn.layers.layernorm_dropout_activations") {

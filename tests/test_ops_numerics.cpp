@@ -24,6 +24,20 @@ struct ThreadCountGuard {
 
 }  // namespace
 
+// ---- clamp with min > max ----------------------------------------------------------------------------
+
+TEST_CASE("ops.clamp.min_above_max_sets_every_element_to_max") {
+  // PyTorch and ONNX: every element becomes max (this used to throw); NaN still propagates, and
+  // the gradient (where min <= x <= max) is zero everywhere (issue 11, item 7).
+  const Tensor x = hg::from_vector(std::vector<double>{kNaN, kInf, -kInf, -1.0, 0.75, 2.0}, {6},
+                                   {.dtype = hg::f32, .requires_grad = true});
+  const Tensor y = hg::clamp(x, 1.0, 0.5);
+  CHECK_CLOSE_NAN(y, hg::from_vector(std::vector<double>{kNaN, 0.5, 0.5, 0.5, 0.5, 0.5}, {6}, {.dtype = hg::f32}));
+  (y * 1.0).backward(hg::ones({6}));
+  CHECK(x.grad().to_vector<float>() == std::vector<float>(6, 0.0f));
+  CHECK(hg::clamp(hg::full({3}, 7.0, {.dtype = hg::f16}), 3.0, -2.0).to_vector<float>() == std::vector<float>(3, -2.0f));
+}
+
 // ---- scenario 14: NaN and Inf propagate -------------------------------------------------------------
 
 TEST_CASE("ops.scenario14.nan_and_inf_propagate") {

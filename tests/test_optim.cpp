@@ -3,6 +3,7 @@
 // tests/golden/optim.safetensors, written by make_golden.py); f32 master weights for 16-bit
 // parameters; state_dict resume; learning rates and parameter groups; the LR schedulers.
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numbers>
 
@@ -268,6 +269,84 @@ TEST_CASE("optim.state_dict.contents_and_errors") {
   CHECK_THROWS_HG(two_groups.load_state_dict(hg::optim::SGD({a}, {.lr = 0.1}).state_dict()), "param_groups.1.lr");
 }
 
+// A checkpoint is a file a user (or an attacker) can edit: every value is checked like the
+// constructor's argument, and every key and counter is range-checked (issue 11, items 2-4).
+namespace {
+std::map<std::string, Tensor> with(std::map<std::string, Tensor> state, const std::string& key, const Tensor& value) {
+  state[key] = value;
+  return state;
+}
+Tensor i64_scalar(int64_t v) { return hg::from_vector(std::vector<int64_t>{v}, {}); }
+}  // namespace
+
+TEST_CASE("optim.state_dict.malformed_or_huge_state_keys_are_hg_errors") {
+  const Tensor a = hg::ones({3}, {.requires_grad = true});
+  hg::optim::SGD opt({a}, {.lr = 0.1, .momentum = 0.9});
+  a.set_grad(hg::ones({3}));
+  opt.step();
+  const auto state = opt.state_dict();
+  const Tensor buffer = state.at("state.0.momentum_buffer");
+  // These used to escape as std::invalid_argument / std::out_of_range from std::stoul.
+  for (const char* key : {"state.x.momentum_buffer", "state..momentum_buffer", "state.-1.momentum_buffer",
+                          "state.+0.momentum_buffer", "state.0x1.momentum_buffer", "state.0"})
+    CHECK_THROWS_HG(opt.load_state_dict(with(state, key, buffer)), "malformed key");
+  CHECK_THROWS_HG(opt.load_state_dict(with(state, "state.99999999999999999999999.momentum_buffer", buffer)),
+                  "malformed key");
+  CHECK_THROWS_HG(opt.load_state_dict(with(state, "state.18446744073709551615.step", i64_scalar(1))),
+                  "state for parameter 18446744073709551615");
+  CHECK_THROWS_HG(opt.load_state_dict(with(state, "state.0.exp_avg", buffer)), "unknown state \"state.0.exp_avg\"");
+  CHECK_THROWS_HG(opt.load_state_dict(with(state, "state.0.master", buffer)), "unknown state");
+  // A state tensor must match its parameter (a wrong one used to reach the update loop).
+  CHECK_THROWS_HG(opt.load_state_dict(with(state, "state.0.momentum_buffer", hg::ones({4}))), "expected [3] f32");
+  CHECK_THROWS_HG(opt.load_state_dict(with(state, "state.0.momentum_buffer", hg::ones({3}, {.dtype = hg::f64}))),
+                  "expected [3] f32");
+  CHECK_THROWS_HG(opt.load_state_dict(with(state, "state.0.step", hg::full({}, 1.5))), "one integer value");
+  // A refused checkpoint leaves the optimizer as it was.
+  CHECK(opt.state_dict().at("state.0.momentum_buffer").to_vector<float>() == std::vector<float>(3, 1.0f));
+  CHECK(opt.lr() == 0.1);
+}
+
+TEST_CASE("optim.state_dict.learning_rate_and_counters_are_validated") {
+  const Tensor a = hg::ones({3}, {.requires_grad = true});
+  hg::optim::Adam opt({a}, {.lr = 0.1});
+  a.set_grad(hg::ones({3}));
+  opt.step();
+  const auto state = opt.state_dict();
+  const double kNaN = std::numeric_limits<double>::quiet_NaN(), kInf = std::numeric_limits<double>::infinity();
+  for (double lr : {-0.1, kNaN, kInf})
+    CHECK_THROWS_HG(opt.load_state_dict(with(state, "param_groups.0.lr", hg::full({}, lr, {.dtype = hg::f64}))),
+                    "learning rate must be finite and >= 0");
+  CHECK_THROWS_HG(hg::optim::Adam({a}, {.lr = kNaN}), "learning rate must be finite and >= 0");  // the same rule
+  // Counters that would overflow when incremented (signed overflow is undefined behaviour).
+  for (int64_t step : {int64_t(-1), std::numeric_limits<int64_t>::max()}) {
+    CHECK_THROWS_HG(opt.load_state_dict(with(state, "state.0.step", i64_scalar(step))), "\"state.0.step\" is");
+    CHECK_THROWS_HG(opt.load_state_dict(with(state, "steps_applied", i64_scalar(step))), "\"steps_applied\" is");
+  }
+  CHECK(opt.lr() == 0.1);
+  CHECK(opt.steps_applied() == 1);
+  opt.load_state_dict(with(state, "state.0.step", i64_scalar(hg::optim::Optimizer::kMaxSteps)));  // the bound itself
+}
+
+TEST_CASE("optim.state_dict.resumes_only_into_the_same_kind_of_optimizer") {
+  const Tensor a = hg::ones({3}, {.requires_grad = true});
+  hg::optim::SGD sgd({a}, {.lr = 0.1, .momentum = 0.9});
+  hg::optim::Adam adam({a}, {.lr = 0.1});
+  hg::optim::AdamW adamw({a}, {.lr = 0.1});
+  a.set_grad(hg::ones({3}));
+  sgd.step(), adam.step(), adamw.step();
+  CHECK(sgd.state_dict().at("kind").dtype() == hg::u8);
+  CHECK_THROWS_HG(adam.load_state_dict(sgd.state_dict()), "saved by SGD, not Adam");
+  CHECK_THROWS_HG(sgd.load_state_dict(adam.state_dict()), "saved by Adam, not SGD");
+  CHECK_THROWS_HG(adamw.load_state_dict(adam.state_dict()), "saved by Adam, not AdamW");
+  auto no_kind = sgd.state_dict();
+  no_kind.erase("kind");
+  CHECK_THROWS_HG(sgd.load_state_dict(no_kind), "missing key \"kind\"");
+  // Even a state dict without momentum buffers (plain SGD) does not pass as Adam's.
+  hg::optim::SGD plain({a}, {.lr = 0.1});
+  CHECK_THROWS_HG(adam.load_state_dict(plain.state_dict()), "not Adam");
+  CHECK_NOTHROW(adam.load_state_dict(adam.state_dict()));
+}
+
 // ---- learning rates and parameter groups ---------------------------------------------------------
 
 TEST_CASE("optim.lr_and_set_lr") {
@@ -301,6 +380,10 @@ TEST_CASE("optim.param_groups_have_their_own_lr") {
   CHECK(opt.param_groups()[0].lr == 0.5);
   CHECK(opt.param_groups()[1].lr == 0.5);
   CHECK_THROWS_HG(opt.add_param_group({a}, 0.1), "more than one group");
+  // Listed twice in one group, a parameter used to be updated twice per step (issue 11, item 7).
+  const Tensor c = hg::zeros({2}, {.requires_grad = true});
+  CHECK_THROWS_HG(hg::optim::SGD({c, b, c}, {.lr = 0.1}), "parameter 2 (shape [2]) is listed twice");
+  CHECK_THROWS_HG(opt.add_param_group({c, c}, 0.1), "listed twice");
   CHECK_THROWS_HG(opt.add_param_group({hg::zeros({2}, {.dtype = hg::i64})}, 0.1), "floating leaf");
 }
 

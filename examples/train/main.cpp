@@ -4,11 +4,16 @@
 //   hg-train --model mlp --compare --epochs 1          # f32 vs f16+GradScaler vs bf16, one table
 //
 // Prints a progress bar per epoch (on a terminal) and one line per epoch; with --out writes
-// metrics.csv, model.safetensors (PyTorch names), checkpoint.safetensors (resumable with
-// --resume) and, when gnuplot is installed, metrics.png.
+// checkpoint.safetensors after every epoch (and every --checkpoint-every steps; resumable with
+// --resume), then metrics.csv, model.safetensors (PyTorch names) and, when gnuplot is installed,
+// metrics.png. Every error, bad input included, ends the program with one line and exit code 1.
 #include <CLI/CLI.hpp>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -36,15 +41,33 @@ void print_epoch(const EpochMetrics& m, int epochs) {
 
 bool gnuplot_available() { return std::system("command -v gnuplot > /dev/null 2>&1") == 0; }
 
+// Before any training: --out must be (or become) a directory we can write to, or the run would
+// fail only at its end. Temporaries of a checkpoint write that was killed are removed.
+void prepare_output_dir(const std::string& dir) {
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  HG_CHECK(!error, "--out ", dir, ": cannot create the directory: ", error.message());
+  HG_CHECK(std::filesystem::is_directory(dir, error), "--out ", dir, ": not a directory");
+  const std::string probe = dir + "/.hg-train-write-check." + std::to_string(::getpid());
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  HG_CHECK(fd >= 0, "--out ", dir, ": cannot write there: ", std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  int stale = 0;
+  for (const char* name : {"/checkpoint.safetensors", "/model.safetensors"})
+    stale += hg::remove_stale_temporaries(dir + name);
+  if (stale > 0)
+    std::printf("hg-train: removed %d temporary file(s) left in %s by an interrupted write\n", stale, dir.c_str());
+}
+
 void write_outputs(const std::string& dir, const std::vector<EpochMetrics>& epochs, hg_train::Trainer& trainer) {
-  std::filesystem::create_directories(dir);
   std::ofstream csv(dir + "/metrics.csv");
   csv << "epoch,train_loss,test_accuracy,samples_per_s,peak_bytes\n";
   for (const EpochMetrics& m : epochs)
     csv << m.epoch << ',' << m.train_loss << ',' << m.test_accuracy << ',' << m.samples_per_s << ',' << m.peak_bytes << '\n';
   csv.close();
+  HG_CHECK(csv, "--out ", dir, ": writing metrics.csv failed");
   hg::nn::save(trainer.model(), dir + "/model.safetensors");
-  trainer.save_checkpoint(dir + "/checkpoint.safetensors");
   std::printf("wrote %s/metrics.csv, model.safetensors, checkpoint.safetensors", dir.c_str());
   if (!gnuplot_available()) {
     std::printf("\n(no plot: gnuplot is not installed; apt-get install gnuplot-nox)\n");
@@ -66,7 +89,20 @@ void write_outputs(const std::string& dir, const std::vector<EpochMetrics>& epoc
 int run_single(const TrainConfig& config, const hg::data::MNIST& train, const hg::data::MNIST& test,
                const std::string& out, const std::string& resume) {
   hg_train::Trainer trainer(config, train, test);
-  if (!resume.empty()) trainer.load_checkpoint(resume);
+  if (!resume.empty()) {
+    trainer.load_checkpoint(resume);
+    std::printf("resuming from %s: %d epoch(s) done", resume.c_str(), trainer.epochs_done());
+    if (trainer.epoch_steps_done() > 0) std::printf(", %lld step(s) into the next", (long long)trainer.epoch_steps_done());
+    std::printf("\n");
+  }
+  // --epochs counts every epoch of the run, those before a resume included.
+  if (trainer.epochs_done() >= config.epochs) {
+    std::printf("hg-train: the checkpoint has completed %d of --epochs %d: nothing to train (raise --epochs to go on)\n",
+                trainer.epochs_done(), config.epochs);
+    // A run killed after its last checkpoint but before its outputs gets its model now.
+    if (!out.empty()) hg::nn::save(trainer.model(), out + "/model.safetensors");
+    return 0;
+  }
   std::printf("hg-train: %s, %s, precision %s, lr %g, batch %lld, %d epoch(s), %d thread(s), %s, CPU level %s\n",
               config.model.c_str(), config.optimizer.c_str(), config.precision.c_str(), config.lr,
               (long long)config.batch_size, config.epochs, hg::get_num_threads(), config.device.str().c_str(),
@@ -75,7 +111,7 @@ int run_single(const TrainConfig& config, const hg::data::MNIST& train, const hg
     std::printf("inputs normalised with the training set's pixel mean %.4f and std %.4f\n",
                 trainer.input_statistics().mean, trainer.input_statistics().std);
   std::vector<EpochMetrics> epochs;
-  for (int e = 0; e < config.epochs; ++e) {
+  while (trainer.epochs_done() < config.epochs) {  // each epoch ends with a checkpoint when --out is set
     epochs.push_back(trainer.run_epoch(true));
     print_epoch(epochs.back(), config.epochs);
   }
@@ -126,61 +162,98 @@ int run_compare(TrainConfig config, const hg::data::MNIST& train, const hg::data
   return 0;
 }
 
-}  // namespace
+// Number checks for options. CLI11's own NonNegativeNumber would print its range as "0.000000
+// to 179769313486231570814527..."; NaN fails both checks.
+CLI::Validator number_check(bool positive) {
+  return CLI::Validator(
+      [positive](std::string& input) {
+        double value = 0;
+        const bool ok = CLI::detail::lexical_cast(input, value) && (positive ? value > 0 : value >= 0);
+        return ok ? std::string() : "must be a number " + std::string(positive ? "> 0" : ">= 0") + ", got " + input;
+      },
+      positive ? "NUMBER > 0" : "NUMBER >= 0");
+}
 
-int main(int argc, char** argv) {
+// The whole program; main() turns any exception into one line and exit code 1.
+int run(int argc, char** argv) {
   CLI::App app{"hg-train: train an MLP or CNN on Fashion-MNIST with halfgrad"};
   TrainConfig config;
   std::string device = "cpu", out, resume, data_root;
   int threads = 0;
   int64_t train_limit = 0;
   bool compare = false;
+  const CLI::Validator non_negative = number_check(false), positive = number_check(true);
   app.add_option("--model", config.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
   app.add_option("--optimizer", config.optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
-  app.add_option("--lr", config.lr, "learning rate")->capture_default_str();
-  app.add_option("--momentum", config.momentum, "SGD momentum")->capture_default_str();
-  app.add_option("--epochs", config.epochs, "epochs")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", config.batch_size, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--seed", config.seed, "random seed (initialisation and shuffling)")->capture_default_str();
-  app.add_option("--threads", threads, "CPU threads (0: OpenMP's default)")->capture_default_str();
+  app.add_option("--lr", config.lr, "learning rate")->check(non_negative)->capture_default_str();
+  app.add_option("--momentum", config.momentum, "SGD momentum")->check(non_negative)->capture_default_str();
+  app.add_option("--epochs", config.epochs, "epochs in all (a resumed run counts those before it)")
+      ->check(positive)->capture_default_str();
+  app.add_option("--batch-size", config.batch_size, "batch size")->check(positive)->capture_default_str();
+  app.add_option("--seed", config.seed, "random seed (initialisation and shuffling)")->check(non_negative)->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (0: OpenMP's default)")->check(non_negative)->capture_default_str();
   app.add_option("--device", device, "cpu, cuda, or auto (cuda when a GPU is available)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))->capture_default_str();
   app.add_option("--precision", config.precision,
-                 "f32, f16 (autocast + GradScaler), bf16 (autocast), or auto (f16 on CUDA; bf16 on CPUs with native bf16 products, f32 on others)")
+                 "f32, f16 (autocast + GradScaler), bf16 (autocast), or auto (f16 on CUDA; on a CPU bf16 where it has "
+                 "native bf16 products, else f32)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "auto"}))->capture_default_str();
-  app.add_option("--out", out, "directory for metrics.csv, model and checkpoint");
+  app.add_option("--out", out, "directory for the checkpoint (after every epoch), metrics.csv and the model");
+  app.add_option("--checkpoint-every", config.checkpoint_every, "also write the checkpoint every N steps (0: per epoch only)")
+      ->check(non_negative)->capture_default_str();
   app.add_option("--resume", resume, "continue from a checkpoint.safetensors");
   app.add_option("--data", data_root, "dataset directory (default: $HG_DATA or /usr/share/datasets/fashion-mnist)");
-  app.add_option("--train-limit", train_limit, "train on the first N samples only (0: all)");
-  app.add_option("--max-steps", config.max_steps_per_epoch, "stop each epoch after N steps (0: full epochs)");
+  app.add_option("--train-limit", train_limit, "train on the first N samples only (0: all)")->check(non_negative);
+  app.add_option("--max-steps", config.max_steps_per_epoch, "stop each epoch after N steps (0: full epochs)")
+      ->check(non_negative);
   app.add_flag("--compare", compare, "train in f32, f16 and bf16 and print one comparison table");
   bool raw_pixels = false, detect_anomaly = false;
   app.add_flag("--no-normalize", raw_pixels, "feed pixels in [0, 1] instead of normalising with the training set's mean/std");
   app.add_flag("--detect-anomaly", detect_anomaly,
                "check every backward for NaN and stop naming the op and where it was created (slow: for debugging)");
-  CLI11_PARSE(app, argc, argv);
-
   try {
-    if (threads > 0) hg::set_num_threads(threads);
-    hg::autograd::AnomalyMode::set_enabled(detect_anomaly);
-    if (device == "auto") device = hg::cuda::is_available() ? "cuda" : "cpu";
-    config.device = device == "cuda" ? hg::Device::cuda() : hg::Device::cpu();
-    if (config.precision == "auto") {
-      config.precision = hg_train::auto_precision(config.device);
-      std::printf("hg-train: --precision auto: %s\n", hg_train::auto_precision_reason(config.device).c_str());
-    }
-    config.normalize = !raw_pixels;
-    if (config.device.is_cuda() && !hg::cuda::is_available()) {
-      std::fprintf(stderr, "hg-train: --device cuda, but no CUDA device is available (built with CUDA: %s)\n",
-                   hg::cuda::built_with_cuda() ? "yes" : "no");
-      return 1;
-    }
-    hg::data::MNIST train = hg::data::FashionMNIST(data_root, {.train = true});
-    const hg::data::MNIST test = hg::data::FashionMNIST(data_root, {.train = false});
-    if (train_limit > 0) train = train.head(train_limit);
-    return compare ? run_compare(config, train, test) : run_single(config, train, test, out, resume);
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    HG_FAIL(e.what(), " (hg-train --help lists the options)");
+  }
+
+  HG_CHECK(!compare || (out.empty() && resume.empty() && config.checkpoint_every == 0),
+           "--compare trains three fresh models and writes nothing: it cannot be combined with --out, --resume or "
+           "--checkpoint-every");
+  HG_CHECK(config.checkpoint_every == 0 || !out.empty(), "--checkpoint-every needs --out (the checkpoint goes there)");
+  if (threads > 0) hg::set_num_threads(threads);
+  hg::autograd::AnomalyMode::set_enabled(detect_anomaly);
+  if (device == "auto") device = hg::cuda::is_available() ? "cuda" : "cpu";
+  config.device = device == "cuda" ? hg::Device::cuda() : hg::Device::cpu();
+  if (config.precision == "auto") {
+    config.precision = hg_train::auto_precision(config.device);
+    std::printf("hg-train: --precision auto: %s\n", hg_train::auto_precision_reason(config.device).c_str());
+  }
+  config.normalize = !raw_pixels;
+  HG_CHECK(!config.device.is_cuda() || hg::cuda::is_available(), "--device cuda, but no CUDA device is available (built "
+           "with CUDA: ", hg::cuda::built_with_cuda() ? "yes" : "no", ")");
+  if (!out.empty()) {
+    prepare_output_dir(out);
+    config.checkpoint_path = out + "/checkpoint.safetensors";
+  }
+  hg::data::MNIST train = hg::data::FashionMNIST(data_root, {.train = true});
+  const hg::data::MNIST test = hg::data::FashionMNIST(data_root, {.train = false});
+  if (train_limit > 0) train = train.head(train_limit);
+  return compare ? run_compare(config, train, test) : run_single(config, train, test, out, resume);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
   } catch (const hg::Error& e) {
     std::fprintf(stderr, "hg-train: %s\n", e.what());
-    return 1;
+  } catch (const std::exception& e) {  // not expected: the library converts what it can into hg::Error
+    std::fprintf(stderr, "hg-train: unexpected error: %s\n", e.what());
+  } catch (...) {
+    std::fprintf(stderr, "hg-train: unexpected error of an unknown type\n");
   }
+  return 1;
 }

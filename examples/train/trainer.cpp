@@ -7,6 +7,8 @@
 
 namespace hg_train {
 
+namespace sd = hg::state_dict;
+
 hg::DType precision_dtype(const std::string& precision) {
   if (precision == "f32") return hg::f32;
   if (precision == "f16") return hg::f16;
@@ -22,15 +24,17 @@ std::unique_ptr<hg::optim::Optimizer> make_optimizer(const TrainConfig& c, const
   HG_FAIL("unknown optimizer \"", c.optimizer, "\" (expected sgd, adam or adamw)");
 }
 
-// Prefixes every key of a state dict, to store several in one file.
-void merge(std::map<std::string, hg::Tensor>& into, const std::string& prefix, const std::map<std::string, hg::Tensor>& from) {
-  for (const auto& [k, v] : from) into[prefix + k] = v;
-}
-std::map<std::string, hg::Tensor> extract(const std::map<std::string, hg::Tensor>& all, const std::string& prefix) {
-  std::map<std::string, hg::Tensor> out;
-  for (const auto& [k, v] : all)
-    if (k.rfind(prefix, 0) == 0) out[k.substr(prefix.size())] = v;
-  return out;
+// The input normalisation, after the checks that make it meaningful: an empty set would give a
+// 0.00% accuracy (test) or a puzzling "std must be positive" from the loader (training).
+hg::data::PixelStatistics checked_statistics(const TrainConfig& c, const hg::data::MNIST& train,
+                                             const hg::data::MNIST& test) {
+  HG_CHECK(train.size() > 0, "the training set in ", train.root(), " is empty: nothing to train on");
+  HG_CHECK(test.size() > 0, "the test set in ", test.root(), " is empty: the accuracy would mean nothing");
+  if (!c.normalize) return {0.0, 1.0};
+  const hg::data::PixelStatistics stats = hg::data::pixel_statistics(train);
+  HG_CHECK(stats.std > 0, "every training pixel has the same value (", stats.mean * 255,
+           "): there is nothing to normalise; use --no-normalize");
+  return stats;
 }
 }  // namespace
 
@@ -40,7 +44,7 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
       test_set_(test),
       model_((hg::manual_seed(config_.seed), make_model(config_.model))),
       scaler_({.enabled = config_.precision == "f16"}),
-      stats_(config_.normalize ? hg::data::pixel_statistics(train_set_) : hg::data::PixelStatistics{0.0, 1.0}),
+      stats_(checked_statistics(config_, train_set_, test_set_)),
       loader_(train_set_,
               {.batch_size = config_.batch_size, .shuffle = true, .seed = config_.seed, .mean = stats_.mean, .std = stats_.std}),
       autocast_(config_.precision != "f32"),
@@ -53,11 +57,13 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
 
 EpochMetrics Trainer::run_epoch(bool show_progress) {
   EpochMetrics m;
-  m.epoch = ++epoch_;
+  m.epoch = epoch_ + 1;
   const hg::Device device = config_.device;
   int64_t total = loader_.num_batches();
   if (config_.max_steps_per_epoch > 0) total = std::min(total, config_.max_steps_per_epoch);
-  ProgressBar bar("epoch " + std::to_string(m.epoch) + "/" + std::to_string(config_.epochs), total);
+  // A checkpoint written mid-epoch took some of the steps already.
+  const int64_t budget = std::max<int64_t>(total - epoch_step_, 0);
+  ProgressBar bar("epoch " + std::to_string(m.epoch) + "/" + std::to_string(config_.epochs), budget);
   model_.train();
   int64_t epoch_peak = 0;
   // NOTE: on CUDA nothing in the loop reads a device value (a read waits for the GPU): the loss
@@ -69,8 +75,11 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   double loss_sum = 0, shown_loss = 0;
   int64_t samples = 0;
   const auto start = std::chrono::steady_clock::now();
-  for (auto [x_cpu, y_cpu] : loader_) {
-    if (m.steps >= total) break;  // --max-steps: the loader resumes at this batch next time
+  // NOTE: an explicit iterator, advanced before a checkpoint is written: the loader's saved
+  // position must already count the batch just trained on (--max-steps leaves the rest of the
+  // loader's epoch for the next run_epoch).
+  for (auto batch = loader_.begin(); batch != loader_.end() && m.steps < budget;) {
+    const auto [x_cpu, y_cpu] = *batch;
     const hg::Tensor x = x_cpu.to(device), y = y_cpu.to(device);
     optimizer_->zero_grad();
     // The step's own memory: the peak above what was live before it (parameters, optimizer
@@ -95,7 +104,10 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
       loss_sum += loss.item<double>();
     }
     samples += x.shape()[0];
-    ++m.steps;
+    ++m.steps, ++epoch_step_, ++step_;
+    ++batch;
+    if (config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 && !config_.checkpoint_path.empty())
+      save_checkpoint(config_.checkpoint_path);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (show_progress && ProgressBar::terminal()) {
       // On the GPU the running loss is read (a sync) only every 50 steps.
@@ -113,6 +125,9 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   m.train_loss = loss_sum / double(std::max<int64_t>(m.steps, 1));
   m.scale = scaler_.get_scale();
   m.test_accuracy = evaluate();
+  ++epoch_;
+  epoch_step_ = 0;
+  if (!config_.checkpoint_path.empty()) save_checkpoint(config_.checkpoint_path);
   return m;
 }
 
@@ -133,25 +148,44 @@ double Trainer::evaluate() {
 
 void Trainer::save_checkpoint(const std::string& path) {
   std::map<std::string, hg::Tensor> state;
-  merge(state, "model.", model_.state_dict());
-  merge(state, "optimizer.", optimizer_->state_dict());
-  merge(state, "scaler.", scaler_.state_dict());
-  merge(state, "loader.", loader_.state_dict());
+  sd::add_prefixed(state, "model.", model_.state_dict());
+  sd::add_prefixed(state, "optimizer.", optimizer_->state_dict());
+  sd::add_prefixed(state, "scaler.", scaler_.state_dict());
+  sd::add_prefixed(state, "loader.", loader_.state_dict());
   const hg::random::GeneratorState rng = hg::random::get_state();
-  state["rng.seed"] = hg::from_vector(std::vector<int64_t>{int64_t(rng.seed)}, {});
-  state["rng.offset"] = hg::from_vector(std::vector<int64_t>{int64_t(rng.offset)}, {});
-  state["trainer.epoch"] = hg::from_vector(std::vector<int64_t>{epoch_}, {});
+  const auto i64 = [](int64_t v) { return hg::from_vector(std::vector<int64_t>{v}, {}); };
+  state["rng.seed"] = i64(int64_t(rng.seed));
+  state["rng.offset"] = i64(int64_t(rng.offset));
+  state["trainer.epoch"] = i64(epoch_);
+  state["trainer.epoch_step"] = i64(epoch_step_);
+  state["trainer.step"] = i64(step_);
   hg::save(path, state, {{"written_by", "hg-train"}, {"model", config_.model}, {"precision", config_.precision}});
 }
 
 void Trainer::load_checkpoint(const std::string& path) {
-  const std::map<std::string, hg::Tensor> state = hg::load(path);
-  model_.load_state_dict(extract(state, "model."));
-  optimizer_->load_state_dict(extract(state, "optimizer."));
-  if (scaler_.is_enabled()) scaler_.load_state_dict(extract(state, "scaler."));
-  loader_.load_state_dict(extract(state, "loader."));
-  hg::random::set_state({uint64_t(state.at("rng.seed").item<int64_t>()), uint64_t(state.at("rng.offset").item<int64_t>())});
-  epoch_ = int(state.at("trainer.epoch").item<int64_t>());
+  const std::string what = "checkpoint " + path;
+  const hg::SafetensorsContents contents = hg::load_with_metadata(path);
+  const std::map<std::string, hg::Tensor>& state = contents.tensors;
+  const auto model = contents.metadata.find("model");
+  HG_CHECK(model == contents.metadata.end() || model->second == config_.model, what, ": written for --model ",
+           model->second, ", not ", config_.model);
+  model_.load_state_dict(sd::entries_under(state, "model."));
+  optimizer_->load_state_dict(sd::entries_under(state, "optimizer."));
+  if (scaler_.is_enabled()) scaler_.load_state_dict(sd::entries_under(state, "scaler."));
+  loader_.load_state_dict(sd::entries_under(state, "loader."));
+  // The seed and offset are u64 bit patterns stored as i64: every value is valid.
+  const int64_t seed = sd::read_int(state, "rng.seed", what, INT64_MIN, INT64_MAX);
+  const int64_t offset = sd::read_int(state, "rng.offset", what, INT64_MIN, INT64_MAX);
+  const int epoch = int(sd::read_int(state, "trainer.epoch", what, 0, 1 << 30));
+  // Checkpoints from before per-step checkpoints have no step counters: they were written at
+  // the end of an epoch.
+  const int64_t epoch_step =
+      state.count("trainer.epoch_step") ? sd::read_int(state, "trainer.epoch_step", what, 0, loader_.num_batches()) : 0;
+  const int64_t step = state.count("trainer.step") ? sd::read_int(state, "trainer.step", what, 0, int64_t(1) << 53) : 0;
+  hg::random::set_state({uint64_t(seed), uint64_t(offset)});
+  epoch_ = epoch;
+  epoch_step_ = epoch_step;
+  step_ = step;
 }
 
 }  // namespace hg_train

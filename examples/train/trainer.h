@@ -25,6 +25,10 @@ struct TrainConfig {
   int64_t max_steps_per_epoch = 0;  // 0: whole epochs
   // Inputs are normalised with the training set's pixel statistics (computed at start).
   bool normalize = true;
+  // Where run_epoch writes its checkpoint (empty: nowhere): at the end of every epoch and, when
+  // checkpoint_every > 0, every that many steps, so an interrupted run loses little.
+  std::string checkpoint_path;
+  int64_t checkpoint_every = 0;
 };
 
 struct EpochMetrics {
@@ -47,11 +51,16 @@ class Trainer {
 
   EpochMetrics run_epoch(bool show_progress);
   double evaluate();
+  // Epochs completed so far (those of a resumed checkpoint included).
+  int epochs_done() const { return epoch_; }
+  // Steps already taken in the epoch in progress (a checkpoint written mid-epoch).
+  int64_t epoch_steps_done() const { return epoch_step_; }
 
   hg::nn::Sequential& model() { return model_; }
   hg::amp::GradScaler& scaler() { return scaler_; }
   const hg::data::PixelStatistics& input_statistics() const { return stats_; }
-  // Everything needed to resume bitwise: model, optimizer, scaler, loader position, RNG.
+  // Everything needed to resume bitwise: model, optimizer, scaler, loader position, RNG and the
+  // trainer's own epoch/step counters. Saving is atomic (hg::save); loading checks every value.
   void save_checkpoint(const std::string& path);
   void load_checkpoint(const std::string& path);
 
@@ -65,7 +74,9 @@ class Trainer {
   hg::data::DataLoader loader_;
   bool autocast_;
   hg::DType autocast_dtype_;
-  int epoch_ = 0;
+  int epoch_ = 0;           // epochs completed
+  int64_t epoch_step_ = 0;  // steps taken in the epoch in progress
+  int64_t step_ = 0;        // steps taken in all
 };
 
 hg::DType precision_dtype(const std::string& precision);

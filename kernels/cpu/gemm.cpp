@@ -17,8 +17,10 @@
 
 // NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own SIMD intrinsics when it inlines
 // Eigen's packet math (a known false positive); it is silenced for this file only.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 #include <Eigen/Core>
 
 namespace hg::kernels::cpu {

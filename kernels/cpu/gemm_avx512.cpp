@@ -15,8 +15,10 @@
 
 // NOTE: GCC 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (masked loads
 // and stores); a known false positive, silenced for this file only.
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
 
 namespace hg::kernels::cpu {
 
