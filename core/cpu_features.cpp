@@ -106,6 +106,8 @@ const char* isa_name(Isa level) {
   return "unknown";
 }
 
+Isa isa_from_name(std::string_view name) { return parse_level(name, "hg::cpu::isa_from_name"); }
+
 Isa detected_isa() {
   static const Isa detected = detect();
   return detected;

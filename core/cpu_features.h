@@ -12,12 +12,15 @@
 // the compiler may still vectorise plain loops with whatever the build targets (-march=native).
 #pragma once
 #include <string>
+#include <string_view>
 
 namespace hg::cpu {
 
 enum class Isa { Generic, Avx2, Avx512, Avx512Bf16, Neon, NeonBf16 };
 
 const char* isa_name(Isa isa);
+// The level named `name` ("avx2", ...); an unknown name is an hg::Error listing the valid ones.
+Isa isa_from_name(std::string_view name);
 
 // What this CPU (and its operating system) supports.
 Isa detected_isa();

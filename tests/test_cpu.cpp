@@ -1,0 +1,157 @@
+// The CPU levels (core/cpu_features.h), the thread pool (core/parallel.h) and every SIMD kernel
+// at every level this CPU has: each level's GEMM, pooling and col2im against the naive f64
+// reference, in one process (CI also reruns the whole suite under HG_CPU_ISA caps, and under
+// qemu for CPUs it does not have).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdlib>
+
+#include "ops_test_helpers.h"
+
+using hg::cpu::Isa;
+
+namespace {
+
+constexpr Isa kLevels[] = {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Neon, Isa::NeonBf16};
+
+// Runs f() once at every level up to the one in use, restoring it afterwards.
+template <class F>
+void at_every_level(F&& f) {
+  const Isa in_use = hg::cpu::isa();
+  for (Isa level : kLevels) {
+    if (!hg::cpu::level_includes(in_use, level)) continue;
+    CAPTURE(hg::cpu::isa_name(level));
+    hg::cpu::set_isa(level);
+    f(level);
+  }
+  hg::cpu::set_isa(in_use);
+}
+
+}  // namespace
+
+TEST_CASE("cpu.levels_are_named_ordered_and_capped") {
+  for (Isa level : kLevels) CHECK(hg::cpu::isa_from_name(hg::cpu::isa_name(level)) == level);
+  CHECK_THROWS_HG(hg::cpu::isa_from_name("avx3"), "unknown CPU level 'avx3'");
+  CHECK(hg::cpu::level_includes(Isa::Avx512Bf16, Isa::Avx2));
+  CHECK(hg::cpu::level_includes(Isa::NeonBf16, Isa::Generic));
+  CHECK_FALSE(hg::cpu::level_includes(Isa::Avx2, Isa::Avx512));
+  CHECK_FALSE(hg::cpu::level_includes(Isa::Avx512Bf16, Isa::Neon));  // different families
+  CHECK(hg::cpu::level_includes(hg::cpu::detected_isa(), hg::cpu::isa()));
+  // A cap can only lower the level: one of another family is always above what this CPU has.
+  const Isa foreign = hg::cpu::level_includes(hg::cpu::detected_isa(), Isa::Neon) ? Isa::Avx2 : Isa::Neon;
+  CHECK_THROWS_HG(hg::cpu::set_isa(foreign), "this CPU has only");
+  const Isa in_use = hg::cpu::isa();
+  CHECK(hg::cpu::set_isa(Isa::Generic) == in_use);
+  CHECK(hg::cpu::isa() == Isa::Generic);
+  CHECK_FALSE(hg::cpu::has_native_bf16());
+  CHECK_FALSE(hg::cpu::has_f16c());
+  hg::cpu::set_isa(in_use);
+  MESSAGE("CPU level in use: " << hg::cpu::isa_summary());
+  // CI states what the (possibly emulated) CPU must be detected as, e.g. avx2 under qemu -cpu max.
+  if (const char* expected = std::getenv("HG_EXPECT_DETECTED_ISA"))
+    CHECK(std::string(hg::cpu::isa_name(hg::cpu::detected_isa())) == expected);
+}
+
+TEST_CASE("cpu.gemm_at_every_level_matches_the_reference") {
+  struct Size {
+    int64_t M, K, N;
+  };
+  // Edge tiles of every microkernel (6x16, 12x32), depths across the 256-deep slices, odd sizes.
+  const Size sizes[] = {{1, 1, 1}, {7, 13, 5}, {13, 300, 37}, {64, 257, 65}, {130, 17, 100}, {6, 512, 16}};
+  hg::manual_seed(3);
+  at_every_level([&](Isa) {
+    for (const Size& s : sizes)
+      for (bool a_transposed : {false, true})
+        for (bool b_transposed : {false, true}) {
+          CAPTURE(s.M), CAPTURE(s.K), CAPTURE(s.N), CAPTURE(a_transposed), CAPTURE(b_transposed);
+          const Tensor a = a_transposed ? hg::randn({s.K, s.M}).transpose(0, 1) : hg::randn({s.M, s.K});
+          const Tensor b = b_transposed ? hg::randn({s.N, s.K}).transpose(0, 1) : hg::randn({s.K, s.N});
+          const ref::Array expected = ref::matmul(ref::of(a.contiguous()), ref::of(b.contiguous()));
+          CHECK_CLOSE_WITH(hg::matmul(a, b).to(hg::f64), ref::tensor(expected), gemm_tolerance(s.K));
+          // 16-bit operands: the reference multiplies the same rounded values; one rounding of
+          // the f32 result to the output dtype on top.
+          for (hg::DType d : {hg::bf16, hg::f16}) {
+            const Tensor a16 = a.to(d), b16 = b.to(d);
+            const ref::Array rounded = ref::matmul(ref::of(a16.contiguous()), ref::of(b16.contiguous()));
+            const Tolerance t = hg_test::tolerance_for(d);
+            CHECK_CLOSE_WITH(hg::matmul(a16, b16).to(hg::f64), ref::tensor(rounded), Tolerance{t.rtol, t.atol * double(s.K)});
+          }
+        }
+  });
+}
+
+TEST_CASE("cpu.conv_and_pool_at_every_level_match_the_reference") {
+  hg::manual_seed(4);
+  // Widths that leave partial vectors in col2im (8 and 16 lanes) and in the 2x2 pool.
+  for (int64_t width : {5, 13, 38}) {
+    CAPTURE(width);
+    const Tensor x = hg::randn({2, 3, 9, width}), w = hg::randn({4, 3, 3, 3}), b = hg::randn({4});
+    const ref::Array expected = ref::conv2d(ref::of(x), ref::of(w), b.to_vector<double>(), 1, 1);
+    Tensor generic_dx;
+    at_every_level([&](Isa level) {
+      const Tensor xg = x.detach().requires_grad_();
+      const Tensor y = hg::conv2d(xg, w, b, {.padding = 1});
+      CHECK_CLOSE_WITH(y.to(hg::f64), ref::tensor(expected), gemm_tolerance(27));
+      hg::sum(y * y).backward();
+      // The input gradient goes through col2im: every level agrees with the portable one.
+      if (level == Isa::Generic) generic_dx = xg.grad();
+      else CHECK_CLOSE_WITH(xg.grad(), generic_dx, gemm_tolerance(36));
+      Tensor p = x.clone();
+      p.data_ptr<float>()[width + 1] = float(kNaN);  // max must not drop NaN
+      CHECK_CLOSE_WITH(hg::max_pool2d(p, 2, 2).to(hg::f64), ref::tensor(ref::pool2d(ref::of(p), 2, 2, true)), kExact);
+    });
+  }
+}
+
+TEST_CASE("parallel.every_index_once_for_any_split") {
+  const int saved = hg::get_num_threads();
+  for (int threads : {1, 2, 3}) {
+    hg::set_num_threads(threads);
+    for (int64_t n : {0, 1, 7, 1000, 100003})
+      for (int64_t grain : {1, 10, 4096}) {
+        std::vector<std::atomic<int>> seen(static_cast<size_t>(n));
+        hg::parallel_for(0, n, grain, [&](int64_t lo, int64_t hi) {
+          CHECK(lo < hi);
+          for (int64_t i = lo; i < hi; ++i) seen[size_t(i)].fetch_add(1);
+        });
+        int64_t wrong = 0;
+        for (auto& s : seen) wrong += s.load() != 1;
+        CHECK(wrong == 0);
+      }
+  }
+  hg::set_num_threads(saved);
+}
+
+TEST_CASE("parallel.exceptions_nesting_and_fork") {
+  const int saved = hg::get_num_threads();
+  hg::set_num_threads(2);
+  // The first task's exception reaches the caller, and the pool keeps working.
+  CHECK_THROWS_HG(hg::parallel_for(0, 64, 1,
+                                   [](int64_t lo, int64_t) {
+                                     if (lo == 0) throw hg::Error("task 0 failed");
+                                   }),
+                  "task 0 failed");
+  // A parallel_for inside a task runs inline on that task's thread.
+  std::atomic<int64_t> total{0};
+  hg::parallel_for(0, 8, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      hg::parallel_for(0, 100, 1, [&](int64_t a, int64_t b) { total.fetch_add(b - a); });
+  });
+  CHECK(total.load() == 800);
+  // A forked child (train_compare measures in children) gets working threads of its own.
+  const pid_t child = fork();
+  if (child == 0) {
+    std::atomic<int64_t> sum{0};
+    hg::parallel_for(0, 10000, 1, [&](int64_t lo, int64_t hi) { sum.fetch_add(hi - lo); });
+    hg::set_num_threads(3);
+    hg::parallel_for(0, 10000, 1, [&](int64_t lo, int64_t hi) { sum.fetch_add(hi - lo); });
+    _exit(sum.load() == 20000 ? 0 : 1);
+  }
+  int status = -1;
+  REQUIRE(child > 0);
+  waitpid(child, &status, 0);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  hg::set_num_threads(saved);
+}
