@@ -19,6 +19,7 @@
 // step() (one wait: use step_async() for a step that returns nothing and never waits),
 // diagnostics(). hg::cuda::sync_count() counts these waits.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -73,6 +74,14 @@ class GradScaler {
   // Names for the diagnostics (e.g. model.named_parameters()); otherwise parameters are numbered.
   void set_parameter_names(const std::vector<std::pair<std::string, Tensor>>& named);
 
+  // Data-parallel training: unscale_ hands each optimizer's found_inf flag (0-d f32 on the
+  // gradients' device, nonzero when this rank saw inf/NaN) to `sync` before anything reads it.
+  // hg::distributed::sync_grad_scaler installs an all-reduce (max) here, so that every rank skips
+  // the same steps and backs off the same scale; on CUDA it is a device-side NCCL all-reduce,
+  // with no host sync. (The amp layer knows nothing of processes: hence a hook.)
+  using FoundInfSync = std::function<void(const Tensor& found_inf)>;
+  void set_found_inf_sync(FoundInfSync sync) { found_inf_sync_ = std::move(sync); }
+
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
@@ -101,6 +110,7 @@ class GradScaler {
   // CUDA: mapped host memory the update kernel copies skipped_in_a_row into, so that update()
   // can watch for a stuck run without waiting for the GPU (see core/cuda/cuda_copy.h).
   std::shared_ptr<::hg::detail::MappedSlot> skipped_mirror_;
+  FoundInfSync found_inf_sync_;
 };
 
 }  // namespace hg::amp
