@@ -2,12 +2,16 @@
 //
 //   hg-train --model cnn --epochs 2 --precision bf16 --out runs/cnn
 //   hg-train --model mlp --compare --epochs 1          # f32 vs f16+GradScaler vs bf16, one table
+//   mpirun -np 2 hg-train --model cnn --batch-size 64  # data-parallel: 2 processes, global batch 128
 //
 // Prints a progress bar per epoch (on a terminal) and one line per epoch; with --out writes
 // metrics.csv, model.safetensors (PyTorch names), checkpoint.safetensors (resumable with
-// --resume) and, when gnuplot is installed, metrics.png.
+// --resume) and, when gnuplot is installed, metrics.png. Under mpirun (or with --distributed) it
+// trains data-parallel: --batch-size is per rank, rank 0 prints and writes, every rank resumes
+// from the same checkpoint (with the same number of ranks).
 #include <CLI/CLI.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -26,9 +30,9 @@ std::string mib(int64_t bytes) {
   return buffer;
 }
 
-void print_epoch(const EpochMetrics& m, int epochs) {
-  std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.0f samples/s  peak %s (step %s)  (%.1f s)\n", m.epoch,
-              epochs, m.train_loss, 100 * m.test_accuracy, m.samples_per_s, mib(m.peak_bytes).c_str(),
+void print_epoch(const EpochMetrics& m, int epochs, const std::string& ranks) {
+  std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.0f samples/s%s  peak %s (step %s)  (%.1f s)\n", m.epoch,
+              epochs, m.train_loss, 100 * m.test_accuracy, m.samples_per_s, ranks.c_str(), mib(m.peak_bytes).c_str(),
               mib(m.step_peak_bytes).c_str(), m.seconds);
   std::fflush(stdout);
 }
@@ -66,18 +70,28 @@ int run_single(const TrainConfig& config, const hg::data::MNIST& train, const hg
                const std::string& out, const std::string& resume) {
   hg_train::Trainer trainer(config, train, test);
   if (!resume.empty()) trainer.load_checkpoint(resume);
-  std::printf("hg-train: %s, %s, precision %s, lr %g, batch %lld, %d epoch(s), %d thread(s), %s\n", config.model.c_str(),
-              config.optimizer.c_str(), config.precision.c_str(), config.lr, (long long)config.batch_size, config.epochs,
-              hg::get_num_threads(), config.device.str().c_str());
-  if (config.normalize)
-    std::printf("inputs normalised with the training set's pixel mean %.4f and std %.4f\n",
-                trainer.input_statistics().mean, trainer.input_statistics().std);
+  // Distributed: rank 0 speaks and writes for all; the others train in silence.
+  const bool speaker = !config.group || config.group->rank() == 0;
+  const int world = config.group ? config.group->world_size() : 1;
+  std::string batch = std::to_string(config.batch_size);
+  if (config.group) batch += " per rank x " + std::to_string(world) + " ranks = global batch " + std::to_string(trainer.global_batch());
+  const std::string ranks = config.group ? " (" + std::to_string(world) + " ranks, global batch " +
+                                               std::to_string(trainer.global_batch()) + ")"
+                                         : "";
+  if (speaker) {
+    std::printf("hg-train: %s, %s, precision %s, lr %g, batch %s, %d epoch(s), %d thread(s)%s, %s\n", config.model.c_str(),
+                config.optimizer.c_str(), config.precision.c_str(), config.lr, batch.c_str(), config.epochs,
+                hg::get_num_threads(), config.group ? " per rank" : "", config.device.str().c_str());
+    if (config.normalize)
+      std::printf("inputs normalised with the training set's pixel mean %.4f and std %.4f\n",
+                  trainer.input_statistics().mean, trainer.input_statistics().std);
+  }
   std::vector<EpochMetrics> epochs;
   for (int e = 0; e < config.epochs; ++e) {
-    epochs.push_back(trainer.run_epoch(true));
-    print_epoch(epochs.back(), config.epochs);
+    epochs.push_back(trainer.run_epoch(speaker));
+    if (speaker) print_epoch(epochs.back(), config.epochs, ranks);
   }
-  if (!out.empty()) write_outputs(out, epochs, trainer);
+  if (!out.empty() && speaker) write_outputs(out, epochs, trainer);
   return 0;
 }
 
@@ -138,7 +152,7 @@ int main(int argc, char** argv) {
   app.add_option("--lr", config.lr, "learning rate")->capture_default_str();
   app.add_option("--momentum", config.momentum, "SGD momentum")->capture_default_str();
   app.add_option("--epochs", config.epochs, "epochs")->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--batch-size", config.batch_size, "batch size")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--batch-size", config.batch_size, "batch size (per rank under mpirun)")->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--seed", config.seed, "random seed (initialisation and shuffling)")->capture_default_str();
   app.add_option("--threads", threads, "CPU threads (0: OpenMP's default)")->capture_default_str();
   app.add_option("--device", device, "cpu, cuda, or auto (cuda when a GPU is available)")
@@ -152,6 +166,9 @@ int main(int argc, char** argv) {
   app.add_option("--train-limit", train_limit, "train on the first N samples only (0: all)");
   app.add_option("--max-steps", config.max_steps_per_epoch, "stop each epoch after N steps (0: full epochs)");
   app.add_flag("--compare", compare, "train in f32, f16 and bf16 and print one comparison table");
+  bool distributed = false;
+  app.add_flag("--distributed", distributed,
+               "data-parallel over the processes mpirun started (automatic when mpirun starts more than one)");
   bool raw_pixels = false, detect_anomaly = false;
   app.add_flag("--no-normalize", raw_pixels, "feed pixels in [0, 1] instead of normalising with the training set's mean/std");
   app.add_flag("--detect-anomaly", detect_anomaly,
@@ -159,10 +176,17 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   try {
+    if (distributed || hg::distributed::launched_world_size() > 1) {
+      HG_CHECK(!compare, "--compare runs in one process; start it without mpirun");
+      config.group = hg::distributed::init();
+      // The ranks on one machine share its cores (unless --threads says otherwise) and its GPUs.
+      if (threads == 0) threads = std::max(1, hg::get_num_threads() / config.group->local_size());
+    }
     if (threads > 0) hg::set_num_threads(threads);
     hg::autograd::AnomalyMode::set_enabled(detect_anomaly);
     if (device == "auto") device = hg::cuda::is_available() ? "cuda" : "cpu";
-    config.device = device == "cuda" ? hg::Device::cuda() : hg::Device::cpu();
+    const int gpu = config.group ? config.group->local_rank() : 0;  // one GPU per rank
+    config.device = device == "cuda" ? hg::Device::cuda(gpu) : hg::Device::cpu();
     // f16 needs tensor cores to pay off and a GradScaler to be safe; on a CPU with AVX512-BF16,
     // bf16 GEMMs run natively at twice the f32 rate and need no scaling.
     if (config.precision == "auto") config.precision = config.device.is_cuda() ? "f16" : "bf16";
@@ -177,6 +201,11 @@ int main(int argc, char** argv) {
     if (train_limit > 0) train = train.head(train_limit);
     return compare ? run_compare(config, train, test) : run_single(config, train, test, out, resume);
   } catch (const hg::Error& e) {
+    if (config.group) {
+      std::fprintf(stderr, "hg-train (rank %d of %d): %s\n", config.group->rank(), config.group->world_size(), e.what());
+      // One rank cannot go on alone: end every rank now rather than leave them waiting (a timeout).
+      config.group->abort(1);
+    }
     std::fprintf(stderr, "hg-train: %s\n", e.what());
     return 1;
   }

@@ -25,6 +25,9 @@ struct TrainConfig {
   int64_t max_steps_per_epoch = 0;  // 0: whole epochs
   // Inputs are normalised with the training set's pixel statistics (computed at start).
   bool normalize = true;
+  // Data-parallel training (under mpirun): each rank trains on its shard with batch_size samples
+  // per step, so the global batch is batch_size * world_size. Null: one process.
+  std::shared_ptr<hg::distributed::ProcessGroup> group;
 };
 
 struct EpochMetrics {
@@ -49,6 +52,7 @@ class Trainer {
   double evaluate();
 
   hg::nn::Sequential& model() { return model_; }
+  int64_t global_batch() const { return config_.batch_size * (config_.group ? config_.group->world_size() : 1); }
   hg::amp::GradScaler& scaler() { return scaler_; }
   const hg::data::PixelStatistics& input_statistics() const { return stats_; }
   // Everything needed to resume bitwise: model, optimizer, scaler, loader position, RNG.
@@ -63,6 +67,7 @@ class Trainer {
   hg::amp::GradScaler scaler_;
   hg::data::PixelStatistics stats_;
   hg::data::DataLoader loader_;
+  std::unique_ptr<hg::distributed::DataParallel> ddp_;  // set when config.group is
   bool autocast_;
   hg::DType autocast_dtype_;
   int epoch_ = 0;
