@@ -180,7 +180,12 @@ class CollectiveWork final : public Work {
   }
 
   static void start_payloads_in_order(GroupState& group) {
-    while (!group.unstarted.empty() && group.unstarted.front()->try_start_payload()) group.unstarted.pop_front();
+    while (!group.unstarted.empty() && group.unstarted.front()->try_start_payload()) {
+      // Out of the queue before it may die: if the queue held the last handle, its destructor
+      // waits for the payload, and that wait comes back here.
+      const std::shared_ptr<CollectiveWork> started = std::move(group.unstarted.front());
+      group.unstarted.pop_front();
+    }
   }
 
   std::shared_ptr<GroupState> group_;

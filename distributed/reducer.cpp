@@ -15,6 +15,8 @@ namespace {
 // ranks' 16-bit values would lose their low bits, and MPI has no 16-bit arithmetic anyway.
 DType reduce_dtype(DType dtype) { return is_16bit_floating(dtype) ? f32 : dtype; }
 
+int64_t bytes_of(const Tensor& flat) { return flat.numel() * int64_t(element_size(flat.dtype())); }
+
 double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
@@ -130,6 +132,9 @@ void Reducer::finish() {
     Reducer* reducer;
     ~ResetOnExit() { reducer->reset(); }
   } reset_on_exit{this};
+  // The overlap: buckets whose all-reduce ran to the end while backward was still computing.
+  for (size_t b = 0; b < next_launch_; ++b)
+    if (buckets_[b].work->is_completed()) stats_.bytes_overlapped += bytes_of(buckets_[b].flat);
   // Parameters this backward did not reach: their .grad() so far (no_sync), else zeros.
   for (size_t k = 0; k < slots_.size(); ++k)
     if (!slots_[k].ready) mark_ready(k, slots_[k].param.grad());
@@ -153,7 +158,7 @@ void Reducer::finish() {
   }
   ++stats_.syncs;
   stats_.bytes = 0;
-  for (const Bucket& bucket : buckets_) stats_.bytes += bucket.flat.numel() * int64_t(element_size(bucket.flat.dtype()));
+  for (const Bucket& bucket : buckets_) stats_.bytes += bytes_of(bucket.flat);
   stats_.finish_seconds += seconds_since(start);
 }
 

@@ -30,6 +30,7 @@ namespace hg::distributed {
 struct SyncStats {
   int64_t syncs = 0;           // backward passes whose gradients were averaged
   int64_t bytes = 0;           // bytes all-reduced per sync (the buckets' sizes)
+  int64_t bytes_overlapped = 0;  // summed over syncs: bytes whose all-reduce had finished when backward did
   double wait_seconds = 0;     // time blocked at the end of backward waiting for all-reduces to finish
   double finish_seconds = 0;   // the whole end-of-backward step: starting the rest, waiting, copying back
 };

@@ -124,6 +124,12 @@ TEST_CASE("distributed.async_collectives_complete_in_any_polling_order") {
   CHECK(work_a->is_completed());
   CHECK(a.to_vector<float>() == std::vector<float>(1000, 1.5f));
   CHECK(b.to_vector<double>() == std::vector<double>(10, 30.0));
+  // A handle dropped at once: the collective still completes (the next wait drives it, and the
+  // last handle's destructor waits for its data) before its tensor is read.
+  Tensor c = hg::full({5}, 1.0 + pg.rank(), {.dtype = hg::i64});
+  pg.all_reduce_async(c);
+  pg.barrier();
+  CHECK(c.to_vector<int64_t>() == std::vector<int64_t>(5, 3));
 }
 
 TEST_CASE("distributed.mismatched_shapes_are_an_error_on_every_rank_not_corrupted_memory") {
