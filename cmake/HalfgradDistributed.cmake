@@ -40,6 +40,17 @@ else()
   list(APPEND HG_DISTRIBUTED_SOURCES ${PROJECT_SOURCE_DIR}/distributed/stubs/no_nccl.cpp)
 endif()
 
+# Only the backend files include mpi.h / nccl.h: every other file compiles the same with or
+# without MPI (the same ccache entries; no MPI header can leak into the rest of the library).
+if(HG_WITH_DISTRIBUTED)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/distributed/mpi/mpi_backend.cpp PROPERTIES
+    INCLUDE_DIRECTORIES "$<TARGET_PROPERTY:MPI::MPI_CXX,INTERFACE_INCLUDE_DIRECTORIES>")
+endif()
+if(HG_WITH_NCCL)
+  set_source_files_properties(${PROJECT_SOURCE_DIR}/distributed/nccl/nccl_backend.cpp PROPERTIES
+    INCLUDE_DIRECTORIES "${NCCL_INCLUDE_DIR}")
+endif()
+
 if(HG_WITH_DISTRIBUTED)
   message(STATUS "halfgrad: distributed ON (MPI ${MPI_CXX_VERSION}, mpiexec ${MPIEXEC_EXECUTABLE}; NCCL ${HG_WITH_NCCL})")
 else()
