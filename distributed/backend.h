@@ -39,6 +39,18 @@ class Backend {
   virtual void on_broken() {}
 };
 
+// The element types the backends move, from the dtype table's size and kind. 16-bit floats are
+// only ever moved as raw 16-bit words, never reduced (process_group.cpp widens them to f32).
+enum class WireType { F32, F64, I64, I32, Bits16, U8 };
+inline WireType wire_type(DType dtype) {
+  const size_t size = element_size(dtype);
+  if (is_floating(dtype) && size == 4) return WireType::F32;
+  if (is_floating(dtype) && size == 8) return WireType::F64;
+  if (size == 8) return WireType::I64;
+  if (size == 4) return WireType::I32;
+  return size == 2 ? WireType::Bits16 : WireType::U8;
+}
+
 // Where this process stands in the job.
 struct World {
   int rank = 0, world_size = 1;

@@ -5,6 +5,9 @@
 // NOTE: Open MPI moves a non-blocking collective forward only inside MPI calls. The caller's
 // polling (Transfer::test, i.e. MPI_Testall) is what makes it progress; DataParallel polls from
 // every gradient hook for that reason.
+// halfgrad uses MPI's C API only: skip the deprecated C++ bindings mpi.h would pull in.
+#define OMPI_SKIP_MPICXX 1
+#define MPICH_SKIP_MPICXX 1
 #include <mpi.h>
 
 #include <climits>
@@ -59,16 +62,16 @@ MpiRuntime& acquire_runtime() {
   return runtime;
 }
 
-// From the dtype table's size and kind: 16-bit floats travel as raw 16-bit words (moved, never
-// reduced: process_group.cpp widens them to f32 first).
 MPI_Datatype mpi_type(DType dtype) {
-  const size_t size = element_size(dtype);
-  if (is_floating(dtype) && size == 4) return MPI_FLOAT;
-  if (is_floating(dtype) && size == 8) return MPI_DOUBLE;
-  if (size == 8) return MPI_INT64_T;
-  if (size == 4) return MPI_INT32_T;
-  if (size == 2) return MPI_UINT16_T;
-  return MPI_UINT8_T;
+  switch (wire_type(dtype)) {
+    case WireType::F32: return MPI_FLOAT;
+    case WireType::F64: return MPI_DOUBLE;
+    case WireType::I64: return MPI_INT64_T;
+    case WireType::I32: return MPI_INT32_T;
+    case WireType::Bits16: return MPI_UINT16_T;
+    case WireType::U8: return MPI_UINT8_T;
+  }
+  HG_FAIL("hg::distributed: no MPI type for ", dtype);
 }
 
 MPI_Op mpi_op(ReduceOp op) {
@@ -80,10 +83,6 @@ MPI_Op mpi_op(ReduceOp op) {
   HG_FAIL("hg::distributed: unknown reduce op");
 }
 
-// MPI counts are int: a larger buffer goes as several collectives, started in the same order on
-// every rank.
-constexpr int64_t kMaxCount = INT_MAX / 2;
-
 class MpiTransfer final : public Transfer {
  public:
   std::vector<MPI_Request> requests;
@@ -93,6 +92,22 @@ class MpiTransfer final : public Transfer {
     return done != 0;
   }
 };
+
+// MPI counts are int: a larger buffer goes as several collectives, started in the same order on
+// every rank. start(chunk, n, request) starts one and returns MPI's error code.
+constexpr int64_t kMaxCount = INT_MAX / 2;
+
+template <class Start>
+std::unique_ptr<MpiTransfer> in_chunks(void* data, int64_t count, DType dtype, const Start& start) {
+  auto transfer = std::make_unique<MpiTransfer>();
+  char* bytes = static_cast<char*>(data);
+  for (int64_t first = 0; first < count; first += kMaxCount) {
+    const int rc = start(bytes + first * int64_t(element_size(dtype)), int(std::min(kMaxCount, count - first)),
+                         &transfer->requests.emplace_back());
+    if (rc != MPI_SUCCESS) HG_FAIL("hg::distributed: starting an MPI collective failed: ", mpi_error(rc));
+  }
+  return transfer;
+}
 
 class MpiBackend final : public Backend {
  public:
@@ -108,26 +123,15 @@ class MpiBackend final : public Backend {
   const char* name() const override { return "MPI"; }
 
   std::unique_ptr<Transfer> all_reduce(void* data, int64_t count, DType dtype, ReduceOp op) override {
-    auto transfer = std::make_unique<MpiTransfer>();
-    char* bytes = static_cast<char*>(data);
-    for (int64_t first = 0; first < count; first += kMaxCount) {
-      const int n = int(std::min(kMaxCount, count - first));
-      MPI_Request& r = transfer->requests.emplace_back();
-      HG_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bytes + first * element_size(dtype), n, mpi_type(dtype), mpi_op(op),
-                                  comm_, &r));
-    }
-    return transfer;
+    return in_chunks(data, count, dtype, [&](void* chunk, int n, MPI_Request* request) {
+      return MPI_Iallreduce(MPI_IN_PLACE, chunk, n, mpi_type(dtype), mpi_op(op), comm_, request);
+    });
   }
 
   std::unique_ptr<Transfer> broadcast(void* data, int64_t count, DType dtype, int root) override {
-    auto transfer = std::make_unique<MpiTransfer>();
-    char* bytes = static_cast<char*>(data);
-    for (int64_t first = 0; first < count; first += kMaxCount) {
-      const int n = int(std::min(kMaxCount, count - first));
-      MPI_Request& r = transfer->requests.emplace_back();
-      HG_MPI_CHECK(MPI_Ibcast(bytes + first * element_size(dtype), n, mpi_type(dtype), root, comm_, &r));
-    }
-    return transfer;
+    return in_chunks(data, count, dtype, [&](void* chunk, int n, MPI_Request* request) {
+      return MPI_Ibcast(chunk, n, mpi_type(dtype), root, comm_, request);
+    });
   }
 
   std::unique_ptr<Transfer> all_gather(const void* send, void* recv, int64_t count, DType dtype) override {

@@ -36,16 +36,16 @@ namespace {
               (comm) != nullptr ? std::string(" (") + ncclGetLastError(comm) + ")" : std::string());            \
   } while (0)
 
-// From the dtype table's size and kind; 16-bit floats are only moved (process_group.cpp reduces
-// them in f32), so their raw 2-byte words travel as ncclFloat16 either way.
 ncclDataType_t nccl_type(DType dtype) {
-  const size_t size = element_size(dtype);
-  if (is_floating(dtype) && size == 4) return ncclFloat32;
-  if (is_floating(dtype) && size == 8) return ncclFloat64;
-  if (size == 8) return ncclInt64;
-  if (size == 4) return ncclInt32;
-  if (size == 2) return ncclFloat16;
-  return ncclUint8;
+  switch (wire_type(dtype)) {
+    case WireType::F32: return ncclFloat32;
+    case WireType::F64: return ncclFloat64;
+    case WireType::I64: return ncclInt64;
+    case WireType::I32: return ncclInt32;
+    case WireType::Bits16: return ncclFloat16;  // raw 2-byte words: moved, never reduced
+    case WireType::U8: return ncclUint8;
+  }
+  HG_FAIL("hg::distributed: no NCCL type for ", dtype);
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
