@@ -190,11 +190,18 @@ class NcclBackend final : public Backend {
   }
 
   ~NcclBackend() override {
-    const bool aborted = watchdog_->aborted();
-    watchdog_.reset();
-    if (!aborted) {
-      cudaStreamSynchronize(stream_);
+    // Collectives still queued are let finish, within the timeout (a peer may be gone): then the
+    // communicator is destroyed, or else aborted.
+    const auto deadline = std::chrono::steady_clock::now() + group_.timeout;
+    while (!watchdog_->aborted() && cudaStreamQuery(stream_) == cudaErrorNotReady &&
+           std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!watchdog_->aborted() && cudaStreamQuery(stream_) == cudaSuccess) {
+      watchdog_.reset();
       ncclCommDestroy(comm_);
+    } else {
+      watchdog_->abort("the process group was destroyed with collectives still pending");
+      watchdog_.reset();
     }
     cudaStreamDestroy(stream_);
   }
