@@ -17,7 +17,7 @@
 //   }
 //
 // Layers, bottom up: core/ (tensors, dtypes, memory, RNG, safetensors), autograd/, ops/, amp/,
-// nn/, optim/, data/. docs/architecture.md walks through them.
+// nn/, optim/, data/, distributed/. docs/architecture.md walks through them.
 #pragma once
 
 #include "core/cpu_features.h"
@@ -62,3 +62,4 @@
 #include "nn/nn.h"
 #include "optim/optim.h"
 #include "data/data.h"
+#include "distributed/distributed.h"

@@ -186,6 +186,7 @@ void GradScaler::unscale_(Scalable& optimizer) {
     *tiny_count_.data_ptr<int64_t>() = tiny;
   }
   for (const Tensor& g : grads) g.impl()->storage->bump_version();
+  if (found_inf_sync_) found_inf_sync_(s.found_inf);  // every rank decides alike (set_found_inf_sync)
   s.stage = Stage::Unscaled;
 }
 

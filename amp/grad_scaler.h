@@ -20,6 +20,7 @@
 // diagnostics(). hg::cuda::sync_count() counts these waits.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -76,6 +77,14 @@ class GradScaler {
 
   // Loading applies the constructor's rules to every value (a scale of 0 or a NaN factor is an
   // hg::Error, not a run of NaN weights) and range-checks the counters.
+  // Data-parallel training: unscale_ hands each optimizer's found_inf flag (0-d f32 on the
+  // gradients' device, nonzero when this rank saw inf/NaN) to `sync` before anything reads it.
+  // hg::distributed::sync_grad_scaler installs an all-reduce (max) here, so that every rank skips
+  // the same steps and backs off the same scale; on CUDA it is a device-side NCCL all-reduce,
+  // with no host sync. (The amp layer knows nothing of processes: hence a hook.)
+  using FoundInfSync = std::function<void(const Tensor& found_inf)>;
+  void set_found_inf_sync(FoundInfSync sync) { found_inf_sync_ = std::move(sync); }
+
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
@@ -109,6 +118,7 @@ class GradScaler {
   std::shared_ptr<::hg::detail::MappedSlot> skipped_mirror_;
   int64_t steps_since_stuck_check_ = 0;
   bool scaled_ = false;  // scale() has been called: gradients are scaled (checked by unscale_)
+  FoundInfSync found_inf_sync_;
 };
 
 }  // namespace hg::amp

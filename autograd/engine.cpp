@@ -1,7 +1,8 @@
 // The backward engine. It orders every node reachable from the root so that each node runs after
 // all the nodes that feed it a gradient (reverse DFS post-order: deterministic, since edges are
 // visited in input order), sums the gradients arriving at each node, runs each node once and
-// frees it, so the memory of the graph comes back as backward proceeds.
+// frees it, so the memory of the graph comes back as backward proceeds. Callbacks queued during
+// the backward (queue_callback) run at its end.
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -48,7 +49,26 @@ Tensor initial_gradient(const Tensor& root, const Tensor& grad) {
   return grad.dtype() == root.dtype() ? grad.detach() : grad.to(root.dtype());
 }
 
+// The callbacks of the backward running on this thread (null outside one). A pointer to the
+// engine's local vector, so a nested backward (a hook calling backward) keeps its own.
+thread_local std::vector<std::function<void()>>* t_final_callbacks = nullptr;
+
+struct CallbackScope {
+  std::vector<std::function<void()>> callbacks;
+  std::vector<std::function<void()>>* outer = t_final_callbacks;
+  CallbackScope() { t_final_callbacks = &callbacks; }
+  ~CallbackScope() { t_final_callbacks = outer; }
+  CallbackScope(const CallbackScope&) = delete;
+  CallbackScope& operator=(const CallbackScope&) = delete;
+};
+
 }  // namespace
+
+void queue_callback(std::function<void()> callback) {
+  HG_CHECK(t_final_callbacks != nullptr, "autograd::queue_callback: only valid while a backward runs (call it "
+           "from a hook)");
+  t_final_callbacks->push_back(std::move(callback));
+}
 
 void run_backward(const Tensor& root, const Tensor& grad) {
   HG_CHECK(root.requires_grad(), "backward: the tensor does not require grad and has no grad_fn "
@@ -58,6 +78,7 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   const Tensor g0 = initial_gradient(root, grad);
   const std::shared_ptr<Node> root_node = gradient_edge(root);
 
+  CallbackScope final_callbacks;
   const bool detect_anomaly = AnomalyMode::is_enabled();
   std::unordered_map<Node*, Tensor> pending;  // summed gradient waiting at each node
   pending[root_node.get()] = g0;
@@ -81,6 +102,11 @@ void run_backward(const Tensor& root, const Tensor& grad) {
       Tensor& slot = pending[next];
       slot = slot.defined() ? slot + input_grads[i] : input_grads[i];
     }
+  }
+  // By index, each moved out before it runs: a callback may queue another (and grow the vector).
+  for (size_t i = 0; i < final_callbacks.callbacks.size(); ++i) {
+    const std::function<void()> callback = std::move(final_callbacks.callbacks[i]);
+    callback();
   }
 }
 

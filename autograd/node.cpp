@@ -90,6 +90,9 @@ std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
   } else {
     Tensor(leaf_->grad).add_(g);
   }
+  // Copied first: a hook may remove itself (or register another) while it runs.
+  const auto hooks = leaf_->post_accumulate_grad_hooks;
+  for (const auto& [id, hook] : hooks) hook(leaf);
   return {};
 }
 

@@ -75,7 +75,8 @@ class Node {
   std::shared_ptr<const detail::CreationTrace> trace_;
 };
 
-// The sink of a leaf that requires grad: adds the incoming gradient into leaf.grad().
+// The sink of a leaf that requires grad: adds the incoming gradient into leaf.grad(), then runs
+// the leaf's post-accumulate-grad hooks.
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
@@ -94,5 +95,11 @@ void record(std::string name, Tensor& output, const std::vector<Tensor>& inputs,
 
 // Runs backward from `root` (see Tensor::backward).
 void run_backward(const Tensor& root, const Tensor& grad);
+
+// Runs `callback` when the backward now running has finished, after every gradient was
+// accumulated (PyTorch's queue_callback): a post-accumulate-grad hook uses it to act once per
+// backward, as DataParallel does to wait for its last all-reduces. Callbacks run in the order
+// queued, still inside backward (their exceptions leave backward). Valid only during a backward.
+void queue_callback(std::function<void()> callback);
 
 }  // namespace hg::autograd

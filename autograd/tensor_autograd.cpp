@@ -1,4 +1,6 @@
 // The autograd methods of hg::Tensor: requires_grad_, grad, backward, detach.
+#include <atomic>
+
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 
@@ -25,6 +27,22 @@ void Tensor::set_grad(const Tensor& grad) const {
 }
 
 void Tensor::backward(const Tensor& grad) const { autograd::run_backward(*this, grad); }
+
+int64_t Tensor::register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const {
+  HG_CHECK(is_leaf() && requires_grad(), "register_post_accumulate_grad_hook: only a leaf tensor that requires "
+           "grad accumulates gradients (this one ", is_leaf() ? "does not require grad" : "is not a leaf", ")");
+  HG_CHECK(hook != nullptr, "register_post_accumulate_grad_hook: empty hook");
+  // Ids only grow, so removing one hook never removes a later one registered in its place.
+  static std::atomic<int64_t> next_id{1};
+  const int64_t id = next_id.fetch_add(1, std::memory_order_relaxed);
+  impl()->post_accumulate_grad_hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void Tensor::remove_post_accumulate_grad_hook(int64_t id) const {
+  auto& hooks = impl()->post_accumulate_grad_hooks;
+  std::erase_if(hooks, [id](const auto& entry) { return entry.first == id; });
+}
 
 Tensor Tensor::detach() const { return detail::alias(*this, shape(), strides(), storage_offset()); }
 

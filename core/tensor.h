@@ -9,6 +9,7 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <iosfwd>
 #include <memory>
 #include <vector>
@@ -26,6 +27,11 @@ namespace hg {
 namespace autograd {
 class Node;
 }
+class Tensor;
+
+// Runs after backward has accumulated a gradient into a leaf's .grad() (see
+// Tensor::register_post_accumulate_grad_hook).
+using PostAccumulateGradHook = std::function<void(const Tensor& leaf)>;
 
 struct TensorOptions {
   DType dtype = f32;
@@ -46,6 +52,7 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;          // the op that produced this tensor (null for leaves)
   std::weak_ptr<autograd::Node> grad_accumulator;   // a leaf's AccumulateGrad node, while a graph uses it
+  std::vector<std::pair<int64_t, PostAccumulateGradHook>> post_accumulate_grad_hooks;  // (id, hook)
 };
 
 class Tensor {
@@ -93,6 +100,12 @@ class Tensor {
   bool is_leaf() const { return checked().grad_fn == nullptr; }
   const std::shared_ptr<autograd::Node>& grad_fn() const { return checked().grad_fn; }
   void backward(const Tensor& grad = {}) const;
+  // Calls hook(leaf) each time a backward has finished accumulating into this leaf's .grad()
+  // (once per backward that reaches the leaf, after every path's gradient was summed), like
+  // PyTorch's register_post_accumulate_grad_hook: DataParallel starts a bucket's all-reduce from
+  // it while backward goes on. Leaves that require grad only. Returns an id for removal.
+  int64_t register_post_accumulate_grad_hook(PostAccumulateGradHook hook) const;
+  void remove_post_accumulate_grad_hook(int64_t id) const;  // an unknown id is ignored
 
   // ---- in-place writes: not recorded by autograd; they bump the version counter ----
   Tensor& zero_();

@@ -7,6 +7,7 @@
 
 #include "core/philox.h"
 #include "core/state_dict.h"
+#include "data/sampler.h"
 
 namespace hg::data {
 
@@ -14,6 +15,12 @@ DataLoader::DataLoader(const MNIST& dataset, DataLoaderOptions options)
     : images_(dataset.images()), labels_(dataset.labels()), options_(options) {
   HG_CHECK(options.batch_size > 0, "DataLoader: batch_size must be positive, got ", options.batch_size);
   HG_CHECK(options.std > 0, "DataLoader: std must be positive, got ", options.std);
+  samples_ = sampler().num_samples();  // also checks num_replicas and rank
+}
+
+DistributedSampler DataLoader::sampler() const {
+  return DistributedSampler(images_.shape()[0], {.num_replicas = options_.num_replicas, .rank = options_.rank,
+                                                 .shuffle = options_.shuffle, .seed = options_.seed});
 }
 
 PixelStatistics pixel_statistics(const MNIST& dataset) {
@@ -28,23 +35,17 @@ PixelStatistics pixel_statistics(const MNIST& dataset) {
 }
 
 int64_t DataLoader::num_batches() const {
-  const int64_t n = images_.shape()[0], b = options_.batch_size;
+  const int64_t n = samples_, b = options_.batch_size;
   // NOTE: not (n + b - 1) / b, which overflows for a batch size near INT64_MAX.
   return options_.drop_last ? n / b : n / b + (n % b != 0);
 }
 
 void DataLoader::prepare_epoch() {
   if (order_epoch_ == epoch_) return;
-  order_.resize(size_t(images_.shape()[0]));
-  std::iota(order_.begin(), order_.end(), int64_t(0));
-  if (options_.shuffle) {
-    // Fisher-Yates, with the j-th draw taken from Philox(seed, counter = epoch * 2^32 + j).
-    const uint64_t base = uint64_t(epoch_) << 32;
-    for (int64_t i = int64_t(order_.size()) - 1; i > 0; --i) {
-      const int64_t j = philox::integer(options_.seed, base, uint64_t(i), 0, i + 1);
-      std::swap(order_[size_t(i)], order_[size_t(j)]);
-    }
-  }
+  // One replica: the epoch's whole order (epoch_order); several: this rank's shard of it.
+  DistributedSampler shard = sampler();
+  shard.set_epoch(epoch_);
+  order_ = shard.indices();
   order_epoch_ = epoch_;
 }
 
@@ -60,7 +61,7 @@ DataLoader::Iterator DataLoader::begin() {
 DataLoader::Iterator DataLoader::end() { return Iterator(this, num_batches()); }
 
 Batch DataLoader::make_batch(int64_t batch) const {
-  const int64_t n = images_.shape()[0], b = options_.batch_size;
+  const int64_t n = samples_, b = options_.batch_size;
   const int64_t first = batch * b, count = std::min(b, n - first);
   const int64_t rows = images_.shape()[1], cols = images_.shape()[2], pixels = rows * cols;
   Batch out{empty({count, 1, rows, cols}), empty({count}, {.dtype = i64})};

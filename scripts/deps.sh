@@ -1,6 +1,6 @@
 # Sourced by run.sh, test.sh and gpu-check.sh: installs the Debian packages halfgrad needs, only
 # those that are missing (a fresh machine has none of them).
-HG_PACKAGES=(cmake g++ make libeigen3-dev doctest-dev zlib1g-dev libcli11-dev python3 dataset-fashion-mnist)
+HG_PACKAGES=(cmake g++ make libeigen3-dev doctest-dev zlib1g-dev libcli11-dev python3 dataset-fashion-mnist libopenmpi-dev openmpi-bin)
 
 hg_install_missing() {
   local missing=()

@@ -718,3 +718,74 @@ TEST_CASE("autograd.scenario29.finite_gradients_are_unchanged_by_anomaly_mode") 
   };
   CHECK(gradient(true) == gradient(false));
 }
+
+// ---- post-accumulate-grad hooks and end-of-backward callbacks (what DataParallel builds on) -----
+
+TEST_CASE("autograd.post_accumulate_grad_hook_sees_the_summed_gradient_once") {
+  Tensor w = vec({1, 2, 3}, hg::f32, true), b = vec({0.5}, hg::f32, true);
+  std::vector<std::string> log;
+  std::vector<std::vector<float>> seen;
+  const int64_t id = w.register_post_accumulate_grad_hook([&](const Tensor& leaf) {
+    log.push_back("w");
+    seen.push_back(leaf.grad().to_vector<float>());
+  });
+  b.register_post_accumulate_grad_hook([&](const Tensor&) { log.push_back("b"); });
+  // w is used twice: the hook runs once, after both paths' gradients were summed (2w + 1).
+  const auto loss = [&] { return hg::sum(w * w + w * b); };
+  loss().backward();
+  CHECK(log.size() == 2);
+  CHECK(std::count(log.begin(), log.end(), "w") == 1);
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0] == std::vector<float>{2.5f, 4.5f, 6.5f});
+  // A second backward accumulates, and the hook sees the running sum.
+  loss().backward();
+  REQUIRE(seen.size() == 2);
+  CHECK(seen[1] == std::vector<float>{5.0f, 9.0f, 13.0f});
+  // Removed: no longer called; an unknown id is ignored.
+  w.remove_post_accumulate_grad_hook(id);
+  w.remove_post_accumulate_grad_hook(id + 1000);
+  loss().backward();
+  CHECK(seen.size() == 2);
+  CHECK(std::count(log.begin(), log.end(), "b") == 3);
+
+  Tensor not_leaf = w * 2;
+  CHECK_THROWS_HG(not_leaf.register_post_accumulate_grad_hook([](const Tensor&) {}), "leaf");
+  Tensor frozen = vec({1});
+  CHECK_THROWS_HG(frozen.register_post_accumulate_grad_hook([](const Tensor&) {}), "does not require grad");
+}
+
+TEST_CASE("autograd.queue_callback_runs_once_at_the_end_of_backward") {
+  Tensor a = vec({1, 2}, hg::f32, true), c = vec({3, 4}, hg::f32, true);
+  std::vector<std::string> log;
+  bool queued = false;
+  const auto on_leaf = [&](const std::string& name) {
+    return [&, name](const Tensor&) {
+      log.push_back(name);
+      if (!queued) {  // the first hook of this backward queues the callback, like DataParallel
+        queued = true;
+        hg::autograd::queue_callback([&] {
+          log.push_back("end");
+          // Every gradient is in place when the callback runs; it may queue another.
+          CHECK(a.grad().defined());
+          CHECK(c.grad().defined());
+          hg::autograd::queue_callback([&] { log.push_back("end2"); });
+        });
+      }
+    };
+  };
+  a.register_post_accumulate_grad_hook(on_leaf("a"));
+  c.register_post_accumulate_grad_hook(on_leaf("c"));
+  hg::sum(a * c).backward();
+  REQUIRE(log.size() == 4);
+  CHECK(log[2] == "end");
+  CHECK(log[3] == "end2");
+  CHECK_THROWS_HG(hg::autograd::queue_callback([] {}), "only valid while a backward runs");
+  // An exception from a callback leaves backward.
+  queued = false;
+  log.clear();
+  Tensor d = vec({1}, hg::f32, true);
+  d.register_post_accumulate_grad_hook([](const Tensor&) {
+    hg::autograd::queue_callback([] { throw hg::Error("callback failed"); });
+  });
+  CHECK_THROWS_HG(hg::sum(d * 2).backward(), "callback failed");
+}

@@ -500,3 +500,83 @@ TEST_CASE("data.loader.state_dict_resumes_mid_epoch") {
   CHECK_THROWS_HG(b.load_state_dict(bad), "position 9");
   CHECK_THROWS_HG(b.load_state_dict({}), "epoch");
 }
+
+// ---- DistributedSampler and sharded loading ------------------------------------------------------
+
+namespace {
+std::vector<int64_t> sorted(std::vector<int64_t> v) {
+  std::sort(v.begin(), v.end());
+  return v;
+}
+}  // namespace
+
+TEST_CASE("data.sampler.shards_are_disjoint_and_cover_the_epoch") {
+  using hg::data::DistributedSampler;
+  std::vector<int64_t> identity(12);
+  for (int64_t i = 0; i < 12; ++i) identity[size_t(i)] = i;
+  for (int64_t epoch : {0, 1, 5}) {
+    std::vector<int64_t> all;
+    for (int64_t rank = 0; rank < 3; ++rank) {
+      DistributedSampler s(12, {.num_replicas = 3, .rank = rank, .seed = 4});
+      s.set_epoch(epoch);
+      const std::vector<int64_t> mine = s.indices();
+      CHECK(int64_t(mine.size()) == s.num_samples());
+      CHECK(s.num_samples() == 4);
+      all.insert(all.end(), mine.begin(), mine.end());
+    }
+    CHECK(sorted(all) == identity);  // 12 = 3 x 4: disjoint, and every sample once
+  }
+  // The shards interleave one shuffled order, the same for every rank: rank r holds positions
+  // r, r + 3, ... of epoch_order.
+  const std::vector<int64_t> order = hg::data::epoch_order(12, 4, 1, true);
+  DistributedSampler rank1(12, {.num_replicas = 3, .rank = 1, .seed = 4});
+  rank1.set_epoch(1);
+  CHECK(rank1.indices() == std::vector<int64_t>{order[1], order[4], order[7], order[10]});
+  CHECK(order != identity);
+  CHECK(hg::data::epoch_order(12, 4, 2, true) != order);  // a new order every epoch
+}
+
+TEST_CASE("data.sampler.padding_and_drop_last") {
+  using hg::data::DistributedSampler;
+  // 10 samples on 3 ranks: padded to 12 by repeating the order's first two samples ...
+  std::vector<int64_t> all;
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    const std::vector<int64_t> mine = DistributedSampler(10, {.num_replicas = 3, .rank = rank, .shuffle = false}).indices();
+    CHECK(mine.size() == 4);
+    all.insert(all.end(), mine.begin(), mine.end());
+  }
+  CHECK(sorted(all) == std::vector<int64_t>{0, 0, 1, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  // ... or cut to 9 with drop_last: disjoint, the tail sample left out.
+  all.clear();
+  for (int64_t rank = 0; rank < 3; ++rank) {
+    const auto mine = DistributedSampler(10, {.num_replicas = 3, .rank = rank, .shuffle = false, .drop_last = true}).indices();
+    CHECK(mine.size() == 3);
+    all.insert(all.end(), mine.begin(), mine.end());
+  }
+  CHECK(sorted(all) == std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8});
+  // Fewer samples than ranks still gives every rank one.
+  CHECK(DistributedSampler(2, {.num_replicas = 4, .rank = 3, .shuffle = false}).indices() == std::vector<int64_t>{1});
+  CHECK_THROWS_HG(DistributedSampler(10, {.num_replicas = 2, .rank = 2}), "rank 2");
+  CHECK_THROWS_HG(DistributedSampler(10, {.num_replicas = 0}), "num_replicas");
+}
+
+TEST_CASE("data.loader.shards_per_rank_make_up_the_single_process_batches") {
+  // Two ranks with batch 4 see, batch by batch, exactly the samples one process sees with batch 8:
+  // what makes DataParallel on 2 x 4 equal to one process on 8.
+  const hg::data::FashionMNIST data(tiny_dataset("loader_shards", 32));
+  hg::data::DataLoader single(data, {.batch_size = 8, .seed = 9});
+  hg::data::DataLoader rank0(data, {.batch_size = 4, .seed = 9, .num_replicas = 2, .rank = 0});
+  hg::data::DataLoader rank1(data, {.batch_size = 4, .seed = 9, .num_replicas = 2, .rank = 1});
+  CHECK(rank0.num_batches() == 4);
+  for (int epoch = 0; epoch < 2; ++epoch) {
+    const auto whole = epoch_ids(single), a = epoch_ids(rank0), b = epoch_ids(rank1);
+    REQUIRE(whole.size() == 4);
+    REQUIRE((a.size() == 4 && b.size() == 4));
+    for (size_t k = 0; k < whole.size(); ++k) {
+      std::vector<int64_t> both = a[k];
+      both.insert(both.end(), b[k].begin(), b[k].end());
+      CHECK(sorted(both) == sorted(whole[k]));
+    }
+  }
+  CHECK_THROWS_HG(hg::data::DataLoader(data, {.num_replicas = 2, .rank = 5}), "rank 5");
+}

@@ -2,15 +2,19 @@
 //
 //   hg-train --model cnn --epochs 2 --precision bf16 --out runs/cnn
 //   hg-train --model mlp --compare --epochs 1          # f32 vs f16+GradScaler vs bf16, one table
+//   mpirun -np 2 hg-train --model cnn --batch-size 64  # data-parallel: 2 processes, global batch 128
 //
 // Prints a progress bar per epoch (on a terminal) and one line per epoch; with --out writes
 // checkpoint.safetensors after every epoch (and every --checkpoint-every steps; resumable with
 // --resume), then metrics.csv, model.safetensors (PyTorch names) and, when gnuplot is installed,
 // metrics.png. Every error, bad input included, ends the program with one line and exit code 1.
+// Under mpirun (or with --distributed) it trains data-parallel: --batch-size is per rank, rank 0
+// prints and writes, every rank resumes from the same checkpoint (with the same number of ranks).
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -32,9 +36,12 @@ std::string mib(int64_t bytes) {
   return buffer;
 }
 
-void print_epoch(const EpochMetrics& m, int epochs) {
-  std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.0f samples/s  peak %s (step %s)  (%.1f s)\n", m.epoch,
-              epochs, m.train_loss, 100 * m.test_accuracy, m.samples_per_s, mib(m.peak_bytes).c_str(),
+// The distributed run's process group, if any: an error on one rank ends all of them.
+std::shared_ptr<hg::distributed::ProcessGroup> g_group;
+
+void print_epoch(const EpochMetrics& m, int epochs, const std::string& ranks = "") {
+  std::printf("epoch %d/%d  loss %.4f  test accuracy %.2f%%  %.0f samples/s%s  peak %s (step %s)  (%.1f s)\n", m.epoch,
+              epochs, m.train_loss, 100 * m.test_accuracy, m.samples_per_s, ranks.c_str(), mib(m.peak_bytes).c_str(),
               mib(m.step_peak_bytes).c_str(), m.seconds);
   std::fflush(stdout);
 }
@@ -89,33 +96,44 @@ void write_outputs(const std::string& dir, const std::vector<EpochMetrics>& epoc
 int run_single(const TrainConfig& config, const hg::data::MNIST& train, const hg::data::MNIST& test,
                const std::string& out, const std::string& resume) {
   hg_train::Trainer trainer(config, train, test);
+  // Distributed: rank 0 speaks and writes for all; the others train in silence.
+  const bool speaker = !config.group || config.group->rank() == 0;
   if (!resume.empty()) {
     trainer.load_checkpoint(resume);
-    std::printf("resuming from %s: %d epoch(s) done", resume.c_str(), trainer.epochs_done());
-    if (trainer.epoch_steps_done() > 0) std::printf(", %lld step(s) into the next", (long long)trainer.epoch_steps_done());
-    std::printf("\n");
+    if (speaker) std::printf("resuming from %s: %d epoch(s) done", resume.c_str(), trainer.epochs_done());
+    if (speaker && trainer.epoch_steps_done() > 0)
+      std::printf(", %lld step(s) into the next", (long long)trainer.epoch_steps_done());
+    if (speaker) std::printf("\n");
   }
   // --epochs counts every epoch of the run, those before a resume included.
   if (trainer.epochs_done() >= config.epochs) {
+    if (!speaker) return 0;
     std::printf("hg-train: the checkpoint has completed %d of --epochs %d: nothing to train (raise --epochs to go on)\n",
                 trainer.epochs_done(), config.epochs);
     // A run killed after its last checkpoint but before its outputs gets its model now.
     if (!out.empty()) hg::nn::save(trainer.model(), out + "/model.safetensors");
     return 0;
   }
-  std::printf("hg-train: %s, %s, precision %s, lr %g, batch %lld, %d epoch(s), %d thread(s), %s, CPU level %s\n",
-              config.model.c_str(), config.optimizer.c_str(), config.precision.c_str(), config.lr,
-              (long long)config.batch_size, config.epochs, hg::get_num_threads(), config.device.str().c_str(),
-              hg::cpu::isa_summary().c_str());
-  if (config.normalize)
-    std::printf("inputs normalised with the training set's pixel mean %.4f and std %.4f\n",
-                trainer.input_statistics().mean, trainer.input_statistics().std);
+  const int world = config.group ? config.group->world_size() : 1;
+  std::string batch = std::to_string(config.batch_size);
+  if (config.group) batch += " per rank x " + std::to_string(world) + " ranks = global batch " + std::to_string(trainer.global_batch());
+  const std::string ranks =
+      config.group ? " (" + std::to_string(world) + " ranks, global batch " + std::to_string(trainer.global_batch()) + ")" : "";
+  if (speaker) {
+    std::printf("hg-train: %s, %s, precision %s, lr %g, batch %s, %d epoch(s), %d thread(s)%s, %s, CPU level %s\n",
+                config.model.c_str(), config.optimizer.c_str(), config.precision.c_str(), config.lr, batch.c_str(),
+                config.epochs, hg::get_num_threads(), config.group ? " per rank" : "", config.device.str().c_str(),
+                hg::cpu::isa_summary().c_str());
+    if (config.normalize)
+      std::printf("inputs normalised with the training set's pixel mean %.4f and std %.4f\n",
+                  trainer.input_statistics().mean, trainer.input_statistics().std);
+  }
   std::vector<EpochMetrics> epochs;
   while (trainer.epochs_done() < config.epochs) {  // each epoch ends with a checkpoint when --out is set
-    epochs.push_back(trainer.run_epoch(true));
-    print_epoch(epochs.back(), config.epochs);
+    epochs.push_back(trainer.run_epoch(speaker));
+    if (speaker) print_epoch(epochs.back(), config.epochs, ranks);
   }
-  if (!out.empty()) write_outputs(out, epochs, trainer);
+  if (!out.empty() && speaker) write_outputs(out, epochs, trainer);
   return 0;
 }
 
@@ -189,9 +207,9 @@ int run(int argc, char** argv) {
   app.add_option("--momentum", config.momentum, "SGD momentum")->check(non_negative)->capture_default_str();
   app.add_option("--epochs", config.epochs, "epochs in all (a resumed run counts those before it)")
       ->check(positive)->capture_default_str();
-  app.add_option("--batch-size", config.batch_size, "batch size")->check(positive)->capture_default_str();
+  app.add_option("--batch-size", config.batch_size, "batch size (per rank under mpirun)")->check(positive)->capture_default_str();
   app.add_option("--seed", config.seed, "random seed (initialisation and shuffling)")->check(non_negative)->capture_default_str();
-  app.add_option("--threads", threads, "CPU threads (0: OpenMP's default)")->check(non_negative)->capture_default_str();
+  app.add_option("--threads", threads, "CPU threads (0: the cores this process may use)")->check(non_negative)->capture_default_str();
   app.add_option("--device", device, "cpu, cuda, or auto (cuda when a GPU is available)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))->capture_default_str();
   app.add_option("--precision", config.precision,
@@ -207,6 +225,9 @@ int run(int argc, char** argv) {
   app.add_option("--max-steps", config.max_steps_per_epoch, "stop each epoch after N steps (0: full epochs)")
       ->check(non_negative);
   app.add_flag("--compare", compare, "train in f32, f16 and bf16 and print one comparison table");
+  bool distributed = false;
+  app.add_flag("--distributed", distributed,
+               "data-parallel over the processes mpirun started (automatic when mpirun starts more than one)");
   bool raw_pixels = false, detect_anomaly = false;
   app.add_flag("--no-normalize", raw_pixels, "feed pixels in [0, 1] instead of normalising with the training set's mean/std");
   app.add_flag("--detect-anomaly", detect_anomaly,
@@ -222,13 +243,21 @@ int run(int argc, char** argv) {
            "--compare trains three fresh models and writes nothing: it cannot be combined with --out, --resume or "
            "--checkpoint-every");
   HG_CHECK(config.checkpoint_every == 0 || !out.empty(), "--checkpoint-every needs --out (the checkpoint goes there)");
+  if (distributed || hg::distributed::launched_world_size() > 1) {
+    HG_CHECK(!compare, "--compare runs in one process; start it without mpirun");
+    config.group = g_group = hg::distributed::init();
+    // The ranks on one machine share its cores (unless --threads says otherwise) and its GPUs.
+    if (threads == 0) threads = std::max(1, hg::get_num_threads() / config.group->local_size());
+  }
   if (threads > 0) hg::set_num_threads(threads);
   hg::autograd::AnomalyMode::set_enabled(detect_anomaly);
   if (device == "auto") device = hg::cuda::is_available() ? "cuda" : "cpu";
-  config.device = device == "cuda" ? hg::Device::cuda() : hg::Device::cpu();
+  const int gpu = config.group ? config.group->local_rank() : 0;  // one GPU per rank
+  config.device = device == "cuda" ? hg::Device::cuda(gpu) : hg::Device::cpu();
   if (config.precision == "auto") {
     config.precision = hg_train::auto_precision(config.device);
-    std::printf("hg-train: --precision auto: %s\n", hg_train::auto_precision_reason(config.device).c_str());
+    const std::string why = hg_train::auto_precision_reason(config.device);
+    if (!config.group || config.group->rank() == 0) std::printf("hg-train: --precision auto: %s\n", why.c_str());
   }
   config.normalize = !raw_pixels;
   HG_CHECK(!config.device.is_cuda() || hg::cuda::is_available(), "--device cuda, but no CUDA device is available (built "
@@ -245,15 +274,25 @@ int run(int argc, char** argv) {
 
 }  // namespace
 
+// Prints the one error line; in a distributed run names the rank and ends every rank now, rather
+// than leave the others waiting for a collective until it times out.
+int fail(const std::string& message) {
+  if (g_group) {
+    std::fprintf(stderr, "hg-train (rank %d of %d): %s\n", g_group->rank(), g_group->world_size(), message.c_str());
+    g_group->abort(1);
+  }
+  std::fprintf(stderr, "hg-train: %s\n", message.c_str());
+  return 1;
+}
+
 int main(int argc, char** argv) {
   try {
     return run(argc, argv);
   } catch (const hg::Error& e) {
-    std::fprintf(stderr, "hg-train: %s\n", e.what());
+    return fail(e.what());
   } catch (const std::exception& e) {  // not expected: the library converts what it can into hg::Error
-    std::fprintf(stderr, "hg-train: unexpected error: %s\n", e.what());
+    return fail(std::string("unexpected error: ") + e.what());
   } catch (...) {
-    std::fprintf(stderr, "hg-train: unexpected error of an unknown type\n");
+    return fail("unexpected error of an unknown type");
   }
-  return 1;
 }

@@ -26,6 +26,9 @@ std::unique_ptr<hg::optim::Optimizer> make_optimizer(const TrainConfig& c, const
 
 // The input normalisation, after the checks that make it meaningful: an empty set would give a
 // 0.00% accuracy (test) or a puzzling "std must be positive" from the loader (training).
+int64_t world_size(const TrainConfig& c) { return c.group ? c.group->world_size() : 1; }
+int64_t rank(const TrainConfig& c) { return c.group ? c.group->rank() : 0; }
+
 hg::data::PixelStatistics checked_statistics(const TrainConfig& c, const hg::data::MNIST& train,
                                              const hg::data::MNIST& test) {
   HG_CHECK(train.size() > 0, "the training set in ", train.root(), " is empty: nothing to train on");
@@ -45,12 +48,16 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
       model_((hg::manual_seed(config_.seed), make_model(config_.model))),
       scaler_({.enabled = config_.precision == "f16"}),
       stats_(checked_statistics(config_, train_set_, test_set_)),
-      loader_(train_set_,
-              {.batch_size = config_.batch_size, .shuffle = true, .seed = config_.seed, .mean = stats_.mean, .std = stats_.std}),
+      loader_(train_set_, {.batch_size = config_.batch_size, .shuffle = true, .seed = config_.seed, .mean = stats_.mean,
+                           .std = stats_.std, .num_replicas = world_size(config_), .rank = rank(config_)}),
       autocast_(config_.precision != "f32"),
       autocast_dtype_(autocast_ ? precision_dtype(config_.precision) : hg::f16) {
   precision_dtype(config_.precision);  // validates the name
   model_.to(config_.device);
+  if (config_.group) {  // rank 0's initial weights everywhere; gradients averaged across ranks
+    ddp_ = std::make_unique<hg::distributed::DataParallel>(model_, config_.group);
+    ddp_->attach(scaler_);
+  }
   optimizer_ = make_optimizer(config_, model_.parameters());
   scaler_.set_parameter_names(model_.named_parameters());
 }
@@ -89,7 +96,7 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     hg::Tensor loss;
     {
       hg::amp::Autocast autocast(autocast_dtype_, autocast_);
-      loss = hg::cross_entropy(model_(x), y);
+      loss = hg::cross_entropy(ddp_ ? (*ddp_)(x) : model_(x), y);
     }
     if (m.steps == 1) m.activation_bytes = hg::memory::allocated(device) - before;  // step 0 warms caches
     scaler_.scale(loss).backward();
@@ -106,19 +113,25 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     samples += x.shape()[0];
     ++m.steps, ++epoch_step_, ++step_;
     ++batch;
-    if (config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 && !config_.checkpoint_path.empty())
+    if (config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 && writes_files())
       save_checkpoint(config_.checkpoint_path);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (show_progress && ProgressBar::terminal()) {
       // On the GPU the running loss is read (a sync) only every 50 steps.
       if (!on_gpu) shown_loss = loss_sum / double(m.steps);
       else if (m.steps % 50 == 1) shown_loss = loss_sum_device.item<double>() / double(m.steps);
-      bar.update(m.steps, double(samples) / seconds, shown_loss);
+      bar.update(m.steps, double(samples * world_size(config_)) / seconds, shown_loss);
     }
   }
   if (on_gpu && loss_sum_device.defined()) loss_sum = loss_sum_device.item<double>();
   m.skipped_steps = m.steps - (optimizer_->steps_applied() - applied_before);
   bar.finish();
+  if (config_.group) {  // the epoch's loss over every rank's samples, and every rank's samples
+    const hg::Tensor totals = hg::from_vector(std::vector<double>{loss_sum, double(samples)}, {2});
+    config_.group->all_reduce(totals);
+    loss_sum = totals.to_vector<double>()[0] / double(config_.group->world_size());
+    samples = int64_t(totals.to_vector<double>()[1]);
+  }
   m.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   m.samples_per_s = double(samples) / m.seconds;
   m.peak_bytes = epoch_peak;
@@ -127,14 +140,17 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   m.test_accuracy = evaluate();
   ++epoch_;
   epoch_step_ = 0;
-  if (!config_.checkpoint_path.empty()) save_checkpoint(config_.checkpoint_path);
+  if (writes_files()) save_checkpoint(config_.checkpoint_path);
   return m;
 }
 
 double Trainer::evaluate() {
   hg::NoGradGuard no_grad;
   model_.eval();
-  hg::data::DataLoader test_loader(test_set_, {.batch_size = 1000, .shuffle = false, .mean = stats_.mean, .std = stats_.std});
+  // Distributed: each rank scores its shard and the counts are summed (a world size that does not
+  // divide the test set counts a few padded samples twice, as PyTorch's DistributedSampler does).
+  hg::data::DataLoader test_loader(test_set_, {.batch_size = 1000, .shuffle = false, .mean = stats_.mean, .std = stats_.std,
+                                               .num_replicas = world_size(config_), .rank = rank(config_)});
   int64_t correct = 0, seen = 0;
   for (auto [x, y] : test_loader) {
     hg::amp::Autocast autocast(autocast_dtype_, autocast_);
@@ -143,6 +159,12 @@ double Trainer::evaluate() {
     seen += y.numel();
   }
   model_.train();
+  if (config_.group) {
+    const hg::Tensor counts = hg::from_vector(std::vector<int64_t>{correct, seen}, {2});
+    config_.group->all_reduce(counts);
+    correct = counts.to_vector<int64_t>()[0];
+    seen = counts.to_vector<int64_t>()[1];
+  }
   return seen ? double(correct) / double(seen) : 0.0;
 }
 
@@ -159,6 +181,7 @@ void Trainer::save_checkpoint(const std::string& path) {
   state["trainer.epoch"] = i64(epoch_);
   state["trainer.epoch_step"] = i64(epoch_step_);
   state["trainer.step"] = i64(step_);
+  state["trainer.world_size"] = i64(world_size(config_));
   hg::save(path, state, {{"written_by", "hg-train"}, {"model", config_.model}, {"precision", config_.precision}});
 }
 
@@ -169,6 +192,11 @@ void Trainer::load_checkpoint(const std::string& path) {
   const auto model = contents.metadata.find("model");
   HG_CHECK(model == contents.metadata.end() || model->second == config_.model, what, ": written for --model ",
            model->second, ", not ", config_.model);
+  // The loader's position counts batches of this rank's shard: only the same world size resumes it.
+  const int64_t saved_world =
+      state.count("trainer.world_size") ? sd::read_int(state, "trainer.world_size", what, 1, 1 << 20) : 1;
+  HG_CHECK(saved_world == world_size(config_), what, " was written by a run on ", saved_world,
+           " process(es); resume it with the same number (mpirun -np ", saved_world, "), not ", world_size(config_));
   model_.load_state_dict(sd::entries_under(state, "model."));
   optimizer_->load_state_dict(sd::entries_under(state, "optimizer."));
   if (scaler_.is_enabled()) scaler_.load_state_dict(sd::entries_under(state, "scaler."));

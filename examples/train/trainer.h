@@ -29,6 +29,9 @@ struct TrainConfig {
   // checkpoint_every > 0, every that many steps, so an interrupted run loses little.
   std::string checkpoint_path;
   int64_t checkpoint_every = 0;
+  // Data-parallel training (under mpirun): each rank trains on its shard with batch_size samples
+  // per step, so the global batch is batch_size * world_size. Null: one process.
+  std::shared_ptr<hg::distributed::ProcessGroup> group;
 };
 
 struct EpochMetrics {
@@ -57,6 +60,8 @@ class Trainer {
   int64_t epoch_steps_done() const { return epoch_step_; }
 
   hg::nn::Sequential& model() { return model_; }
+  int64_t global_batch() const { return config_.batch_size * (config_.group ? config_.group->world_size() : 1); }
+  int64_t global_batch() const { return config_.batch_size * (config_.group ? config_.group->world_size() : 1); }
   hg::amp::GradScaler& scaler() { return scaler_; }
   const hg::data::PixelStatistics& input_statistics() const { return stats_; }
   // Everything needed to resume bitwise: model, optimizer, scaler, loader position, RNG and the
@@ -72,6 +77,10 @@ class Trainer {
   hg::amp::GradScaler scaler_;
   hg::data::PixelStatistics stats_;
   hg::data::DataLoader loader_;
+  std::unique_ptr<hg::distributed::DataParallel> ddp_;  // set when config.group is
+  // Checkpoints are written by one process: rank 0 of a distributed run.
+  bool writes_files() const { return !config_.checkpoint_path.empty() && (!config_.group || config_.group->rank() == 0); }
+  std::unique_ptr<hg::distributed::DataParallel> ddp_;  // set when config.group is
   bool autocast_;
   hg::DType autocast_dtype_;
   int epoch_ = 0;           // epochs completed
