@@ -51,9 +51,10 @@ class Optimizer : public amp::Scalable {
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
 
-  // Step counts beyond this are refused on load (Adam's bias correction uses the count as a
-  // double, exact up to 2^53; and incrementing it can then never overflow).
-  static constexpr int64_t kMaxSteps = int64_t(1) << 53;
+  // Step counts beyond this are refused on load: counts are exact 64-bit integers (never a float,
+  // which would stop counting at 2^24 or 2^53), and 2^62 leaves room to increment them for longer
+  // than any run without overflow.
+  static constexpr int64_t kMaxSteps = int64_t(1) << 62;
 
  protected:
   Optimizer(const std::vector<Tensor>& params, double lr, bool master_weights);

@@ -61,7 +61,6 @@ class Trainer {
 
   hg::nn::Sequential& model() { return model_; }
   int64_t global_batch() const { return config_.batch_size * (config_.group ? config_.group->world_size() : 1); }
-  int64_t global_batch() const { return config_.batch_size * (config_.group ? config_.group->world_size() : 1); }
   hg::amp::GradScaler& scaler() { return scaler_; }
   const hg::data::PixelStatistics& input_statistics() const { return stats_; }
   // Everything needed to resume bitwise: model, optimizer, scaler, loader position, RNG and the
@@ -80,7 +79,6 @@ class Trainer {
   std::unique_ptr<hg::distributed::DataParallel> ddp_;  // set when config.group is
   // Checkpoints are written by one process: rank 0 of a distributed run.
   bool writes_files() const { return !config_.checkpoint_path.empty() && (!config_.group || config_.group->rank() == 0); }
-  std::unique_ptr<hg::distributed::DataParallel> ddp_;  // set when config.group is
   bool autocast_;
   hg::DType autocast_dtype_;
   int epoch_ = 0;           // epochs completed
