@@ -127,7 +127,13 @@ void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
 void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols, bool overwrite) {
   __m256 acc[kMR][2];
 #pragma GCC unroll 6
-  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+  for (int i = 0; i < kMR; ++i) {
+    acc[i][0] = acc[i][1] = _mm256_setzero_ps();
+    // C is the one operand not packed (out of L2 from 1024^2 on): ask for the tile's rows now,
+    // so they have arrived when the tile is stored after the k loop.
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(c + i * ldc + kNR - 1), _MM_HINT_T0);
+  }
 #pragma GCC unroll 4
   for (int64_t k = 0; k < kc; ++k) {
     const __m256 b0 = _mm256_load_ps(b + k * kNR), b1 = _mm256_load_ps(b + k * kNR + 8);
