@@ -24,9 +24,9 @@ constexpr int64_t kTestImages = 2000;
 
 hg::nn::Sequential make_cnn() {
   using namespace hg::nn;
-  return Sequential(Conv2d(1, 16, 3, {.padding = 1}), ReLU(), MaxPool2d(2),   // (B, 16, 14, 14)
+  return Sequential{Conv2d(1, 16, 3, {.padding = 1}), ReLU(), MaxPool2d(2),   // (B, 16, 14, 14)
                     Conv2d(16, 32, 3, {.padding = 1}), ReLU(), MaxPool2d(2),  // (B, 32, 7, 7)
-                    Flatten(), Linear(32 * 7 * 7, 10));                       // (B, 10)
+                    Flatten(), Linear(32 * 7 * 7, 10)};                       // (B, 10)
 }
 
 // One training step; with bf16 autocast when `use_bf16`. No scaler: plain backward and step.

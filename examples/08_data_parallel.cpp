@@ -29,7 +29,7 @@ constexpr int64_t kBatch = 128, kFeatures = 64, kClasses = 10;
 
 hg::nn::Sequential make_model() {
   hg::manual_seed(8);
-  return hg::nn::Sequential(hg::nn::Linear(kFeatures, 128), hg::nn::ReLU(), hg::nn::Linear(128, kClasses));
+  return hg::nn::Sequential{hg::nn::Linear(kFeatures, 128), hg::nn::ReLU(), hg::nn::Linear(128, kClasses)};
 }
 
 // Batch `step` of a synthetic data set, the same on every rank: Gaussian inputs, labels from a

@@ -2,6 +2,11 @@
 //
 //   hg::nn::Sequential mlp{hg::nn::Linear(784, 256), hg::nn::ReLU(), hg::nn::Linear(256, 10)};
 //   mlp.push_back(hg::nn::Dropout(0.1));
+//
+// Write it with braces: the layers draw their initial weights from the global generator as they
+// are constructed, and only a braced list fixes that order (left to right). With parentheses the
+// order of function arguments is unspecified: GCC on x86-64 builds the last layer first, GCC on
+// aarch64 and clang the first, so one seed would give different models on different machines.
 #pragma once
 #include <memory>
 #include <type_traits>

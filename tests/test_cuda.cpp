@@ -569,7 +569,7 @@ struct AmpRun {
 // steps); iteration 3 gets an inf in one gradient, which must skip that step bitwise.
 AmpRun amp_loop(hg::Device device, bool async) {
   hg::manual_seed(18);
-  nn::Sequential model(nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 4));
+  nn::Sequential model{nn::Linear(8, 16), nn::ReLU(), nn::Linear(16, 4)};
   model.to(device);
   optim::SGD opt(model.parameters(), {.lr = 0.05, .momentum = 0.9});
   amp::GradScaler scaler({.init_scale = 1024.0, .growth_interval = 2});
@@ -709,8 +709,8 @@ namespace {
 // Three Adam steps of a small CNN (conv, batch norm, relu, pool, dropout, linear) on the GPU.
 std::vector<std::vector<float>> cnn_run() {
   hg::manual_seed(21);
-  nn::Sequential model(nn::Conv2d(3, 8, 3, {.padding = 1}), nn::BatchNorm2d(8), nn::ReLU(), nn::MaxPool2d(2),
-                       nn::Flatten(), nn::Dropout(0.2), nn::Linear(8 * 4 * 4, 10));
+  nn::Sequential model{nn::Conv2d(3, 8, 3, {.padding = 1}), nn::BatchNorm2d(8), nn::ReLU(), nn::MaxPool2d(2),
+                       nn::Flatten(), nn::Dropout(0.2), nn::Linear(8 * 4 * 4, 10)};
   model.to(gpu());
   optim::Adam opt(model.parameters(), {.lr = 1e-3});
   std::vector<std::vector<float>> out;
@@ -1148,7 +1148,7 @@ TEST_CASE("cuda.amp_training_step_never_waits_and_reading_its_result_waits_once"
   const hg::Device g = gpu();
   hg::manual_seed(48);
   {
-    nn::Sequential model(nn::Linear(64, 128), nn::ReLU(), nn::Linear(128, 10));
+    nn::Sequential model{nn::Linear(64, 128), nn::ReLU(), nn::Linear(128, 10)};
     model.to(g);
     optim::SGD opt(model.parameters(), {.lr = 0.01, .momentum = 0.9});
     amp::GradScaler scaler;
@@ -1156,8 +1156,8 @@ TEST_CASE("cuda.amp_training_step_never_waits_and_reading_its_result_waits_once"
     check_step_syncs("MLP (linear, relu, cross_entropy), SGD with momentum", amp_step(model, opt, scaler, x, y));
   }
   {
-    nn::Sequential model(nn::Conv2d(3, 8, 3, {.padding = 1}), nn::BatchNorm2d(8), nn::ReLU(), nn::MaxPool2d(2),
-                         nn::Flatten(), nn::Linear(8 * 4 * 4, 10));
+    nn::Sequential model{nn::Conv2d(3, 8, 3, {.padding = 1}), nn::BatchNorm2d(8), nn::ReLU(), nn::MaxPool2d(2),
+                         nn::Flatten(), nn::Linear(8 * 4 * 4, 10)};
     model.to(g);
     optim::Adam opt(model.parameters(), {.lr = 1e-3});
     amp::GradScaler scaler;
@@ -1165,7 +1165,7 @@ TEST_CASE("cuda.amp_training_step_never_waits_and_reading_its_result_waits_once"
     check_step_syncs("CNN (conv, batch norm, max pool), Adam", amp_step(model, opt, scaler, x, y));
   }
   {
-    nn::Sequential model(nn::Embedding(50, 16), nn::Flatten(), nn::Linear(6 * 16, 10));
+    nn::Sequential model{nn::Embedding(50, 16), nn::Flatten(), nn::Linear(6 * 16, 10)};
     model.to(g);
     optim::AdamW opt(model.parameters(), {.lr = 1e-3});
     amp::GradScaler scaler;

@@ -47,7 +47,7 @@ TEST_CASE("distributed.local.data_parallel_on_one_rank_is_the_bare_model" * doct
   using namespace hg::nn;
   const auto train = [](bool wrap) {
     hg::manual_seed(1);
-    Sequential model(Linear(6, 8), ReLU(), Linear(8, 3));
+    Sequential model{Linear(6, 8), ReLU(), Linear(8, 3)};
     std::unique_ptr<dist::DataParallel> ddp;
     if (wrap) ddp = std::make_unique<dist::DataParallel>(model, group(), dist::DataParallelOptions{.bucket_cap_mb = 1e-4});
     hg::optim::Adam opt(model.parameters(), {.lr = 0.01});

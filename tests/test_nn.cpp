@@ -98,7 +98,7 @@ TEST_CASE("nn.module.dotted_names_for_nested_modules") {
   CHECK(net.named_parameters()[1].second.is_same(net.fc1.weight));
   for (const Tensor& p : net.parameters()) CHECK(p.requires_grad());
 
-  nn::Sequential seq(nn::Flatten(), nn::Linear(6, 5), nn::ReLU(), nn::BatchNorm2d(5));
+  nn::Sequential seq{nn::Flatten(), nn::Linear(6, 5), nn::ReLU(), nn::BatchNorm2d(5)};
   CHECK(names_of(seq.named_parameters()) == std::vector<std::string>{"1.weight", "1.bias", "3.weight", "3.bias"});
   CHECK(names_of(seq.named_buffers()) ==
         std::vector<std::string>{"3.running_mean", "3.running_var", "3.num_batches_tracked"});
@@ -503,6 +503,17 @@ TEST_CASE("nn.layers.sequential_and_push_back") {
   CHECK(seq.size() == 6);
 }
 
+// Braces fix the order in which the layers draw their initial weights (left to right), so one
+// seed gives one model with every compiler and CPU (parentheses leave it unspecified).
+TEST_CASE("nn.layers.sequential_in_braces_initialises_left_to_right") {
+  hg::manual_seed(3);
+  nn::Linear first(3, 4), second(4, 2);
+  hg::manual_seed(3);
+  nn::Sequential seq{nn::Linear(3, 4), nn::ReLU(), nn::Linear(4, 2)};
+  CHECK(bitwise_equal(seq.named_parameters()[0].second, first.weight));
+  CHECK(bitwise_equal(seq.named_parameters()[2].second, second.weight));
+}
+
 // ---- clip_grad_norm_ ----------------------------------------------------------------------------
 
 TEST_CASE("nn.utils.clip_grad_norm") {
@@ -526,7 +537,7 @@ TEST_CASE("nn.utils.clip_grad_norm") {
 
 TEST_CASE("nn.serialize.save_load_round_trip") {
   hg::manual_seed(1);
-  nn::Sequential a(nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::ReLU(), nn::Flatten(), nn::Linear(8, 3));
+  nn::Sequential a{nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::ReLU(), nn::Flatten(), nn::Linear(8, 3)};
   a(hg::randn({2, 1, 4, 4}));  // moves the running statistics off their defaults
   const std::string path = hg_test::temp_path("seq.safetensors");
   nn::save(a, path);
@@ -536,7 +547,7 @@ TEST_CASE("nn.serialize.save_load_round_trip") {
   CHECK(file.tensors.at("1.num_batches_tracked").dtype() == hg::i64);
 
   hg::manual_seed(2);
-  nn::Sequential b(nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::ReLU(), nn::Flatten(), nn::Linear(8, 3));
+  nn::Sequential b{nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::ReLU(), nn::Flatten(), nn::Linear(8, 3)};
   CHECK_FALSE(bitwise_equal(b.state_dict().at("0.weight"), a.state_dict().at("0.weight")));
   nn::load(b, path);
   for (const auto& [name, t] : a.state_dict()) {
@@ -547,7 +558,7 @@ TEST_CASE("nn.serialize.save_load_round_trip") {
   const Tensor x = hg::randn({3, 1, 4, 4});
   CHECK(bitwise_equal(b(x), a(x)));
 
-  nn::Sequential wrong(nn::Conv2d(1, 2, 3), nn::Flatten(), nn::Linear(8, 4));
+  nn::Sequential wrong{nn::Conv2d(1, 2, 3), nn::Flatten(), nn::Linear(8, 4)};
   CHECK_THROWS_HG(nn::load(wrong, path), "1.running_mean");
   CHECK_THROWS_HG(nn::load(b, hg_test::temp_path("no_such_file.safetensors")), "no_such_file");
 
@@ -564,8 +575,8 @@ TEST_CASE("nn.serialize.hg_train_mlp_loads_into_torch") {
     return;
   }
   hg::manual_seed(0);
-  nn::Sequential mlp(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128), nn::ReLU(),
-                     nn::Linear(128, 10));
+  nn::Sequential mlp{nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128), nn::ReLU(),
+                     nn::Linear(128, 10)};
   const std::string dir = hg_test::temp_path("torch_interop");
   std::filesystem::create_directories(dir);
   nn::save(mlp, dir + "/mlp.safetensors");
@@ -578,8 +589,8 @@ TEST_CASE("nn.serialize.hg_train_mlp_loads_into_torch") {
   // writes a torch-initialised model and its output for the other direction.
   const std::string command = "/usr/bin/python3 " + std::string(HG_TEST_DIR) + "/load_into_torch.py " + dir;
   REQUIRE(std::system(command.c_str()) == 0);
-  nn::Sequential from_torch(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128), nn::ReLU(),
-                            nn::Linear(128, 10));
+  nn::Sequential from_torch{nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128), nn::ReLU(),
+                            nn::Linear(128, 10)};
   nn::load(from_torch, dir + "/torch_mlp.safetensors");
   const auto io = hg::load(dir + "/torch_io.safetensors");
   hg::NoGradGuard no_grad;

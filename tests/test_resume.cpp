@@ -46,8 +46,8 @@ struct Run {
   hg::amp::GradScaler scaler;
 
   explicit Run(uint64_t seed, int64_t in_features)
-      : model((hg::manual_seed(seed), nn::Sequential(nn::Flatten(), nn::Linear(in_features, 32), nn::ReLU(),
-                                                     nn::Dropout(0.2), nn::Linear(32, 10)))),
+      : model((hg::manual_seed(seed), nn::Sequential{nn::Flatten(), nn::Linear(in_features, 32), nn::ReLU(),
+                                                     nn::Dropout(0.2), nn::Linear(32, 10)})),
         opt(model.parameters(), {.lr = 0.05, .momentum = 0.9}),
         scaler({.init_scale = 1024, .growth_interval = 3}) {}
 

@@ -55,8 +55,8 @@ TEST_CASE("training.mlp_learns_fashion_mnist_subset" * doctest::skip(kNoData)) {
   const hg::data::MNIST subset = hg::data::FashionMNIST(hg::data::kFashionMnistRoot).head(2000);
   REQUIRE(subset.size() == 2000);
   hg::manual_seed(0);
-  nn::Sequential mlp(nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128), nn::ReLU(),
-                     nn::Linear(128, 10));
+  nn::Sequential mlp{nn::Flatten(), nn::Linear(784, 256), nn::ReLU(), nn::Linear(256, 128), nn::ReLU(),
+                     nn::Linear(128, 10)};
   hg::data::DataLoader loader(subset, {.batch_size = 64, .shuffle = true, .seed = 0});
   const std::vector<double> losses = train(mlp, loader, 200);
   for (double l : losses) REQUIRE(std::isfinite(l));
@@ -73,9 +73,9 @@ TEST_CASE("training.mlp_learns_fashion_mnist_subset" * doctest::skip(kNoData)) {
 TEST_CASE("training.cnn_loss_falls" * doctest::skip(kNoData)) {
   const hg::data::MNIST subset = hg::data::FashionMNIST(hg::data::kFashionMnistRoot).head(2000);
   hg::manual_seed(0);
-  nn::Sequential cnn(nn::Conv2d(1, 16, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d(2),
+  nn::Sequential cnn{nn::Conv2d(1, 16, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d(2),
                      nn::Conv2d(16, 32, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(),
-                     nn::Linear(32 * 7 * 7, 10));
+                     nn::Linear(32 * 7 * 7, 10)};
   hg::data::DataLoader loader(subset, {.batch_size = 64, .shuffle = true, .seed = 0});
   const std::vector<double> losses = train(cnn, loader, 30);
   for (double l : losses) REQUIRE(std::isfinite(l));

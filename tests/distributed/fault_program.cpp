@@ -48,7 +48,7 @@ bool contains(const std::string& text, const std::string& part) { return text.fi
 int train_until_failure(dist::ProcessGroup& pg, std::shared_ptr<dist::ProcessGroup> shared, const std::string& mode) {
   using namespace hg::nn;
   hg::manual_seed(3);
-  Sequential model(Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10));
+  Sequential model{Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10)};
   dist::DataParallel ddp(model, shared, {.bucket_cap_mb = 0.1});
   hg::optim::SGD opt(model.parameters(), {.lr = 0.01});
   int step = 0;

@@ -58,7 +58,7 @@ std::pair<Tensor, Tensor> batch(const std::vector<int64_t>& ids) {
 hg::nn::Sequential make_mlp(uint64_t seed = 7) {
   using namespace hg::nn;
   hg::manual_seed(seed);
-  return Sequential(Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10));
+  return Sequential{Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10)};
 }
 
 std::unique_ptr<hg::optim::Optimizer> make_optimizer(const std::string& name, const std::vector<Tensor>& params) {
@@ -405,9 +405,9 @@ TEST_CASE("distributed.ddp.sixteen_bit_models_are_reduced_in_f32") {
 TEST_CASE("distributed.ddp.different_models_on_the_ranks_are_an_error") {
   auto pg = group();
   using namespace hg::nn;
-  Sequential model = pg->rank() == 0 ? Sequential(Linear(4, 3), ReLU(), Linear(3, 2)) : Sequential(Linear(4, 3));
+  Sequential model = pg->rank() == 0 ? Sequential{Linear(4, 3), ReLU(), Linear(3, 2)} : Sequential{Linear(4, 3)};
   CHECK_THROWS_HG(dist::DataParallel(model, pg), "the ranks hold different models");
-  Sequential wider = Sequential(Linear(4, 3 + pg->rank()));
+  Sequential wider = Sequential{Linear(4, 3 + pg->rank())};
   CHECK_THROWS_HG(dist::DataParallel(wider, pg), "rank 1: 2 parameters, 0 buffers");
   CHECK_FALSE(pg->is_broken());
 }

@@ -53,7 +53,7 @@ struct TrainingSetup {
   hg::amp::GradScaler scaler{{.init_scale = 1024.0, .growth_interval = 2}};
 
   explicit TrainingSetup(OptimizerKind kind)
-      : model((hg::manual_seed(7), hg::nn::Sequential(hg::nn::Linear(4, 3), hg::nn::ReLU(), hg::nn::Linear(3, 2)))) {
+      : model((hg::manual_seed(7), hg::nn::Sequential{hg::nn::Linear(4, 3), hg::nn::ReLU(), hg::nn::Linear(3, 2)})) {
     if (kind == OptimizerKind::SGDMaster16) model.to(hg::bf16);
     const std::vector<hg::Tensor> params = model.parameters();
     switch (kind) {
