@@ -9,4 +9,4 @@ hg_install_missing gnuplot-nox
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DHG_CUDA=AUTO
 cmake --build build -j "$(nproc)" --target hg-train
-./build/examples/hg-train --model cnn --epochs 2 --precision auto --device auto --out runs/cnn "$@"
+./build/examples/hg-train --model cnn --epochs 2 --precision amp --device auto --out runs/cnn "$@"

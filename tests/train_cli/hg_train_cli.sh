@@ -144,6 +144,25 @@ case $case in
       ! ls $out/*.tmp.* >/dev/null 2>&1 || fail "temporaries left in $out"
       cmp $out/model.safetensors reference/model.safetensors || fail "the resumed model differs (every $every)"
     done ;;
+  # ---- the CPU level (issue 10) ---------------------------------------------------------------
+  cpu_level_cap_unknown)
+    HG_CPU_ISA=pentium4 expect_error "HG_CPU_ISA: unknown CPU level 'pentium4'; expected one of generic" "${quick[@]}" --max-steps 1 ;;
+  precision_auto_agrees_with_its_reason)
+    # The reason line and the run agree: "training in X" and "precision X" in the header.
+    expect_success "${quick[@]}" --max-steps 2 --epochs 1 --precision auto
+    chosen=$(sed -n 's/^hg-train: --precision auto: .*training in \(f32\|bf16\).*/\1/p' stdout)
+    [[ -n $chosen ]] || fail "no '--precision auto: ... training in f32|bf16' line"
+    grep -q "^hg-train: .*precision $chosen," stdout || fail "the run's precision is not the $chosen it announced" ;;
+  precision_auto_without_native_bf16_trains_f32)
+    HG_CPU_ISA=generic expect_success "${quick[@]}" --max-steps 2 --epochs 1 --precision auto
+    grep -q "has no native bf16 arithmetic: a bf16 GEMM runs at [0-9.]*x the f32 rate here .*training in f32" stdout ||
+      fail "expected the no-native-bf16 reason"
+    grep -q "^hg-train: .*precision f32,.*CPU level generic" stdout || fail "expected precision f32 at CPU level generic" ;;
+  precision_amp_is_bf16_on_the_cpu)
+    expect_success "${quick[@]}" --max-steps 2 --epochs 1 --precision amp
+    grep -q "^hg-train: --precision amp: bf16 autocast on the CPU .*runs at [0-9.]*x the f32 rate here" stdout ||
+      fail "expected the amp line"
+    grep -q "^hg-train: .*precision bf16," stdout || fail "expected precision bf16" ;;
   *)
     fail "unknown case" ;;
 esac
