@@ -7,6 +7,6 @@ cd "$(dirname "$0")/.."
 source scripts/deps.sh
 hg_install_missing gnuplot-nox
 
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DHG_CUDA=AUTO
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DHG_CUDA=AUTO -DHG_NATIVE=ON
 cmake --build build -j "$(nproc)" --target hg-train
 ./build/examples/hg-train --model cnn --epochs 2 --precision amp --device auto --out runs/cnn "$@"
