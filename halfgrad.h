@@ -20,6 +20,7 @@
 // nn/, optim/, data/, distributed/. docs/architecture.md walks through them.
 #pragma once
 
+#include "core/checkpoint.h"
 #include "core/cpu_features.h"
 #include "core/determinism.h"
 #include "core/device.h"
