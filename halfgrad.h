@@ -57,8 +57,10 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "amp/gradient_histogram.h"
 #include "amp/precision_report.h"
 #include "amp/policy.h"
+#include "amp/shadow_check.h"
 
 #include "nn/nn.h"
 #include "optim/optim.h"
