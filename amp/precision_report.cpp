@@ -104,7 +104,7 @@ void PrecisionReport::print(std::ostream& os) const {
   table << rows_.size() << " distinct op rows; " << casts << " casts allocating " << bytes << " bytes; " << hits
         << " casts saved by the weight-cast cache\n";
   if (shadow)
-    table << "shadow errors: |16-bit - f32 re-run| / max(|f32|, smallest normal), in epsilons of the autocast dtype ("
+    table << "shadow errors: |16-bit - f32 re-run| / max(|f32|, RMS of the f32 output), in epsilons of the autocast dtype ("
           << shadow_epsilon << "); \"-\": no output to compare (composite or non-differentiable op)\n";
   os << table.str();
 }

@@ -22,15 +22,16 @@
 namespace hg::amp {
 
 // How far an op's outputs were from its f32 re-run (amp::ShadowCheck), over every call of a row.
-// Errors are relative (|low - f32| / max(|f32|, the low dtype's smallest normal)) and counted in
-// units of the low dtype's epsilon (the spacing above 1: 2^-10 for f16, 2^-7 for bf16), so 0.5
-// is one correct rounding.
+// Errors are relative -- |low - f32| / max(|f32|, RMS of the f32 output), so that elements near 0
+// are measured against the output's typical size -- and counted in units of the low dtype's
+// epsilon (the spacing above 1: 2^-10 for f16, 2^-7 for bf16): 0.5 is one correct rounding.
 struct ShadowError {
   int64_t elements = 0;         // output elements compared
   double max_error = 0;         // in epsilons
   double sum_error = 0;         // in epsilons, summed over elements (mean = sum / elements)
   int64_t overflows = 0;        // inf in the 16-bit output where the f32 output is finite
-  int64_t flushed_to_zero = 0;  // 0 in the 16-bit output where the f32 output is not
+  int64_t flushed_to_zero = 0;  // 0 in the 16-bit output where the f32 output is not (underflow,
+                                // or a fused ReLU whose input changed sign)
   double mean_error() const { return elements ? sum_error / double(elements) : 0.0; }
   void merge(const ShadowError& other);
 };

@@ -66,6 +66,11 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
       .add("trainer", counters_);
   checkpoint_.set_metadata("written_by", "hg-train").set_metadata("precision", config_.precision);
   checkpoint_.require_metadata("model", config_.model);
+  if (!config_.step_log.empty() && writes_diagnostics()) {
+    step_log_ = std::make_unique<std::ofstream>(config_.step_log);
+    HG_CHECK(step_log_->good(), "--log-steps ", config_.step_log, ": cannot write there");
+    *step_log_ << "step,epoch,loss,scale,applied\n";
+  }
 }
 
 EpochMetrics Trainer::run_epoch(bool show_progress) {
@@ -106,7 +111,14 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     }
     if (m.steps == 1) m.activation_bytes = hg::memory::allocated(device) - before;  // step 0 warms caches
     scaler_.scale(loss).backward();
-    scaler_.step_async(*optimizer_);
+    if (!config_.gradient_histogram.empty()) histogram_.add(*optimizer_, scaler_);
+    if (step_log_) {  // the step's result is read on the host: a wait per step on a GPU
+      const hg::amp::StepResult result = scaler_.step(*optimizer_);
+      *step_log_ << counters_.step + 1 << ',' << m.epoch << ',' << loss.item<double>() << ',' << result.scale << ','
+                 << int(result.applied) << '\n';
+    } else {
+      scaler_.step_async(*optimizer_);
+    }
     scaler_.update();
     m.step_peak_bytes = std::max(m.step_peak_bytes, hg::memory::peak_allocated(device) - before);
     epoch_peak = std::max(epoch_peak, hg::memory::peak_allocated(device));
@@ -147,6 +159,8 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   ++counters_.epoch;
   counters_.epoch_step = 0;
   if (writes_files()) save_checkpoint(config_.checkpoint_path);
+  if (!config_.gradient_histogram.empty() && writes_diagnostics()) histogram_.write_csv(config_.gradient_histogram);
+  if (step_log_) step_log_->flush();
   return m;
 }
 

@@ -4,6 +4,7 @@
 //   f16:  Autocast(f16) around forward + loss, GradScaler (dynamic loss scaling)
 //   bf16: Autocast(bf16), no scaling (bf16 has f32's exponent range)
 #pragma once
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -29,6 +30,12 @@ struct TrainConfig {
   // checkpoint_every > 0, every that many steps, so an interrupted run loses little.
   std::string checkpoint_path;
   int64_t checkpoint_every = 0;
+  // Diagnostics for docs/amp.md's figures (empty: off). step_log: one CSV line per step (loss,
+  // loss scale, applied or skipped); it makes each step wait for its result. gradient_histogram:
+  // the exponent histogram of every gradient before/after unscaling (amp::GradientHistogram),
+  // over the whole run, rewritten at the end of each epoch.
+  std::string step_log;
+  std::string gradient_histogram;
   // Data-parallel training (under mpirun): each rank trains on its shard with batch_size samples
   // per step, so the global batch is batch_size * world_size. Null: one process.
   std::shared_ptr<hg::distributed::ProcessGroup> group;
@@ -82,6 +89,7 @@ class Trainer {
   hg::data::DataLoader loader_;
   std::unique_ptr<hg::distributed::DataParallel> ddp_;  // set when config.group is
   // Checkpoints are written by one process: rank 0 of a distributed run.
+  bool writes_diagnostics() const { return !config_.group || config_.group->rank() == 0; }
   bool writes_files() const { return !config_.checkpoint_path.empty() && (!config_.group || config_.group->rank() == 0); }
   bool autocast_;
   hg::DType autocast_dtype_;
@@ -97,6 +105,8 @@ class Trainer {
   };
   Counters counters_;
   hg::Checkpoint checkpoint_;
+  std::unique_ptr<std::ofstream> step_log_;
+  hg::amp::GradientHistogram histogram_;
 };
 
 hg::DType precision_dtype(const std::string& precision);
