@@ -78,6 +78,15 @@ double GradientHistogram::fraction_at_or_above(Stage stage, int exponent) const 
   return double(above) / double(n);
 }
 
+double GradientHistogram::nonzero_fraction_below(Stage stage, int exponent) const {
+  int64_t nonzero = 0, below = 0;
+  for (int e = kMinExponent; e <= kMaxExponent; ++e) {
+    nonzero += count(stage, e);
+    if (e < exponent) below += count(stage, e);
+  }
+  return nonzero ? double(below) / double(nonzero) : 0.0;
+}
+
 void GradientHistogram::print(std::ostream& os) const {
   std::ostringstream t;
   int lo = kMaxExponent, hi = kMinExponent;
@@ -99,12 +108,13 @@ void GradientHistogram::print(std::ostream& os) const {
   }
   t << std::setprecision(4) << "zeros: " << zeros(Stage::BeforeUnscale) << " before, " << zeros(Stage::AfterUnscale)
     << " after; inf/NaN: " << nonfinite(Stage::BeforeUnscale) << " before, " << nonfinite(Stage::AfterUnscale) << " after\n"
-    << "below 2^-24 (f16 flushes to 0): " << 100 * fraction_below(Stage::BeforeUnscale, -24) << "% before unscaling, "
-    << 100 * fraction_below(Stage::AfterUnscale, -24) << "% after; in f16 subnormals [2^-24, 2^-14): "
-    << 100 * (fraction_below(Stage::BeforeUnscale, -14) - fraction_below(Stage::BeforeUnscale, -24)) << "% before, "
-    << 100 * (fraction_below(Stage::AfterUnscale, -14) - fraction_below(Stage::AfterUnscale, -24)) << "% after; "
-    << ">= 2^16 (f16 inf): " << 100 * fraction_at_or_above(Stage::BeforeUnscale, 16) << "% before; "
-    << "below 2^-133 (bf16 flushes to 0): " << 100 * fraction_below(Stage::AfterUnscale, -133) << "% after\n";
+    << "of the nonzero values, below 2^-24 (f16 flushes them to 0): " << 100 * nonzero_fraction_below(Stage::BeforeUnscale, -24)
+    << "% before unscaling, " << 100 * nonzero_fraction_below(Stage::AfterUnscale, -24) << "% after; in f16's subnormal "
+    << "range [2^-24, 2^-14): " << 100 * (nonzero_fraction_below(Stage::BeforeUnscale, -14) -
+                                         nonzero_fraction_below(Stage::BeforeUnscale, -24))
+    << "% before, " << 100 * (nonzero_fraction_below(Stage::AfterUnscale, -14) - nonzero_fraction_below(Stage::AfterUnscale, -24))
+    << "% after; >= 2^16 (f16 inf): " << 100 * fraction_at_or_above(Stage::BeforeUnscale, 16) << "% of all before; "
+    << "below 2^-133 (bf16 flushes them to 0): " << 100 * nonzero_fraction_below(Stage::AfterUnscale, -133) << "% after\n";
   os << t.str();
 }
 

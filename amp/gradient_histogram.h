@@ -44,6 +44,9 @@ class GradientHistogram {
   // The share of all values (exact zeros included) with |g| < 2^exponent, or >= 2^exponent.
   double fraction_below(Stage stage, int exponent) const;
   double fraction_at_or_above(Stage stage, int exponent) const;
+  // The share of the nonzero finite values with |g| < 2^exponent. (Exact zeros are often
+  // structural -- the gradient of a weight that met a ReLU's zeros -- and zero in f32 too.)
+  double nonzero_fraction_below(Stage stage, int exponent) const;
   int64_t additions() const { return additions_; }
 
   void print(std::ostream& os) const;  // bins with counts and bars, ranges marked, then a summary

@@ -174,7 +174,7 @@ bool show_histogram(const ToyRun& scaled, const std::string& csv_dir) {
             << "   x 65536; A: unscaled, what the optimizer uses). f16 flushes everything left of 2^-24 to 0.\n";
   h.print(std::cout);
   if (!csv_dir.empty()) h.write_csv(csv_dir + "/lesson05_gradient_histogram.csv");
-  const double lost_unscaled = h.fraction_below(Stage::AfterUnscale, -24);
+  const double lost_unscaled = h.fraction_below(Stage::AfterUnscale, -24);  // exact zeros included
   const double lost_scaled = h.fraction_below(Stage::BeforeUnscale, -24);
   std::cout << "   Without the scale " << 100 * lost_unscaled << "% of these gradient values would be 0 in f16; with it "
             << 100 * lost_scaled << "% are (the " << h.zeros(Stage::BeforeUnscale)

@@ -32,6 +32,7 @@ TEST_CASE("amp.gradient_histogram.bins_known_values_before_and_after_unscaling")
   CHECK(h.fraction_below(Stage::BeforeUnscale, -24) == doctest::Approx(2.0 / 6));
   CHECK(h.fraction_below(Stage::AfterUnscale, -10) == doctest::Approx(3.0 / 6));
   CHECK(h.fraction_at_or_above(Stage::BeforeUnscale, 0) == doctest::Approx(2.0 / 6));
+  CHECK(h.nonzero_fraction_below(Stage::BeforeUnscale, -24) == doctest::Approx(1.0 / 4));  // 2^-30 of 4 nonzero finite
   CHECK(h.additions() == 1);
 }
 
@@ -75,7 +76,8 @@ TEST_CASE("amp.gradient_histogram.scaling_lifts_tiny_gradients_out_of_the_f16_ze
 
   std::ostringstream os;
   h.print(os);
-  CHECK(os.str().find("below 2^-24 (f16 flushes to 0): 0% before unscaling") != std::string::npos);
+  CHECK(os.str().find("of the nonzero values, below 2^-24 (f16 flushes them to 0): 0% before unscaling, 100% after")
+        != std::string::npos);
   const std::string path = hg_test::temp_path("gradient_histogram.csv");
   h.write_csv(path);
   std::ifstream in(path);

@@ -250,6 +250,9 @@ int run(int argc, char** argv) {
       ->check(non_negative);
   app.add_flag("--compare", compare, "train in f32, f16 and bf16 and print one comparison table");
   std::string compare_csv;
+  app.add_option("--growth-interval", config.growth_interval,
+                 "f16: clean steps before the GradScaler doubles the scale (PyTorch's default 2000)")
+      ->check(positive)->capture_default_str();
   app.add_option("--compare-csv", compare_csv, "with --compare: also write the table as CSV to this file");
   app.add_option("--log-steps", config.step_log,
                  "write each step's loss, loss scale and whether it applied to this CSV file (with --compare: one "

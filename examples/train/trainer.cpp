@@ -46,7 +46,7 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
       train_set_(train),
       test_set_(test),
       model_((hg::manual_seed(config_.seed), make_model(config_.model))),
-      scaler_({.enabled = config_.precision == "f16"}),
+      scaler_({.growth_interval = config_.growth_interval, .enabled = config_.precision == "f16"}),
       stats_(checked_statistics(config_, train_set_, test_set_)),
       loader_(train_set_, {.batch_size = config_.batch_size, .shuffle = true, .seed = config_.seed, .mean = stats_.mean,
                            .std = stats_.std, .num_replicas = world_size(config_), .rank = rank(config_)}),

@@ -24,6 +24,7 @@ struct TrainConfig {
   uint64_t seed = 0;
   hg::Device device = hg::Device::cpu();
   int64_t max_steps_per_epoch = 0;  // 0: whole epochs
+  int64_t growth_interval = 2000;   // f16: the GradScaler grows the scale after this many clean steps
   // Inputs are normalised with the training set's pixel statistics (computed at start).
   bool normalize = true;
   // Where run_epoch writes its checkpoint (empty: nowhere): at the end of every epoch and, when
