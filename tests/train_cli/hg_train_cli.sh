@@ -110,6 +110,11 @@ case $case in
   compare_refuses_out_and_resume)
     expect_error "--compare .* cannot be combined with --out" "${quick[@]}" --compare --out run
     expect_error "--compare .* cannot be combined" "${quick[@]}" --compare --resume x.safetensors ;;
+  compare_csv_needs_compare)
+    expect_error "--compare-csv needs --compare" "${quick[@]}" --compare-csv c.csv ;;
+  step_log_not_writable)  # refused before any training
+    expect_error "--log-steps /nonexistent-dir/steps.csv: cannot write there" "${quick[@]}" \
+      --log-steps /nonexistent-dir/steps.csv ;;
   checkpoint_every_needs_out)
     expect_error "--checkpoint-every needs --out" "${quick[@]}" --checkpoint-every 5 ;;
   empty_test_set)
