@@ -14,6 +14,7 @@
 // backward twice. The random generator is rewound for the second run (same dropout masks) and
 // left where the autocast run left it. Pass the tensors a forward updates in place (batch_norm's
 // running statistics: model.buffers()) as `restore`, so that they are updated once, not twice.
+// The check keeps its own report: a PrecisionReport open around run() does not see these ops.
 // (PyTorch has no such tool.)
 #pragma once
 #include <functional>
