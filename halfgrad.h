@@ -20,6 +20,7 @@
 // nn/, optim/, data/, distributed/. docs/architecture.md walks through them.
 #pragma once
 
+#include "core/checkpoint.h"
 #include "core/cpu_features.h"
 #include "core/determinism.h"
 #include "core/device.h"
@@ -56,8 +57,10 @@
 
 #include "amp/autocast.h"
 #include "amp/grad_scaler.h"
+#include "amp/gradient_histogram.h"
 #include "amp/precision_report.h"
 #include "amp/policy.h"
+#include "amp/shadow_check.h"
 
 #include "nn/nn.h"
 #include "optim/optim.h"

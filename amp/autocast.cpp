@@ -2,6 +2,7 @@
 #include "amp/autocast.h"
 
 #include <unordered_map>
+#include <utility>
 
 #include "amp/precision_report.h"
 #include "autograd/grad_mode.h"
@@ -25,6 +26,7 @@ struct AutocastState {
 };
 
 thread_local AutocastState t_state;
+thread_local detail::PrepareObserver* t_prepare_observer = nullptr;
 
 // PyTorch's rule: only f32 leaves that require grad are worth caching (weights), and only while
 // recording: a cast made under NoGradGuard has no graph and must not be reused with one.
@@ -88,7 +90,9 @@ Autocast::~Autocast() {
 
 namespace detail {
 
-bool active() { return is_enabled() || current_report() != nullptr; }
+bool active() { return is_enabled() || current_report() != nullptr || t_prepare_observer != nullptr; }
+
+PrepareObserver* set_prepare_observer(PrepareObserver* observer) { return std::exchange(t_prepare_observer, observer); }
 
 size_t cache_size() { return t_state.cache.size(); }
 
@@ -102,6 +106,7 @@ std::vector<DType> floating_dtypes(std::span<Tensor> inputs) {
 }  // namespace
 
 void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
+  if (t_prepare_observer != nullptr) t_prepare_observer->arrived(op, inputs);
   PrecisionReport* report = current_report();
   const std::vector<DType> arrived = report ? floating_dtypes(inputs) : std::vector<DType>{};
   CastCount count;
@@ -134,8 +139,9 @@ void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
     DType compute = ran.empty() ? f32 : ran.front();
     for (DType d : ran) compute = promote_types(compute, d);
     const DType output = op == "argmax" ? i64 : compute;
-    report->record({std::string(op), fired, arrived, compute, output, 1, count.casts, count.bytes, count.hits});
+    report->record({std::string(op), fired, arrived, compute, output, 1, count.casts, count.bytes, count.hits, false, {}});
   }
+  if (t_prepare_observer != nullptr) t_prepare_observer->prepared(op, inputs);
 }
 
 void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype) {
@@ -143,7 +149,7 @@ void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype) {
   const std::vector<DType> arrived = report ? floating_dtypes(inputs) : std::vector<DType>{};
   CastCount count;
   for (Tensor& t : inputs) t = cast(t, dtype, count);
-  if (report) report->record({std::string(op), "cast_inputs", arrived, dtype, dtype, 1, count.casts, count.bytes, count.hits});
+  if (report) report->record({std::string(op), "cast_inputs", arrived, dtype, dtype, 1, count.casts, count.bytes, count.hits, false, {}});
 }
 
 }  // namespace detail

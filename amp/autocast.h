@@ -42,6 +42,18 @@ void prepare_inputs(std::string_view op, std::span<Tensor> inputs);
 // records the row ("cast_inputs" policy) in an active PrecisionReport.
 void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype);
 size_t cache_size();  // entries in this thread's weight-cast cache (for tests)
+
+// amp::ShadowCheck's view of prepare (amp/shadow_check.cpp): it sees each op's floating inputs as
+// they arrive and may replace them (the f32 re-run feeds every op the inputs of its autocast
+// run), then sees them as the op will compute with them. While one is installed, prepare runs
+// even outside autocast.
+class PrepareObserver {
+ public:
+  virtual ~PrepareObserver() = default;
+  virtual void arrived(std::string_view op, std::span<Tensor> inputs) = 0;
+  virtual void prepared(std::string_view op, std::span<const Tensor> inputs) = 0;
+};
+PrepareObserver* set_prepare_observer(PrepareObserver* observer);  // returns the previous one
 }  // namespace detail
 
 // Step 2 of every op: returns the inputs cast by `op`'s policy (undefined tensors pass through).

@@ -1,10 +1,12 @@
 // PrecisionReport: recording, the text table and the CSV.
 #include "amp/precision_report.h"
 
+#include <algorithm>
 #include <fstream>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
+#include <utility>
 
 #include "core/error.h"
 
@@ -28,7 +30,39 @@ PrecisionReport* current_report() { return t_report; }
 }  // namespace detail
 
 PrecisionReport::PrecisionReport() : previous_(t_report) { t_report = this; }
-PrecisionReport::~PrecisionReport() { t_report = previous_; }
+PrecisionReport::PrecisionReport(NotRecording) : previous_(nullptr), recording_(false) {}
+PrecisionReport::~PrecisionReport() {
+  if (recording_) t_report = previous_;
+}
+
+namespace detail {
+PauseReports::PauseReports() : paused_(std::exchange(t_report, nullptr)) {}
+PauseReports::~PauseReports() { t_report = paused_; }
+}  // namespace detail
+
+void ShadowError::merge(const ShadowError& other) {
+  elements += other.elements;
+  max_error = std::max(max_error, other.max_error);
+  sum_error += other.sum_error;
+  overflows += other.overflows;
+  flushed_to_zero += other.flushed_to_zero;
+}
+
+void PrecisionReport::add_shadow(const std::string& op, const std::vector<DType>& inputs, DType compute,
+                                 const ShadowError& error) {
+  for (Row& r : rows_) {
+    if (r.op == op && r.inputs == inputs && r.compute == compute) {
+      r.has_shadow = true;
+      r.shadow.merge(error);
+      return;
+    }
+  }
+  HG_FAIL("PrecisionReport::add_shadow: no row for op '", op, "' computing in ", compute);
+}
+
+bool PrecisionReport::has_shadow() const {
+  return std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return r.has_shadow; });
+}
 
 void PrecisionReport::record(Row row) {
   for (Row& r : rows_) {
@@ -48,26 +82,50 @@ void PrecisionReport::print(std::ostream& os) const {
   std::ostringstream table;
   table << std::left << std::setw(14) << "op" << std::setw(9) << "policy" << std::setw(20) << "inputs" << std::setw(9)
         << "compute" << std::setw(8) << "output" << std::right << std::setw(7) << "calls" << std::setw(7) << "casts"
-        << std::setw(13) << "cast bytes" << std::setw(12) << "cache hits" << '\n';
+        << std::setw(13) << "cast bytes" << std::setw(12) << "cache hits";
+  const bool shadow = has_shadow();
+  if (shadow) table << std::setw(11) << "max err" << std::setw(10) << "mean err" << std::setw(10) << "overflow"
+                    << std::setw(9) << "flushed";
+  table << '\n';
   int64_t casts = 0, bytes = 0, hits = 0;
   for (const Row& r : rows_) {
     table << std::left << std::setw(14) << r.op << std::setw(9) << r.policy << std::setw(20) << dtype_list(r.inputs, ",")
           << std::setw(9) << dtype_name(r.compute) << std::setw(8) << dtype_name(r.output) << std::right << std::setw(7)
-          << r.calls << std::setw(7) << r.casts << std::setw(13) << r.cast_bytes << std::setw(12) << r.cache_hits << '\n';
+          << r.calls << std::setw(7) << r.casts << std::setw(13) << r.cast_bytes << std::setw(12) << r.cache_hits;
+    if (shadow && r.has_shadow)
+      table << std::fixed << std::setprecision(3) << std::setw(11) << r.shadow.max_error << std::setw(10)
+            << r.shadow.mean_error() << std::defaultfloat << std::setw(10) << r.shadow.overflows << std::setw(9)
+            << r.shadow.flushed_to_zero;
+    else if (shadow)
+      table << std::setw(11) << "-" << std::setw(10) << "-" << std::setw(10) << "-" << std::setw(9) << "-";
+    table << '\n';
     casts += r.casts, bytes += r.cast_bytes, hits += r.cache_hits;
   }
   table << rows_.size() << " distinct op rows; " << casts << " casts allocating " << bytes << " bytes; " << hits
         << " casts saved by the weight-cast cache\n";
+  if (shadow)
+    table << "shadow errors: |16-bit - f32 re-run| / max(|f32|, RMS of the f32 output), in epsilons of the autocast dtype ("
+          << shadow_epsilon << "); \"-\": no output to compare (composite or non-differentiable op)\n";
   os << table.str();
 }
 
 void PrecisionReport::write_csv(const std::string& path) const {
   std::ofstream out(path);
   HG_CHECK(out.good(), "PrecisionReport::write_csv: cannot write \"", path, "\"");
-  out << "op,policy,inputs,compute,output,calls,casts,cast_bytes,cache_hits\n";
-  for (const Row& r : rows_)
+  const bool shadow = has_shadow();
+  out << "op,policy,inputs,compute,output,calls,casts,cast_bytes,cache_hits";
+  if (shadow) out << ",shadow_elements,max_error_eps,mean_error_eps,overflows,flushed_to_zero";
+  out << '\n';
+  for (const Row& r : rows_) {
     out << r.op << ',' << r.policy << ',' << dtype_list(r.inputs, " ") << ',' << dtype_name(r.compute) << ','
-        << dtype_name(r.output) << ',' << r.calls << ',' << r.casts << ',' << r.cast_bytes << ',' << r.cache_hits << '\n';
+        << dtype_name(r.output) << ',' << r.calls << ',' << r.casts << ',' << r.cast_bytes << ',' << r.cache_hits;
+    if (shadow && r.has_shadow)
+      out << ',' << r.shadow.elements << ',' << r.shadow.max_error << ',' << r.shadow.mean_error() << ','
+          << r.shadow.overflows << ',' << r.shadow.flushed_to_zero;
+    else if (shadow)
+      out << ",0,,,,";
+    out << '\n';
+  }
   HG_CHECK(out.good(), "PrecisionReport::write_csv: write to \"", path, "\" failed");
 }
 

@@ -1,5 +1,8 @@
 // Graph nodes, saved tensors and recording.
 #include "autograd/node.h"
+
+#include <utility>
+
 #include "ops/elementwise.h"
 
 #include "autograd/anomaly.h"
@@ -116,7 +119,14 @@ std::shared_ptr<Node> gradient_edge(const Tensor& t) {
   return accumulator;
 }
 
+namespace {
+thread_local OutputObserver* t_output_observer = nullptr;
+}  // namespace
+
+OutputObserver* set_output_observer(OutputObserver* observer) { return std::exchange(t_output_observer, observer); }
+
 void record(std::string name, Tensor& output, const std::vector<Tensor>& inputs, Node::Backward backward) {
+  if (t_output_observer != nullptr) t_output_observer->on_output(name, output);
   if (!needs_grad(inputs)) return;
   std::vector<std::shared_ptr<Node>> next;
   next.reserve(inputs.size());

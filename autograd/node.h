@@ -90,6 +90,16 @@ class AccumulateGrad : public Node {
 bool needs_grad(const std::vector<Tensor>& inputs);
 // The node a gradient for `t` flows into: its grad_fn, a leaf's AccumulateGrad, or null.
 std::shared_ptr<Node> gradient_edge(const Tensor& t);
+// Watching op outputs (amp::ShadowCheck pairs each op's output with its f32 re-run's): while an
+// observer is installed on this thread, record() first hands it every op's name and output,
+// whether or not the op needs grad. One pointer test per op when none is installed.
+class OutputObserver {
+ public:
+  virtual ~OutputObserver() = default;
+  virtual void on_output(std::string_view op, const Tensor& output) = 0;
+};
+OutputObserver* set_output_observer(OutputObserver* observer);  // returns the previous one
+
 // Attaches `output` to the graph when needs_grad(inputs); otherwise does nothing.
 void record(std::string name, Tensor& output, const std::vector<Tensor>& inputs, Node::Backward backward);
 

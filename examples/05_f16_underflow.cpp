@@ -10,9 +10,13 @@
 //   2. a toy model whose true gradients are ~1e-8, trained in f32, in pure f16, and in pure f16
 //      with a GradScaler (f32 master weights in the optimizer for both f16 runs);
 //   3. the GradScaler's dynamic scale over 40 steps: backoffs when scaled gradients overflow
-//      f16's maximum (65504), growth after a run of clean steps.
+//      f16's maximum (65504), growth after a run of clean steps;
+//   4. the picture behind it all: hg::amp::GradientHistogram of the scaled run's gradients, bin by
+//      base-2 exponent, before unscaling (x 65536) and after, beside f16's zero/subnormal/normal
+//      zones. (With --csv DIR it writes the histogram; scripts/figures.sh plots it.)
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <vector>
@@ -48,6 +52,7 @@ struct ToyRun {
   double tiny_first = 0, tiny_last = 0;       // the scaler's diagnostic at the first and last step
   std::vector<float> first_grad;             // the step-0 weight gradient, unscaled (f32 runs: the truth)
   bool f16 = false;
+  hg::amp::GradientHistogram histogram;      // every step's gradients, before and after unscaling
 };
 
 // Adam on a bias-free Linear(64, 1) started at zero. dtype f16 makes the model pure f16 (weights,
@@ -67,6 +72,7 @@ ToyRun train_toy(const ToyData& data, hg::DType dtype, double scale, int steps) 
     // The loss in f32, as autocast would do it (mse_loss's policy is F32): its value is ~1e-8.
     const hg::Tensor loss = hg::mse_loss(model(x).to(hg::f32), data.target);
     scaler.scale(loss).backward();
+    run.histogram.add(opt, scaler);
     const std::vector<float> grad = model.weight.grad().to_vector<float>();  // still scaled
     run.zero_grads += std::count(grad.begin(), grad.end(), 0.0f);
     run.grad_elements += int64_t(grad.size());
@@ -160,15 +166,33 @@ bool show_scale_trajectory(const ToyData& data, const ToyRun& fixed_scale_run) {
   return backoffs >= 3 && growths >= 2 && skipped == backoffs && tiny_fraction < 0.05;
 }
 
+// 4. The histogram of the x65536 run's gradients over its 100 steps.
+bool show_histogram(const ToyRun& scaled, const std::string& csv_dir) {
+  using Stage = hg::amp::GradientHistogram::Stage;
+  const hg::amp::GradientHistogram& h = scaled.histogram;
+  std::cout << "4. Where the gradients of the f16 x 65536 run sit, bin by base-2 exponent (B: as backward left them,\n"
+            << "   x 65536; A: unscaled, what the optimizer uses). f16 flushes everything left of 2^-24 to 0.\n";
+  h.print(std::cout);
+  if (!csv_dir.empty()) h.write_csv(csv_dir + "/lesson05_gradient_histogram.csv");
+  const double lost_unscaled = h.fraction_below(Stage::AfterUnscale, -24);  // exact zeros included
+  const double lost_scaled = h.fraction_below(Stage::BeforeUnscale, -24);
+  std::cout << "   Without the scale " << 100 * lost_unscaled << "% of these gradient values would be 0 in f16; with it "
+            << 100 * lost_scaled << "% are (the " << h.zeros(Stage::BeforeUnscale)
+            << " elements that underflowed even x 65536, late in the run).\n\n";
+  return lost_unscaled > 0.9 && lost_scaled < 0.5 && h.fraction_at_or_above(Stage::BeforeUnscale, 16) == 0.0;
+}
+
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
+  const std::string csv_dir = argc == 3 && std::strcmp(argv[1], "--csv") == 0 ? argv[2] : "";
   std::cout << std::setprecision(4);
   bool ok = show_underflow_line();
   const ToyData data = make_data();
   ToyRun scaled;
   ok = show_three_runs(data, scaled) && ok;
   ok = show_scale_trajectory(data, scaled) && ok;
+  ok = show_histogram(scaled, csv_dir) && ok;
   std::cout << (ok ? "f16_underflow: all checks passed\n" : "f16_underflow: CHECK FAILED\n");
   return ok ? 0 : 1;
 }

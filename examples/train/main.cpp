@@ -138,15 +138,26 @@ int run_single(const TrainConfig& config, const hg::data::MNIST& train, const hg
 }
 
 // --compare: the same model, seed and data in f32, f16 + GradScaler and bf16, side by side.
-int run_compare(TrainConfig config, const hg::data::MNIST& train, const hg::data::MNIST& test) {
+// "runs/steps.csv" + "f16" -> "runs/steps_f16.csv" (--compare writes one file per precision).
+std::string with_suffix(const std::string& path, const std::string& suffix) {
+  if (path.empty()) return path;
+  const std::filesystem::path p(path);
+  return (p.parent_path() / (p.stem().string() + "_" + suffix + p.extension().string())).string();
+}
+
+int run_compare(TrainConfig config, const hg::data::MNIST& train, const hg::data::MNIST& test,
+                const std::string& csv_path) {
   struct Row {
     std::string precision;
     EpochMetrics last;
     int64_t skipped = 0;
   };
   std::vector<Row> rows;
+  const TrainConfig base = config;
   for (const char* precision : {"f32", "f16", "bf16"}) {
     config.precision = precision;
+    config.step_log = with_suffix(base.step_log, precision);
+    config.gradient_histogram = with_suffix(base.gradient_histogram, precision);
     hg_train::Trainer trainer(config, train, test);
     Row row{precision, {}, 0};
     double samples_per_s = 0;
@@ -177,6 +188,19 @@ int run_compare(TrainConfig config, const hg::data::MNIST& train, const hg::data
   }
   std::printf("(peak memory: the most held during training, dataset included; step peak: the most one training step "
               "allocated above what was live before it; saved for backward: what the graph held after the forward)\n");
+  if (!csv_path.empty()) {
+    std::ofstream csv(csv_path);
+    csv << "precision,isa,threads,batch_size,samples_per_s,peak_bytes,step_peak_bytes,activation_bytes,final_loss,"
+           "test_accuracy,skipped,final_scale\n";
+    for (const Row& r : rows)
+      csv << r.precision << ',' << hg::cpu::isa_name(hg::cpu::isa()) << ',' << hg::get_num_threads() << ','
+          << config.batch_size << ',' << r.last.samples_per_s << ',' << r.last.peak_bytes << ',' << r.last.step_peak_bytes
+          << ',' << r.last.activation_bytes << ',' << r.last.train_loss << ',' << r.last.test_accuracy << ',' << r.skipped
+          << ',' << r.last.scale << '\n';
+    csv.close();
+    HG_CHECK(csv, "--compare-csv ", csv_path, ": writing failed");
+    std::printf("wrote %s\n", csv_path.c_str());
+  }
   return 0;
 }
 
@@ -226,6 +250,17 @@ int run(int argc, char** argv) {
   app.add_option("--max-steps", config.max_steps_per_epoch, "stop each epoch after N steps (0: full epochs)")
       ->check(non_negative);
   app.add_flag("--compare", compare, "train in f32, f16 and bf16 and print one comparison table");
+  std::string compare_csv;
+  app.add_option("--growth-interval", config.growth_interval,
+                 "f16: clean steps before the GradScaler doubles the scale (PyTorch's default 2000)")
+      ->check(positive)->capture_default_str();
+  app.add_option("--compare-csv", compare_csv, "with --compare: also write the table as CSV to this file");
+  app.add_option("--log-steps", config.step_log,
+                 "write each step's loss, loss scale and whether it applied to this CSV file (with --compare: one "
+                 "file per precision, e.g. steps_f16.csv)");
+  app.add_option("--gradient-histogram", config.gradient_histogram,
+                 "write the base-2 exponent histogram of all gradients, before and after unscaling, to this CSV file "
+                 "(with --compare: one per precision)");
   bool distributed = false;
   app.add_flag("--distributed", distributed,
                "data-parallel over the processes mpirun started (automatic when mpirun starts more than one)");
@@ -272,7 +307,8 @@ int run(int argc, char** argv) {
   hg::data::MNIST train = hg::data::FashionMNIST(data_root, {.train = true});
   const hg::data::MNIST test = hg::data::FashionMNIST(data_root, {.train = false});
   if (train_limit > 0) train = train.head(train_limit);
-  return compare ? run_compare(config, train, test) : run_single(config, train, test, out, resume);
+  HG_CHECK(compare || compare_csv.empty(), "--compare-csv needs --compare");
+  return compare ? run_compare(config, train, test, compare_csv) : run_single(config, train, test, out, resume);
 }
 
 }  // namespace

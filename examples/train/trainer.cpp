@@ -46,7 +46,7 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
       train_set_(train),
       test_set_(test),
       model_((hg::manual_seed(config_.seed), make_model(config_.model))),
-      scaler_({.enabled = config_.precision == "f16"}),
+      scaler_({.growth_interval = config_.growth_interval, .enabled = config_.precision == "f16"}),
       stats_(checked_statistics(config_, train_set_, test_set_)),
       loader_(train_set_, {.batch_size = config_.batch_size, .shuffle = true, .seed = config_.seed, .mean = stats_.mean,
                            .std = stats_.std, .num_replicas = world_size(config_), .rank = rank(config_)}),
@@ -60,16 +60,27 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
   }
   optimizer_ = make_optimizer(config_, model_.parameters());
   scaler_.set_parameter_names(model_.named_parameters());
+  counters_.world_size = world_size(config_);
+  counters_.batches_per_epoch = loader_.num_batches();
+  checkpoint_.add("model", model_).add("optimizer", *optimizer_).add("scaler", scaler_).add("loader", loader_)
+      .add("trainer", counters_);
+  checkpoint_.set_metadata("written_by", "hg-train").set_metadata("precision", config_.precision);
+  checkpoint_.require_metadata("model", config_.model);
+  if (!config_.step_log.empty() && writes_diagnostics()) {
+    step_log_ = std::make_unique<std::ofstream>(config_.step_log);
+    HG_CHECK(step_log_->good(), "--log-steps ", config_.step_log, ": cannot write there");
+    *step_log_ << "step,epoch,loss,scale,applied\n";
+  }
 }
 
 EpochMetrics Trainer::run_epoch(bool show_progress) {
   EpochMetrics m;
-  m.epoch = epoch_ + 1;
+  m.epoch = int(counters_.epoch) + 1;
   const hg::Device device = config_.device;
   int64_t total = loader_.num_batches();
   if (config_.max_steps_per_epoch > 0) total = std::min(total, config_.max_steps_per_epoch);
   // A checkpoint written mid-epoch took some of the steps already.
-  const int64_t budget = std::max<int64_t>(total - epoch_step_, 0);
+  const int64_t budget = std::max<int64_t>(total - counters_.epoch_step, 0);
   ProgressBar bar("epoch " + std::to_string(m.epoch) + "/" + std::to_string(config_.epochs), budget);
   model_.train();
   int64_t epoch_peak = 0;
@@ -100,7 +111,14 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     }
     if (m.steps == 1) m.activation_bytes = hg::memory::allocated(device) - before;  // step 0 warms caches
     scaler_.scale(loss).backward();
-    scaler_.step_async(*optimizer_);
+    if (!config_.gradient_histogram.empty()) histogram_.add(*optimizer_, scaler_);
+    if (step_log_) {  // the step's result is read on the host: a wait per step on a GPU
+      const hg::amp::StepResult result = scaler_.step(*optimizer_);
+      *step_log_ << counters_.step + 1 << ',' << m.epoch << ',' << loss.item<double>() << ',' << result.scale << ','
+                 << int(result.applied) << '\n';
+    } else {
+      scaler_.step_async(*optimizer_);
+    }
     scaler_.update();
     m.step_peak_bytes = std::max(m.step_peak_bytes, hg::memory::peak_allocated(device) - before);
     epoch_peak = std::max(epoch_peak, hg::memory::peak_allocated(device));
@@ -111,9 +129,9 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
       loss_sum += loss.item<double>();
     }
     samples += x.shape()[0];
-    ++m.steps, ++epoch_step_, ++step_;
+    ++m.steps, ++counters_.epoch_step, ++counters_.step;
     ++batch;
-    if (config_.checkpoint_every > 0 && step_ % config_.checkpoint_every == 0 && writes_files())
+    if (config_.checkpoint_every > 0 && counters_.step % config_.checkpoint_every == 0 && writes_files())
       save_checkpoint(config_.checkpoint_path);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (show_progress && ProgressBar::terminal()) {
@@ -138,9 +156,11 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   m.train_loss = loss_sum / double(std::max<int64_t>(m.steps, 1));
   m.scale = scaler_.get_scale();
   m.test_accuracy = evaluate();
-  ++epoch_;
-  epoch_step_ = 0;
+  ++counters_.epoch;
+  counters_.epoch_step = 0;
   if (writes_files()) save_checkpoint(config_.checkpoint_path);
+  if (!config_.gradient_histogram.empty() && writes_diagnostics()) histogram_.write_csv(config_.gradient_histogram);
+  if (step_log_) step_log_->flush();
   return m;
 }
 
@@ -168,52 +188,25 @@ double Trainer::evaluate() {
   return seen ? double(correct) / double(seen) : 0.0;
 }
 
-void Trainer::save_checkpoint(const std::string& path) {
-  std::map<std::string, hg::Tensor> state;
-  sd::add_prefixed(state, "model.", model_.state_dict());
-  sd::add_prefixed(state, "optimizer.", optimizer_->state_dict());
-  sd::add_prefixed(state, "scaler.", scaler_.state_dict());
-  sd::add_prefixed(state, "loader.", loader_.state_dict());
-  const hg::random::GeneratorState rng = hg::random::get_state();
+std::map<std::string, hg::Tensor> Trainer::Counters::state_dict() const {
   const auto i64 = [](int64_t v) { return hg::from_vector(std::vector<int64_t>{v}, {}); };
-  state["rng.seed"] = i64(int64_t(rng.seed));
-  state["rng.offset"] = i64(int64_t(rng.offset));
-  state["trainer.epoch"] = i64(epoch_);
-  state["trainer.epoch_step"] = i64(epoch_step_);
-  state["trainer.step"] = i64(step_);
-  state["trainer.world_size"] = i64(world_size(config_));
-  hg::save(path, state, {{"written_by", "hg-train"}, {"model", config_.model}, {"precision", config_.precision}});
+  return {{"epoch", i64(epoch)}, {"epoch_step", i64(epoch_step)}, {"step", i64(step)}, {"world_size", i64(world_size)}};
 }
 
-void Trainer::load_checkpoint(const std::string& path) {
-  const std::string what = "checkpoint " + path;
-  const hg::SafetensorsContents contents = hg::load_with_metadata(path);
-  const std::map<std::string, hg::Tensor>& state = contents.tensors;
-  const auto model = contents.metadata.find("model");
-  HG_CHECK(model == contents.metadata.end() || model->second == config_.model, what, ": written for --model ",
-           model->second, ", not ", config_.model);
+void Trainer::Counters::load_state_dict(const std::map<std::string, hg::Tensor>& state) {
+  const std::string_view what = "trainer";
   // The loader's position counts batches of this rank's shard: only the same world size resumes it.
-  const int64_t saved_world =
-      state.count("trainer.world_size") ? sd::read_int(state, "trainer.world_size", what, 1, 1 << 20) : 1;
-  HG_CHECK(saved_world == world_size(config_), what, " was written by a run on ", saved_world,
-           " process(es); resume it with the same number (mpirun -np ", saved_world, "), not ", world_size(config_));
-  model_.load_state_dict(sd::entries_under(state, "model."));
-  optimizer_->load_state_dict(sd::entries_under(state, "optimizer."));
-  if (scaler_.is_enabled()) scaler_.load_state_dict(sd::entries_under(state, "scaler."));
-  loader_.load_state_dict(sd::entries_under(state, "loader."));
-  // The seed and offset are u64 bit patterns stored as i64: every value is valid.
-  const int64_t seed = sd::read_int(state, "rng.seed", what, INT64_MIN, INT64_MAX);
-  const int64_t offset = sd::read_int(state, "rng.offset", what, INT64_MIN, INT64_MAX);
-  const int epoch = int(sd::read_int(state, "trainer.epoch", what, 0, 1 << 30));
+  const int64_t saved_world = state.count("world_size") ? sd::read_int(state, "world_size", what, 1, 1 << 20) : 1;
+  HG_CHECK(saved_world == world_size, "the checkpoint was written by a run on ", saved_world,
+           " process(es); resume it with the same number (mpirun -np ", saved_world, "), not ", world_size);
+  const int64_t loaded_epoch = sd::read_int(state, "epoch", what, 0, 1 << 30);
   // Checkpoints from before per-step checkpoints have no step counters: they were written at
   // the end of an epoch.
-  const int64_t epoch_step =
-      state.count("trainer.epoch_step") ? sd::read_int(state, "trainer.epoch_step", what, 0, loader_.num_batches()) : 0;
-  const int64_t step = state.count("trainer.step") ? sd::read_int(state, "trainer.step", what, 0, int64_t(1) << 53) : 0;
-  hg::random::set_state({uint64_t(seed), uint64_t(offset)});
-  epoch_ = epoch;
-  epoch_step_ = epoch_step;
-  step_ = step;
+  const int64_t loaded_epoch_step =
+      state.count("epoch_step") ? sd::read_int(state, "epoch_step", what, 0, batches_per_epoch) : 0;
+  step = state.count("step") ? sd::read_int(state, "step", what, 0, int64_t(1) << 53) : 0;
+  epoch = loaded_epoch;
+  epoch_step = loaded_epoch_step;
 }
 
 }  // namespace hg_train

@@ -4,6 +4,7 @@
 //   f16:  Autocast(f16) around forward + loss, GradScaler (dynamic loss scaling)
 //   bf16: Autocast(bf16), no scaling (bf16 has f32's exponent range)
 #pragma once
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -23,12 +24,19 @@ struct TrainConfig {
   uint64_t seed = 0;
   hg::Device device = hg::Device::cpu();
   int64_t max_steps_per_epoch = 0;  // 0: whole epochs
+  int64_t growth_interval = 2000;   // f16: the GradScaler grows the scale after this many clean steps
   // Inputs are normalised with the training set's pixel statistics (computed at start).
   bool normalize = true;
   // Where run_epoch writes its checkpoint (empty: nowhere): at the end of every epoch and, when
   // checkpoint_every > 0, every that many steps, so an interrupted run loses little.
   std::string checkpoint_path;
   int64_t checkpoint_every = 0;
+  // Diagnostics for docs/amp.md's figures (empty: off). step_log: one CSV line per step (loss,
+  // loss scale, applied or skipped); it makes each step wait for its result. gradient_histogram:
+  // the exponent histogram of every gradient before/after unscaling (amp::GradientHistogram),
+  // over the whole run, rewritten at the end of each epoch.
+  std::string step_log;
+  std::string gradient_histogram;
   // Data-parallel training (under mpirun): each rank trains on its shard with batch_size samples
   // per step, so the global batch is batch_size * world_size. Null: one process.
   std::shared_ptr<hg::distributed::ProcessGroup> group;
@@ -51,22 +59,26 @@ struct EpochMetrics {
 class Trainer {
  public:
   Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::data::MNIST& test);
+  // The checkpoint holds references to the members: a Trainer stays where it was built.
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   EpochMetrics run_epoch(bool show_progress);
   double evaluate();
   // Epochs completed so far (those of a resumed checkpoint included).
-  int epochs_done() const { return epoch_; }
+  int epochs_done() const { return int(counters_.epoch); }
   // Steps already taken in the epoch in progress (a checkpoint written mid-epoch).
-  int64_t epoch_steps_done() const { return epoch_step_; }
+  int64_t epoch_steps_done() const { return counters_.epoch_step; }
 
   hg::nn::Sequential& model() { return model_; }
   int64_t global_batch() const { return config_.batch_size * (config_.group ? config_.group->world_size() : 1); }
   hg::amp::GradScaler& scaler() { return scaler_; }
   const hg::data::PixelStatistics& input_statistics() const { return stats_; }
-  // Everything needed to resume bitwise: model, optimizer, scaler, loader position, RNG and the
-  // trainer's own epoch/step counters. Saving is atomic (hg::save); loading checks every value.
-  void save_checkpoint(const std::string& path);
-  void load_checkpoint(const std::string& path);
+  // Everything needed to resume bitwise, through hg::Checkpoint: model, optimizer, scaler, loader
+  // position, RNG and the trainer's own epoch/step counters. Saving is atomic; loading checks
+  // every value and loads all of it or nothing.
+  void save_checkpoint(const std::string& path) { checkpoint_.save(path); }
+  void load_checkpoint(const std::string& path) { checkpoint_.load(path); }
 
  private:
   TrainConfig config_;
@@ -78,12 +90,24 @@ class Trainer {
   hg::data::DataLoader loader_;
   std::unique_ptr<hg::distributed::DataParallel> ddp_;  // set when config.group is
   // Checkpoints are written by one process: rank 0 of a distributed run.
+  bool writes_diagnostics() const { return !config_.group || config_.group->rank() == 0; }
   bool writes_files() const { return !config_.checkpoint_path.empty() && (!config_.group || config_.group->rank() == 0); }
   bool autocast_;
   hg::DType autocast_dtype_;
-  int epoch_ = 0;           // epochs completed
-  int64_t epoch_step_ = 0;  // steps taken in the epoch in progress
-  int64_t step_ = 0;        // steps taken in all
+  // The trainer's own part of the checkpoint ("trainer.*"): where the run is.
+  struct Counters {
+    int64_t epoch = 0;       // epochs completed
+    int64_t epoch_step = 0;  // steps taken in the epoch in progress
+    int64_t step = 0;        // steps taken in all
+    int64_t world_size = 1;  // processes of the run (the loader's position counts one rank's shard)
+    int64_t batches_per_epoch = 0;  // bounds epoch_step on load
+    std::map<std::string, hg::Tensor> state_dict() const;
+    void load_state_dict(const std::map<std::string, hg::Tensor>& state);
+  };
+  Counters counters_;
+  hg::Checkpoint checkpoint_;
+  std::unique_ptr<std::ofstream> step_log_;
+  hg::amp::GradientHistogram histogram_;
 };
 
 hg::DType precision_dtype(const std::string& precision);

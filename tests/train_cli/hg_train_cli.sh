@@ -73,7 +73,7 @@ case $case in
   checkpoint_without_rng_seed)
     make_checkpoint
     edit bad.safetensors drop:rng.seed
-    expect_error "missing key \"rng.seed\"" "${quick[@]}" --resume bad.safetensors ;;
+    expect_error "mismatched: rng \(rng: missing key \"seed\"\)" "${quick[@]}" --resume bad.safetensors ;;
   # ---- item 3: checkpoint values obey the constructors' rules ----------------------------------
   checkpoint_scale_zero)
     make_checkpoint --precision f16
@@ -86,6 +86,13 @@ case $case in
   checkpoint_of_another_optimizer)
     make_checkpoint --optimizer sgd
     expect_error "saved by SGD, not Adam" "${quick[@]}" --optimizer adam --resume ck/checkpoint.safetensors ;;
+  checkpoint_of_another_model)  # refused from the metadata, before anything is loaded
+    make_checkpoint --model mlp
+    expect_error "was written with model mlp, not cnn" "${quick[@]}" --model cnn --resume ck/checkpoint.safetensors ;;
+  checkpoint_of_a_disabled_scaler)  # a bf16 run's checkpoint has no GradScaler state for an f16 run
+    make_checkpoint --precision bf16
+    expect_error "mismatched: scaler \\(GradScaler.load_state_dict: the state dict is empty" "${quick[@]}" --precision f16 \
+      --resume ck/checkpoint.safetensors ;;
   checkpoint_huge_counter)
     make_checkpoint --precision f16
     edit bad.safetensors i64:scaler._growth_tracker=9223372036854775807
@@ -103,6 +110,11 @@ case $case in
   compare_refuses_out_and_resume)
     expect_error "--compare .* cannot be combined with --out" "${quick[@]}" --compare --out run
     expect_error "--compare .* cannot be combined" "${quick[@]}" --compare --resume x.safetensors ;;
+  compare_csv_needs_compare)
+    expect_error "--compare-csv needs --compare" "${quick[@]}" --compare-csv c.csv ;;
+  step_log_not_writable)  # refused before any training
+    expect_error "--log-steps /nonexistent-dir/steps.csv: cannot write there" "${quick[@]}" \
+      --log-steps /nonexistent-dir/steps.csv ;;
   checkpoint_every_needs_out)
     expect_error "--checkpoint-every needs --out" "${quick[@]}" --checkpoint-every 5 ;;
   empty_test_set)

@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# Regenerates the six figures of docs/amp.md from the project's own programs:
+#   hg-train --compare   (CNN, f32 vs f16+GradScaler vs bf16: loss and loss scale per step,
+#                         gradient histogram, memory, samples/s -- once per CPU level for the speeds)
+#   05_f16_underflow     (the toy whose gradients underflow f16: its gradient histogram)
+#   09_shadow_check      (per-op error of one CNN step, f16 and bf16, against f32)
+# then plots them with gnuplot into docs/img/amp_*.png. Needs only what scripts/run.sh installs.
+#
+#   scripts/figures.sh                  # ~5-10 minutes on 2 cores: 1 epoch x 3 precisions + short runs
+#   scripts/figures.sh --quick          # a few hundred images per run: checks the pipeline in seconds
+#   scripts/figures.sh --data-only --quick --build-dir build --data-dir DIR   # what CTest runs (no plots)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+quick=0 data_only=0 build=build data=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --quick) quick=1 ;;
+    --data-only) data_only=1 ;;
+    --build-dir) build=$2; shift ;;
+    --data-dir) data=$2; shift ;;
+    *) echo "figures.sh: unknown option $1 (see the header of scripts/figures.sh)" >&2; exit 1 ;;
+  esac
+  shift
+done
+data=${data:-$build/figures}
+img=docs/img
+mkdir -p "$data"
+start=$(date +%s)
+step() { echo "[figures $(( $(date +%s) - start ))s] $*"; }
+
+if [[ $data_only -eq 0 ]]; then
+  source scripts/deps.sh
+  hg_install_missing gnuplot-nox
+  [[ -f $build/CMakeCache.txt ]] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHG_CUDA=AUTO
+  step "building hg-train and lessons 05, 09"
+  cmake --build "$build" -j "$(nproc)" --target hg-train 05_f16_underflow 09_shadow_check
+fi
+train="$build/examples/hg-train"
+# One training thread: the speeds are then comparable between machines and CPU levels, and the
+# figures do not depend on what else the machine runs.
+common=(--model cnn --threads 1 --epochs 1 --seed 0)
+limit=(); short=(--train-limit 6400)
+if [[ $quick -eq 1 ]]; then limit=(--train-limit 512); short=(--train-limit 256); fi
+
+step "1/4 CNN, 1 epoch in f32, f16 + GradScaler and bf16 (~20 s each here; a progress bar on a terminal)"
+"$train" "${common[@]}" "${limit[@]}" --compare --compare-csv "$data/compare.csv" \
+  --log-steps "$data/steps.csv" --gradient-histogram "$data/gradient_histogram.csv"
+
+step "2/4 the f16 run again with --growth-interval 50 (PyTorch's 2000 is never reached in one epoch)"
+"$train" "${common[@]}" "${limit[@]}" --precision f16 --growth-interval 50 --log-steps "$data/steps_f16_growth50.csv" \
+  | grep "^epoch"
+
+# The same comparison at every CPU level up to this machine's (HG_CPU_ISA caps the kernels), on
+# a short run each: samples/s only.
+native=$(awk -F, 'NR == 2 { print $2 }' "$data/compare.csv")
+levels=(generic avx2 avx512 avx512bf16)
+[[ $(uname -m) == aarch64 ]] && levels=(generic neon neon-bf16)
+for level in "${levels[@]}"; do
+  for repeat in 1 2 3; do
+    step "3/4 speed at CPU level $level, run $repeat of 3 (${short[*]})"
+    HG_CPU_ISA=$level "$train" "${common[@]}" "${short[@]}" --compare --compare-csv "$data/speed_${level}_$repeat.csv" \
+      | grep "done:"
+  done
+  [[ $level == "$native" ]] && break
+done
+
+step "4/4 lesson 05 (gradient histogram of the underflowing toy)"
+"$build/examples/05_f16_underflow" --csv "$data" > "$data/lesson05.txt"
+step "4/4 lesson 09 (shadow check of one CNN step)"
+"$build/examples/09_shadow_check" --csv "$data" > "$data/lesson09.txt"
+
+for f in compare.csv steps_f32.csv steps_f16.csv steps_bf16.csv steps_f16_growth50.csv gradient_histogram_f16.csv \
+         lesson05_gradient_histogram.csv shadow_f16.csv shadow_bf16.csv; do
+  [[ -s $data/$f ]] || { echo "figures.sh: $data/$f was not written" >&2; exit 1; }
+done
+if [[ $data_only -eq 1 ]]; then step "data in $data (no plots: --data-only)"; exit 0; fi
+
+# ---- the plots --------------------------------------------------------------------------------
+# Tables gnuplot reads more easily than the programs' CSVs.
+awk -F, 'NR > 1 && $10 != 0 { n[$1]++; label = $1 (n[$1] > 1 ? "-" n[$1] : "");
+  print label, $11 * 2^-10, $12 * 2^-10 }' "$data/shadow_f16.csv" > "$data/shadow_f16.dat"
+awk -F, 'NR > 1 && $10 != 0 { print $11 * 2^-7, $12 * 2^-7 }' "$data/shadow_bf16.csv" > "$data/shadow_bf16.dat"
+paste -d' ' "$data/shadow_f16.dat" "$data/shadow_bf16.dat" > "$data/shadow.dat"
+awk -F, 'NR > 1 { print $1, $7 / 2^20, $8 / 2^20, $5 }' "$data/compare.csv" > "$data/memory.dat"
+for p in f32 f16 bf16; do  # step, loss, the mean of the last 20 steps' losses (one batch is noisy), applied
+  awk -F, 'NR > 1 { l[NR % 20] = $3; n++; s = 0; for (k in l) s += l[k]; print $1, $3, s / (n < 20 ? n : 20), $5 }' \
+    "$data/steps_$p.csv" > "$data/loss_$p.dat"
+done
+: > "$data/speed.dat"
+for level in "${levels[@]}"; do  # the best of the repeats: a busy machine only ever slows a run down
+  ls "$data"/speed_"$level"_*.csv > /dev/null 2>&1 || continue
+  awk -F, -v level="$level" 'FNR > 1 && $5 > s[$1] { s[$1] = $5 } END { print level, s["f32"], s["f16"], s["bf16"] }' \
+    "$data"/speed_"$level"_*.csv >> "$data/speed.dat"
+done
+cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//' || echo "this CPU")
+
+step "plotting into $img/"
+gnuplot <<EOF
+set terminal png size 900,480 noenhanced font ",11"
+set datafile separator ","
+set grid ytics
+
+# 1. loss per step
+set output "$img/amp_loss.png"
+set title "CNN on Fashion-MNIST, 1 epoch, batch 128: training loss (hg-train --compare --log-steps)"
+set xlabel "step"; set ylabel "loss (thick: mean of the last 20 steps)"; set logscale y
+set datafile separator " "
+plot "$data/loss_f16.dat" using 1:2 with lines lw 1 lc rgb "#f4c2c2" title "f16, each step's batch", \
+     "$data/loss_f32.dat" using 1:3 with lines lw 3 lc rgb "#1f77b4" title "f32", \
+     "$data/loss_f16.dat" using 1:3 with lines lw 3 dt 2 lc rgb "#d62728" title "f16 + GradScaler", \
+     "$data/loss_bf16.dat" using 1:3 with lines lw 3 dt 3 lc rgb "#2ca02c" title "bf16", \
+     "$data/loss_f16.dat" using 1:(\$4 == 0 ? \$2 : 1/0) with points pt 7 ps 1.5 lc rgb "black" title "f16 step skipped (inf/NaN gradient)"
+set datafile separator ","
+unset logscale y
+
+# 2. the loss scale
+set output "$img/amp_scale.png"
+set title "Loss scale of the f16 runs per step: x0.5 and skip on overflow, x2 after growth_interval clean steps"
+set ylabel "log2(loss scale)"; set ytics 1; set key top left; set offsets 0, 0, 1, 0.5
+plot "$data/steps_f16.csv" every ::1 using 1:(log(\$4)/log(2)) with steps lw 2 lc rgb "#d62728" title "growth_interval 2000 (default)", \
+     "$data/steps_f16_growth50.csv" every ::1 using 1:(log(\$4)/log(2)) with steps lw 2 lc rgb "#9467bd" title "growth_interval 50", \
+     "$data/steps_f16.csv" every ::1 using 1:(\$5 == 0 ? log(\$4)/log(2) : 1/0) with points pt 7 ps 1.5 lc rgb "black" title "skipped step", \
+     "$data/steps_f16_growth50.csv" every ::1 using 1:(\$5 == 0 ? log(\$4)/log(2) : 1/0) with points pt 7 ps 1.5 lc rgb "black" notitle
+set ytics autofreq; set key default; set offsets 0, 0, 0, 0
+
+# 3. gradient histograms
+set output "$img/amp_gradient_histogram.png"
+set terminal png size 1000,700 noenhanced font ",11"
+set multiplot layout 2,1
+set style fill transparent solid 0.6 noborder
+set xlabel "base-2 exponent e of |gradient| (bin: 2^e <= |g| < 2^(e+1))"; set ylabel "share of nonzero values"
+set xrange [-50:20]
+set object 1 rect from -50, graph 0 to -24, graph 1 fc rgb "#f4cccc" fs solid 0.5 noborder behind
+set object 2 rect from -24, graph 0 to -14, graph 1 fc rgb "#fce5cd" fs solid 0.5 noborder behind
+set object 3 rect from 16, graph 0 to 20, graph 1 fc rgb "#f4cccc" fs solid 0.5 noborder behind
+set label 1 "f16: 0" at -49, graph 0.92; set label 2 "f16 subnormal" at -23.5, graph 0.92
+set label 3 "f16 inf" at 16.5, graph 0.92; set label 4 "f16 normal (bf16: all of this chart)" at -13, graph 0.92
+set key at graph 0.97, graph 0.84 right; set offsets 0, 0, graph 0.5, 0
+stats "$data/lesson05_gradient_histogram.csv" every ::2 using 2 nooutput; t05 = STATS_sum
+set title "Lesson 05's toy (gradients ~1e-8), 100 steps at scale 2^16: before unscaling (scaled) vs after (true values)"
+plot "$data/lesson05_gradient_histogram.csv" every ::2 using 1:(\$2/t05) with boxes lc rgb "#d62728" title "before unscaling (x 2^16)", \
+     "" every ::2 using 1:(\$3/t05) with boxes lc rgb "#1f77b4" title "after unscaling (what the optimizer uses)"
+stats "$data/gradient_histogram_f16.csv" every ::2 using 2 nooutput; tcnn = STATS_sum
+set title "CNN, 1 epoch under f16 autocast with a GradScaler: every parameter gradient of every step"
+plot "$data/gradient_histogram_f16.csv" every ::2 using 1:(\$2/tcnn) with boxes lc rgb "#d62728" title "before unscaling (x scale)", \
+     "" every ::2 using 1:(\$3/tcnn) with boxes lc rgb "#1f77b4" title "after unscaling"
+unset multiplot
+unset object 1; unset object 2; unset object 3; unset label 1; unset label 2; unset label 3; unset label 4; set key default; set offsets 0, 0, 0, 0
+set xrange [*:*]
+set terminal png size 900,480 noenhanced font ",11"
+
+# 4. per-op shadow error
+set datafile separator " "
+set output "$img/amp_shadow_error.png"
+set title "One CNN forward (batch 64): each op's error against its f32 re-run (09_shadow_check)"
+set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8 border -1
+set xlabel ""; set ylabel "relative error |low - f32| / max(|f32|, RMS)"; set logscale y; set format y "%.0e"
+set yrange [1e-5:0.1]; set key top right
+plot "$data/shadow.dat" using 3:xtic(1) lc rgb "#d62728" title "f16 mean", "" using 5 lc rgb "#2ca02c" title "bf16 mean", \
+     "" using 2 lc rgb "#f4a3a3" title "f16 max", "" using 4 lc rgb "#a6dba0" title "bf16 max", \
+     "" using 0:(2e-5):((\$2 == 0 && \$4 == 0) ? "exact: 0" : "") with labels notitle
+unset logscale y; set format y "%g"; set yrange [0:*]
+
+# 5. memory
+set output "$img/amp_memory.png"
+set title "Memory of one CNN training step, batch 128 (hg-train --compare)"
+set ylabel "MiB"; set key below; set yrange [0:*]
+plot "$data/memory.dat" using 2:xtic(1) lc rgb "#1f77b4" title "step peak (above what was live before)", \
+     "" using 3 lc rgb "#ff7f0e" title "saved for backward (after the forward)"
+
+# 6. speed
+set output "$img/amp_speed.png"
+set title "CNN training speed, one thread, per precision and CPU level (HG_CPU_ISA) -- $cpu"
+set ylabel "samples/s (best of 3 runs)"; set key below; set yrange [0:*]
+plot "$data/speed.dat" using 2:xtic(1) lc rgb "#1f77b4" title "f32", "" using 3 lc rgb "#d62728" title "f16 + GradScaler", \
+     "" using 4 lc rgb "#2ca02c" title "bf16"
+EOF
+step "done: $(ls $img/amp_*.png | tr '\n' ' ')"
