@@ -5,13 +5,13 @@
 # seeds and the committed corpus. Any finding (crash, sanitizer report, leak, timeout, out of
 # memory) fails the step and leaves its reproducer in build-fuzz/findings/.
 #
-#   scripts/ci-fuzz.sh                      # 45 s per target (4 targets)
+#   scripts/ci-fuzz.sh                      # 30 s per target (4 targets)
 #   HG_FUZZ_SECONDS=600 scripts/ci-fuzz.sh  # longer: see tests/fuzz/README.md
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
 hg_install_missing clang-14 libclang-rt-14-dev libomp-14-dev  # libFuzzer is in libclang-rt
-seconds=${HG_FUZZ_SECONDS:-45}
+seconds=${HG_FUZZ_SECONDS:-30}
 jobs=$(nproc)
 start=$(date +%s)
 
