@@ -232,6 +232,26 @@ TEST_CASE("amp.op_table.every_op_runs_and_reports_as_its_row_says") {
   }
 }
 
+// ShadowCheck pairs an op's inputs (amp::prepare) with its output (autograd::record) by name: both
+// come from the op's table row, so every op that records an output gets its shadow error.
+TEST_CASE("amp.op_table.shadow_check_sees_every_op_under_its_table_name") {
+  hg::manual_seed(24);
+  const auto calls = one_call_per_op();
+  for (const amp::OpInfo& row : amp::kOpTable) {
+    const std::string op(row.name);
+    CAPTURE(op);
+    amp::ShadowCheck check(hg::bf16);
+    check.run([&] { return calls.at(row.op)(hg::f32); });
+    const auto& rows = check.report().rows();
+    const auto it = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.op == op; });
+    REQUIRE(it != rows.end());
+    // No output node of their own, so nothing to compare: argmax (not differentiable) and
+    // mse_loss (composed of sub, pow and mean, each compared in its own row).
+    const bool records_an_output = row.op != amp::Op::Argmax && row.op != amp::Op::MseLoss;
+    CHECK(it->has_shadow == records_an_output);
+  }
+}
+
 TEST_CASE("amp.autocast.integer_inputs_and_batch_norm_keep_their_dtype") {
   hg::manual_seed(3);
   const Tensor ints = hg::randint(0, 10, {3, 4}, {.dtype = hg::i64});
