@@ -46,6 +46,9 @@ namespace optim = hg::optim;
 // An op under test: a lambda of the inputs `in`, prepared for the device by check_op.
 #define OP(...) [](const std::vector<Tensor>& in) -> Tensor { return __VA_ARGS__; }
 
+// linear's ReLU epilogue (ops/epilogue.h), for the OP lambdas (which capture nothing).
+constexpr hg::LinearOptions kReluEpilogue{.epilogue = hg::Epilogue::Relu};
+
 namespace {
 
 const hg::Device kCpu = hg::Device::cpu();
@@ -252,10 +255,12 @@ TEST_CASE("cuda.linear_and_its_relu_epilogue_match_cpu" * SKIP_WITHOUT_GPU) {
     check_op("linear without bias", dt, {x, w}, OP(hg::linear(in[0], in[1])), gemm);
     check_op("linear 3-D input", dt, {x3, w, b}, OP(hg::linear(in[0], in[1], in[2])), gemm);
     check_op("linear tensor-core sizes", dt, {xb, wb, bb}, OP(hg::linear(in[0], in[1], in[2])), gemm);
-    check_op("linear + relu epilogue", dt, {x, w, b}, OP(hg::linear(in[0], in[1], in[2], {.epilogue = hg::Epilogue::Relu})), gemm);
-    check_op("linear + relu epilogue without bias", dt, {x, w}, OP(hg::linear(in[0], in[1], {}, {.epilogue = hg::Epilogue::Relu})), gemm);
-    check_op("linear + relu epilogue 3-D input", dt, {x3, w, b}, OP(hg::linear(in[0], in[1], in[2], {.epilogue = hg::Epilogue::Relu})), gemm);
-    check_op("linear + relu epilogue tensor-core sizes", dt, {xb, wb, bb}, OP(hg::linear(in[0], in[1], in[2], {.epilogue = hg::Epilogue::Relu})), gemm);
+    check_op("linear + relu epilogue", dt, {x, w, b}, OP(hg::linear(in[0], in[1], in[2], kReluEpilogue)), gemm);
+    check_op("linear + relu epilogue without bias", dt, {x, w}, OP(hg::linear(in[0], in[1], {}, kReluEpilogue)), gemm);
+    check_op("linear + relu epilogue 3-D input", dt, {x3, w, b}, OP(hg::linear(in[0], in[1], in[2], kReluEpilogue)),
+             gemm);
+    check_op("linear + relu epilogue tensor-core sizes", dt, {xb, wb, bb},
+             OP(hg::linear(in[0], in[1], in[2], kReluEpilogue)), gemm);
   }
 }
 
@@ -292,7 +297,8 @@ TEST_CASE("cuda.zero_size_inputs_match_cpu" * SKIP_WITHOUT_GPU) {
     check_op("softmax of no rows", dt, {none}, OP(hg::softmax(in[0], 1)));
     check_op("conv2d of an empty batch", dt, {images, k, kb}, OP(hg::conv2d(in[0], in[1], in[2])));
     check_op("linear of an empty batch", dt, {none, w, b}, OP(hg::linear(in[0], in[1], in[2])));
-    check_op("linear + relu epilogue of an empty batch", dt, {none, w}, OP(hg::linear(in[0], in[1], {}, {.epilogue = hg::Epilogue::Relu})));
+    check_op("linear + relu epilogue of an empty batch", dt, {none, w},
+             OP(hg::linear(in[0], in[1], {}, kReluEpilogue)));
   }
 }
 
@@ -785,7 +791,7 @@ TEST_CASE("cuda.f64_through_every_op_family" * SKIP_WITHOUT_GPU) {
   const Tensor m57 = hg::randn({5, 7}), m73 = hg::randn({7, 3}), w = hg::randn({7, 5}) * 0.3, b = hg::randn({7});
   check_op("matmul", dt, {m57, m73}, OP(hg::matmul(in[0], in[1])));
   check_op("linear", dt, {a, w, b}, OP(hg::linear(in[0], in[1], in[2])));
-  check_op("linear + relu epilogue", dt, {a, w, b}, OP(hg::linear(in[0], in[1], in[2], {.epilogue = hg::Epilogue::Relu})));
+  check_op("linear + relu epilogue", dt, {a, w, b}, OP(hg::linear(in[0], in[1], in[2], kReluEpilogue)));
   const Tensor img = hg::randn({2, 3, 7, 6}), k = hg::randn({4, 3, 3, 3}) / 5.0, kb = hg::randn({4});
   check_op("conv2d", dt, {img, k, kb}, OP(hg::conv2d(in[0], in[1], in[2], {.stride = 2, .padding = 1})));
   check_op("max_pool2d", dt, {img}, OP(hg::max_pool2d(in[0], 2, 2)));
@@ -1381,7 +1387,9 @@ TEST_CASE("cuda.conv2d_on_2_byte_aligned_views_matches_cpu" * SKIP_WITHOUT_GPU) 
              OP(hg::conv2d(hg::narrow(in[0], 0, 1, 2), hg::narrow(in[1], 0, 1, 4), in[2], {.stride = 1, .padding = 1})),
              conv);
     check_op("conv2d + relu epilogue of a view one image in", dt, {x, w},
-             OP(hg::conv2d(hg::narrow(in[0], 0, 1, 2), in[1], {}, {.stride = 2, .padding = 0, .epilogue = hg::Epilogue::Relu})), conv);
+             OP(hg::conv2d(hg::narrow(in[0], 0, 1, 2), in[1], {},
+                           {.stride = 2, .padding = 0, .epilogue = hg::Epilogue::Relu})),
+             conv);
   }
 }
 

@@ -81,7 +81,9 @@ TEST_CASE("fuse.linear_relu_epilogue_equals_relu_of_linear") {
     CAPTURE(dt);
     const Tensor x = hg::randn({5, 7}).to(dt), x3 = hg::randn({2, 3, 7}).to(dt);
     const Tensor w = (hg::randn({6, 7}) * 0.4).to(dt), b = hg::randn({6}).to(dt);
-    const auto fused = [](const std::vector<Tensor>& in) { return hg::linear(in[0], in[1], in[2], {.epilogue = kRelu}); };
+    const auto fused = [](const std::vector<Tensor>& in) {
+      return hg::linear(in[0], in[1], in[2], {.epilogue = kRelu});
+    };
     const auto unfused = [](const std::vector<Tensor>& in) { return hg::relu(hg::linear(in[0], in[1], in[2])); };
     check_fused_equals_unfused("with bias", {x, w, b}, fused, unfused);
     check_fused_equals_unfused("without bias", {x, w, Tensor()}, fused, unfused);
@@ -108,7 +110,9 @@ TEST_CASE("fuse.conv2d_relu_epilogue_equals_relu_of_conv2d") {
       hg::Conv2dOptions with_relu = options;
       with_relu.epilogue = kRelu;
       const auto fused = [&](const std::vector<Tensor>& in) { return hg::conv2d(in[0], in[1], in[2], with_relu); };
-      const auto unfused = [&](const std::vector<Tensor>& in) { return hg::relu(hg::conv2d(in[0], in[1], in[2], options)); };
+      const auto unfused = [&](const std::vector<Tensor>& in) {
+        return hg::relu(hg::conv2d(in[0], in[1], in[2], options));
+      };
       check_fused_equals_unfused("with bias", {x, w, b}, fused, unfused);
       check_fused_equals_unfused("without bias", {x, w, Tensor()}, fused, unfused);
       check_fused_equals_unfused("a NaN pixel", {with_nan(x.clone(), 20), w, b}, fused, unfused);

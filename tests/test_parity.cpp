@@ -417,7 +417,8 @@ TEST_CASE("parity.every_op_in_the_op_table_has_a_pytorch_case") {
     const hg::SafetensorsContents file =
         hg::load_with_metadata(std::string(HG_TEST_DIR) + "/golden/" + family + ".safetensors");
     for (const auto& [name, text] : file.metadata)
-      if (!name.starts_with("_")) fixture_ops.insert(arg(hg::json::parse(text, "parity metadata"), "op", Args::Kind::String).text);
+      if (!name.starts_with("_"))
+        fixture_ops.insert(arg(hg::json::parse(text, "parity metadata"), "op", Args::Kind::String).text);
   }
   for (const hg::amp::OpInfo& row : hg::amp::kOpTable) {
     const std::string op(row.name);
