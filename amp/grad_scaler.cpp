@@ -11,6 +11,7 @@
 #include "core/state_dict.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
+#include "kernels/math/scale_update.h"
 #include "ops/shape.h"
 
 namespace hg::amp {
@@ -49,21 +50,10 @@ UnscaleResult unscale_cpu(T* g, int64_t n, double scale, bool check_only) {
   return total;
 }
 
-// The update rule on host values (the CUDA twin is cuda_ops::scaler_update).
+// The update rule on host values (kernels/math/scale_update.h, which the CUDA kernel runs too).
 void update_rule(float& scale, int32_t& tracker, int32_t& skipped, bool found, const GradScalerOptions& o) {
-  if (found) {
-    scale = std::max(float(scale * o.backoff_factor), float(o.min_scale));
-    tracker = 0;
-    ++skipped;
-    return;
-  }
-  skipped = 0;
-  if (++tracker == o.growth_interval) {
-    const float grown = float(double(scale) * o.growth_factor);
-    // Never past max_scale (unless already above it), never to inf (pytorch#98828).
-    if (std::isfinite(grown) && double(grown) <= std::max(o.max_scale, double(scale))) scale = grown;
-    tracker = 0;
-  }
+  const math::ScaleUpdate rule{o.growth_factor, o.backoff_factor, o.growth_interval, o.min_scale, o.max_scale};
+  rule.apply(scale, tracker, skipped, found);
 }
 
 // The rules for the options, from the constructor or from a checkpoint (`what` says which).

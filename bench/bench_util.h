@@ -10,8 +10,13 @@
 
 namespace hg_bench {
 
-// Median seconds per call of `fn`, over enough repetitions to run ~`budget` seconds.
-inline double time_it(const std::function<void()>& fn, double budget = 0.3) {
+// Seconds per call of `fn` over enough repetitions to run ~`budget` seconds, after a warm-up:
+// the median (what a user sees) and the best (what the code can do when the machine lets it).
+struct Timing {
+  double median, best;
+};
+
+inline Timing time_runs(const std::function<void()>& fn, double budget = 0.3) {
   using clock = std::chrono::steady_clock;
   fn();  // warm-up: allocator, caches, lazy initialisation
   const auto t0 = clock::now();
@@ -25,7 +30,10 @@ inline double time_it(const std::function<void()>& fn, double budget = 0.3) {
     samples.push_back(std::chrono::duration<double>(clock::now() - start).count());
   }
   std::sort(samples.begin(), samples.end());
-  return samples[samples.size() / 2];
+  return {samples[samples.size() / 2], samples.front()};
 }
+
+// Median seconds per call of `fn`.
+inline double time_it(const std::function<void()>& fn, double budget = 0.3) { return time_runs(fn, budget).median; }
 
 }  // namespace hg_bench

@@ -5,7 +5,7 @@
 //
 // --busy N starts N processes that spin for the whole run (a browser or a build on a laptop), to
 // measure how both frameworks cope when a core is taken. HG_CPU_ISA caps halfgrad's kernels
-// (LibTorch keeps its own choice: with a cap, the ratio is a lower bound for that CPU kind).
+// and LibTorch's (OpenBLAS, ATen, oneDNN) to the same level, the comparison a user of that CPU sees.
 //
 // Recipe (hg-train's): SGD lr 0.05 momentum 0.9, batch 128, cross-entropy, f32, Fashion-MNIST
 // batches in the same order for both (taken from hg::data::DataLoader).
@@ -15,7 +15,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <functional>
 
 #include "bench_util.h"
@@ -129,9 +131,58 @@ void stop_spinners(const std::vector<pid_t>& spinners) {
   for (pid_t child : spinners) waitpid(child, nullptr, 0);
 }
 
+// The BLAS library LibTorch's linear layers call, as the loader resolved libblas.so.3 (Debian's
+// alternatives pick it). NOTE: with only libtorch-dev installed, Debian resolves it to the netlib
+// reference BLAS, measured here at ~2 GFLOP/s against ~100 for OpenBLAS on the same core: LibTorch's
+// MLP is then 20x slower than it should be and any ratio against it is meaningless.
+std::string torch_blas() {
+  std::ifstream maps("/proc/self/maps");
+  for (std::string line; std::getline(maps, line);) {
+    const size_t at = line.find('/');
+    if (at == std::string::npos || line.find("libblas.so") == std::string::npos) continue;
+    std::string path = line.substr(at);
+    char resolved[4096];
+    if (realpath(path.c_str(), resolved)) path = resolved;
+    return path;
+  }
+  return "not loaded";
+}
+
+bool is_reference_blas(const std::string& path) {
+  return path.find("/blas/libblas.so") != std::string::npos;  // Debian's libblas3 (netlib) location
+}
+
+// With HG_CPU_ISA capping halfgrad, LibTorch is capped to the same level too, so the comparison is
+// the one a user of that CPU would see: OpenBLAS (OPENBLAS_CORETYPE), ATen's own kernels
+// (ATEN_CPU_CAPABILITY) and oneDNN (DNNL_MAX_CPU_ISA) read these at load time, so the program sets
+// them and runs itself again. A value the user set is kept. Returns the caps in effect, or "".
+std::string cap_torch_like_halfgrad(char** argv) {
+  const char* level = std::getenv("HG_CPU_ISA");
+  if (level == nullptr) return "";
+  struct Caps { const char* level; const char* openblas; const char* aten; const char* dnnl; };
+  static constexpr Caps kCaps[] = {{"generic", "Prescott", "default", "SSE41"},
+                                   {"avx2", "Haswell", "avx2", "AVX2"},
+                                   {"avx512", "SkylakeX", "avx512", "AVX512_CORE"}};
+  for (const Caps& caps : kCaps) {
+    if (std::strcmp(level, caps.level) != 0) continue;
+    if (std::getenv("HG_BENCH_TORCH_CAPPED") == nullptr) {
+      setenv("OPENBLAS_CORETYPE", caps.openblas, 0);
+      setenv("ATEN_CPU_CAPABILITY", caps.aten, 0);
+      setenv("DNNL_MAX_CPU_ISA", caps.dnnl, 0);
+      setenv("HG_BENCH_TORCH_CAPPED", "1", 1);
+      execv("/proc/self/exe", argv);  // returns only on failure: then LibTorch runs uncapped
+      return "";
+    }
+    return std::string("OPENBLAS_CORETYPE=") + std::getenv("OPENBLAS_CORETYPE") +
+           " ATEN_CPU_CAPABILITY=" + std::getenv("ATEN_CPU_CAPABILITY") + " DNNL_MAX_CPU_ISA=" + std::getenv("DNNL_MAX_CPU_ISA");
+  }
+  return "";
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  const std::string torch_caps = cap_torch_like_halfgrad(argv);
   int steps = 200, busy = 0;
   std::string which = "both";
   for (int i = 1; i + 1 < argc; ++i) {
@@ -149,9 +200,16 @@ int main(int argc, char** argv) {
       batches.push_back(batch);
       if (batches.size() == 64) break;
     }
-    std::printf("train_compare: best of 3 x %d steps of batch 128 after 10 warm-up steps (LibTorch %s, BLAS/MKL: %s); "
+    const std::string blas = torch_blas();
+    std::printf("train_compare: best of 3 x %d steps of batch 128 after 10 warm-up steps (LibTorch %s, %s, BLAS %s); "
                 "halfgrad CPU level %s; %d spinning process(es) running beside\n\n",
-                steps, TORCH_VERSION, at::hasMKL() ? "MKL" : "no MKL", hg::cpu::isa_summary().c_str(), busy);
+                steps, TORCH_VERSION, at::hasMKL() ? "MKL" : "no MKL", blas.c_str(), hg::cpu::isa_summary().c_str(), busy);
+    if (!torch_caps.empty()) std::printf("LibTorch capped to the same CPU level: %s\n\n", torch_caps.c_str());
+    else if (std::getenv("HG_CPU_ISA") != nullptr)
+      std::printf("LibTorch runs uncapped (its best kernels for this CPU): the ratios below are a lower bound\n\n");
+    if (is_reference_blas(blas))
+      std::printf("WARNING: LibTorch is using the netlib reference BLAS (~50x slower than OpenBLAS): its numbers and the "
+                  "ratios below are not a fair reference. Install OpenBLAS: apt-get install libopenblas0-openmp\n\n");
     spinners = start_spinners(busy);
     std::printf("| model | threads | halfgrad samples/s | LibTorch samples/s | halfgrad / LibTorch |\n|---|---|---|---|---|\n");
     // NOTE: every measurement runs in its own forked process: the two runtimes' thread pools

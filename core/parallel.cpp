@@ -19,6 +19,7 @@
 #include <condition_variable>
 #include <cstdlib>
 #include <exception>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <thread>
@@ -105,23 +106,25 @@ class ThreadPool {
     if (!lock.owns_lock()) return run_inline(num_tasks, task);
     if (respawn_after_fork_) spawn_workers();
     if (workers_.empty()) return run_inline(num_tasks, task);
-    Job job;
-    job.task = &task;
-    job.num_tasks = num_tasks;
-    job_.store(&job);
+    // NOTE: the job is shared with the workers that pick it up, so the caller never waits for a
+    // worker that was descheduled after it woke: a late worker finds every task claimed and drops
+    // its reference. (Waiting for such workers to let go of a job on the caller's stack cost a
+    // scheduler time slice whenever another program held the other core.)
+    auto job = std::make_shared<Job>();
+    job->task = &task;
+    job->num_tasks = num_tasks;
+    job_.store(job);
     publish();
-    work_on(job);
+    work_on(*job);
     // Wait for the tasks other threads claimed: a short spin, then sleep.
-    const auto all_finished = [&] { return job.finished.load(std::memory_order_acquire) == num_tasks; };
+    const auto all_finished = [&] { return job->finished.load(std::memory_order_acquire) == num_tasks; };
     for (int i = 0; i < 2000 && !all_finished(); ++i) HG_CPU_RELAX();
     if (!all_finished()) {
-      std::unique_lock<std::mutex> sleep(job.mutex);
-      job.all_done.wait(sleep, all_finished);
+      std::unique_lock<std::mutex> sleep(job->mutex);
+      job->all_done.wait(sleep, all_finished);
     }
-    // Retire the job: no worker may still hold a pointer to it when it goes out of scope.
     job_.store(nullptr);
-    while (holders_.load() != 0) std::this_thread::yield();
-    if (job.error) std::rethrow_exception(job.error);
+    if (job->error) std::rethrow_exception(job->error);
   }
 
   ~ThreadPool() { stop_workers(); }
@@ -161,8 +164,7 @@ class ThreadPool {
     new (&run_mutex_) std::mutex;
     new (&sleep_mutex_) std::mutex;
     new (&wake_) std::condition_variable;
-    job_.store(nullptr);
-    holders_.store(0);
+    new (&job_) std::atomic<std::shared_ptr<Job>>();  // (a parent worker may have held it locked)
     respawn_after_fork_ = true;
   }
 
@@ -183,9 +185,7 @@ class ThreadPool {
       wait_for_job(seen);
       if (stop_.load()) return;
       seen = generation_.load();
-      holders_.fetch_add(1);
-      if (Job* job = job_.load()) work_on(*job);
-      holders_.fetch_sub(1);
+      if (const std::shared_ptr<Job> job = job_.load()) work_on(*job);
     }
   }
 
@@ -212,11 +212,10 @@ class ThreadPool {
   std::mutex run_mutex_;
   std::vector<std::thread> workers_;
   std::atomic<int> threads_{1};
-  std::atomic<Job*> job_{nullptr};
+  std::atomic<std::shared_ptr<Job>> job_;  // the job being run (shared with the workers that picked it up)
   std::atomic<uint32_t> generation_{0};  // bumped for every job (and to stop): workers wait on it
   std::mutex sleep_mutex_;               // idle workers sleep on wake_ under it
   std::condition_variable wake_;
-  std::atomic<int> holders_{0};          // workers between reading job_ and finishing with it
   std::atomic<bool> stop_{false};
   bool respawn_after_fork_ = false;
 };

@@ -1,4 +1,4 @@
-// Activations. Each is its formula in ops/math/activation.h run by the elementwise kernel, and a
+// Activations. Each is its formula in kernels/math/activation.h run by the elementwise kernel, and a
 // backward that runs the formula's derivative the same way (from the saved input, or from the
 // saved output where that is cheaper: sigmoid, tanh).
 #include "ops/activation.h"
@@ -6,7 +6,7 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "ops/elementwise_kernel.h"
-#include "ops/math/activation.h"
+#include "kernels/math/activation.h"
 
 namespace hg {
 

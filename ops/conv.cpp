@@ -23,7 +23,7 @@
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_kernel.h"
-#include "ops/math/activation.h"
+#include "kernels/math/activation.h"
 
 namespace hg {
 

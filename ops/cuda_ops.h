@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/math/optimizer_step.h"
 
 namespace hg::cuda_ops {
 
@@ -73,14 +74,8 @@ void scaler_update(const Tensor& scale, const Tensor& growth_tracker, const Tens
                    const Tensor& found_inf, double growth_factor, double backoff_factor, int64_t growth_interval,
                    double min_scale, double max_scale, int32_t* skipped_mirror);
 
-struct SgdHyper {
-  double lr, momentum, dampening, weight_decay;
-  bool nesterov;
-};
-struct AdamHyper {
-  double lr, beta1, beta2, eps, weight_decay;
-  bool decoupled;  // AdamW
-};
+using SgdHyper = math::SgdStep;  // the update rule is its own parameter pack (kernels/math/optimizer_step.h)
+using AdamHyper = math::AdamStep;
 // Multi-tensor optimizer updates. weights[i] is the parameter or its f32 master; params[i] is
 // the parameter (written with the rounded master when it differs from weights[i]); grads[i] in
 // the weight's or the parameter's dtype; `scale` (maybe undefined) unscales deferred gradients;

@@ -1,6 +1,6 @@
 // Elementwise arithmetic: add sub mul div (tensor and scalar), neg exp log sqrt pow abs clamp.
 // Each op: check -> amp::prepare -> kernel (map_elementwise over the functors in
-// ops/math/elementwise.h, or the CUDA twin) -> record the backward written right below.
+// kernels/math/elementwise.h, or the CUDA twin) -> record the backward written right below.
 #include "ops/elementwise.h"
 
 #include <cmath>
@@ -8,7 +8,7 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "ops/elementwise_kernel.h"
-#include "ops/math/elementwise.h"
+#include "kernels/math/elementwise.h"
 #include "ops/reduce.h"
 
 namespace hg {

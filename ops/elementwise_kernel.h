@@ -99,7 +99,7 @@ void map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, con
   });
 }
 
-// The CUDA twin (ops/cuda/elementwise.cu instantiates it for every functor in ops/math/). A
+// The CUDA twin (ops/cuda/elementwise.cu instantiates it for every functor in kernels/math/). A
 // CPU-only build gets a version that throws "built without CUDA".
 #if defined(HG_WITH_CUDA)
 template <size_t N, class F>

@@ -11,7 +11,7 @@
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_kernel.h"
-#include "ops/math/elementwise.h"
+#include "kernels/math/elementwise.h"
 
 namespace hg {
 

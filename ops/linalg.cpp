@@ -10,7 +10,7 @@
 #include "ops/elementwise.h"
 #include "ops/elementwise_kernel.h"
 #include "kernels/cpu/gemm.h"
-#include "ops/math/activation.h"
+#include "kernels/math/activation.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
 

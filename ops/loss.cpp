@@ -1,9 +1,7 @@
 // cross_entropy (fused log-softmax + negative log-likelihood with label smoothing) and mse_loss.
 //
-// For a row of logits x with target t, C classes and smoothing eps, with lse = log sum exp(x):
-//   loss = (1 - eps) * (lse - x[t]) + eps * (lse - mean(x))
-//   dloss/dx[c] = softmax(x)[c] - (1 - eps) * [c == t] - eps / C
-// The batch loss is the mean over rows whose target is not ignore_index.
+// The row formulas (loss and gradient, with label smoothing) are kernels/math/cross_entropy.h, shared
+// with the CUDA kernels. The batch loss is the mean over rows whose target is not ignore_index.
 #include "ops/loss.h"
 
 #include <cmath>
@@ -15,6 +13,7 @@
 #include "core/parallel.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
+#include "kernels/math/cross_entropy.h"
 #include "ops/reduce.h"
 
 namespace hg {
@@ -26,22 +25,20 @@ namespace {
 
 // ---- kernels --------------------------------------------------------------------------------------
 
+// log sum exp of one row (kernels/math/cross_entropy.h).
 template <class T>
 double row_log_sum_exp(const T* row, int64_t C) {
   double max = -std::numeric_limits<double>::infinity();
-  for (int64_t c = 0; c < C; ++c) {
-    const double v = double(Acc<T>(row[c]));
-    if (v > max || std::isnan(v)) max = v;
-    if (std::isnan(max)) return max;
-  }
+  for (int64_t c = 0; c < C; ++c) max = math::nan_max(max, double(Acc<T>(row[c])));
   double total = 0;
-  for (int64_t c = 0; c < C; ++c) total += std::exp(double(Acc<T>(row[c])) - max);
-  return max + std::log(total);
+  for (int64_t c = 0; c < C; ++c) total += math::CrossEntropy::exp_term(double(Acc<T>(row[c])), max);
+  return math::CrossEntropy::log_sum_exp(max, total);
 }
 
 template <class T>
 double cross_entropy_forward(const T* logits, const int64_t* targets, int64_t N, int64_t C,
                              const CrossEntropyOptions& o) {
+  const math::CrossEntropy f{o.label_smoothing, C};
   std::vector<double> row_loss(static_cast<size_t>(N), 0.0);
   parallel_for(0, N, grain_for(4 * C), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
@@ -51,8 +48,7 @@ double cross_entropy_forward(const T* logits, const int64_t* targets, int64_t N,
       double row_mean = 0;
       if (o.label_smoothing > 0)
         for (int64_t c = 0; c < C; ++c) row_mean += double(Acc<T>(row[c])) / double(C);
-      row_loss[size_t(i)] = (1 - o.label_smoothing) * (lse - double(Acc<T>(row[targets[i]]))) +
-                            o.label_smoothing * (lse - row_mean);
+      row_loss[size_t(i)] = f.loss(lse, double(Acc<T>(row[targets[i]])), row_mean);
     }
   });
   double total = 0;  // summed in row order: the same for any thread count
@@ -63,6 +59,7 @@ double cross_entropy_forward(const T* logits, const int64_t* targets, int64_t N,
 template <class T>
 void cross_entropy_backward(const T* logits, const int64_t* targets, int64_t N, int64_t C, const CrossEntropyOptions& o,
                             double scale, T* grad) {
+  const math::CrossEntropy f{o.label_smoothing, C};
   parallel_for(0, N, grain_for(4 * C), [&](int64_t lo, int64_t hi) {
     for (int64_t i = lo; i < hi; ++i) {
       T* g = grad + i * C;
@@ -72,11 +69,7 @@ void cross_entropy_backward(const T* logits, const int64_t* targets, int64_t N, 
       }
       const T* row = logits + i * C;
       const double lse = row_log_sum_exp(row, C);
-      for (int64_t c = 0; c < C; ++c) {
-        const double p = std::exp(double(Acc<T>(row[c])) - lse);
-        const double target = (c == targets[i] ? 1 - o.label_smoothing : 0) + o.label_smoothing / double(C);
-        g[c] = T(Acc<T>(scale * (p - target)));
-      }
+      for (int64_t c = 0; c < C; ++c) g[c] = T(Acc<T>(scale * f.grad(double(Acc<T>(row[c])), lse, c == targets[i])));
     }
   });
 }

@@ -1,11 +1,7 @@
-// batch_norm and layer_norm. Both normalise groups of values, xhat = (x - mean) * rstd with
-// rstd = 1/sqrt(var + eps), then scale and shift: y = xhat * w + b. Statistics are computed in
-// double (two passes: the mean, then squared deviations) whatever the input dtype, and the
-// output keeps the input dtype, so f16 activations stay f16 under autocast.
-//
-// The backward of a normalisation over M values (training mode), with gh = g * w:
-//   dx = rstd / M * (M * gh - sum(gh) - xhat * sum(gh * xhat))
-//   dw = sum(g * xhat),  db = sum(g)
+// batch_norm and layer_norm: the CPU loops around the formulas of kernels/math/norm.h (shared with
+// the CUDA kernels). Statistics are computed in double (two passes: the mean, then squared
+// deviations) whatever the input dtype, and the output keeps the input dtype, so f16
+// activations stay f16 under autocast.
 #include "ops/norm.h"
 
 #include <cmath>
@@ -17,6 +13,7 @@
 #include "core/parallel.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
+#include "kernels/math/norm.h"
 
 namespace hg {
 
@@ -96,7 +93,8 @@ void batch_norm_backward_kernel(const T* x, const T* g, const ChannelLayout& l, 
         for (int64_t s = 0; s < l.S; ++s) {
           const int64_t k = (n * l.C + c) * l.S + s;
           const double gv = double(Acc<T>(g[k]));
-          const double value = training ? wc * r / M * (M * gv - sum_g - (double(Acc<T>(x[k])) - m) * r * sum_g_xhat)
+          const double xhat = (double(Acc<T>(x[k])) - m) * r;
+          const double value = training ? math::Normalization::input_grad(wc, r, M, gv, xhat, sum_g, sum_g_xhat)
                                         : gv * wc * r;
           dx[k] = T(Acc<T>(value));
         }
@@ -171,7 +169,7 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   const std::vector<double> w = values_or(weight, C, 1.0), b = values_or(bias, C, 0.0);
   std::vector<double> rstd(static_cast<size_t>(C)), scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
   for (int64_t c = 0; c < C; ++c) {
-    rstd[size_t(c)] = 1.0 / std::sqrt(var[size_t(c)] + eps);
+    rstd[size_t(c)] = math::Normalization::rstd(var[size_t(c)], eps);
     scale[size_t(c)] = w[size_t(c)] * rstd[size_t(c)];
     shift[size_t(c)] = b[size_t(c)] - mean[size_t(c)] * scale[size_t(c)];
   }
@@ -207,7 +205,7 @@ void layer_norm_forward_kernel(const T* x, T* y, int64_t rows, int64_t D, double
       for (int64_t j = 0; j < D; ++j) total += double(Acc<T>(row[j]));
       const double m = total / double(D);
       for (int64_t j = 0; j < D; ++j) squares += (double(Acc<T>(row[j])) - m) * (double(Acc<T>(row[j])) - m);
-      const double rs = 1.0 / std::sqrt(squares / double(D) + eps);
+      const double rs = math::Normalization::rstd(squares / double(D), eps);
       mean[size_t(r)] = m;
       rstd[size_t(r)] = rs;
       for (int64_t j = 0; j < D; ++j)
@@ -238,7 +236,7 @@ void layer_norm_backward_kernel(const T* x, const T* g, int64_t rows, int64_t D,
       }
       for (int64_t j = 0; j < D; ++j) {
         const double gv = double(Acc<T>(g[r * D + j])), xhat = (double(Acc<T>(x[r * D + j])) - m) * rs;
-        dx[r * D + j] = T(Acc<T>(rs / double(D) * (double(D) * gv * w[size_t(j)] - sum_gh - xhat * sum_gh_xhat)));
+        dx[r * D + j] = T(Acc<T>(math::Normalization::input_grad(1.0, rs, double(D), gv * w[size_t(j)], xhat, sum_gh, sum_gh_xhat)));
       }
     }
   });

@@ -11,6 +11,7 @@
 #include "autograd/node.h"
 #include "core/parallel.h"
 #include "kernels/cpu/pool.h"
+#include "kernels/math/pool.h"
 #include "ops/cuda_ops.h"
 
 namespace hg {
@@ -58,9 +59,7 @@ void max_pool_row(const T* top, int64_t W, int64_t OW, int64_t kernel, int64_t s
       const int32_t index = int32_t(i * kernel + j);
       for (int64_t ow = 0; ow < OW; ++ow) {
         const A v = A(row[ow * stride]), b = best[ow];
-        // NOTE: NaN wins, as max must not drop it: v != v only for NaN, and once the best is NaN
-        // (b != b) nothing replaces it. Bitwise & and | keep the loop free of branches.
-        const bool take = ((v > b) | (v != v)) & (b == b);
+        const bool take = math::max_pool_takes(b, v);
         best[ow] = take ? v : b;
         at[ow] = take ? index : at[ow];
       }
@@ -148,7 +147,7 @@ void max_pool_backward(const T* grad, const uint8_t* where, T* dx, const PoolGeo
 
 template <class T>
 void avg_pool_forward(const T* x, T* y, const PoolGeometry& g) {
-  const Acc<T> inv = Acc<T>(1) / Acc<T>(g.kernel * g.kernel);
+  const Acc<T> inv = math::avg_pool_weight<Acc<T>>(g.kernel);
   parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p)
       for (int64_t oh = 0; oh < g.OH; ++oh)
@@ -164,7 +163,7 @@ void avg_pool_forward(const T* x, T* y, const PoolGeometry& g) {
 
 template <class T>
 void avg_pool_backward(const T* grad, T* dx, const PoolGeometry& g) {
-  const Acc<T> inv = Acc<T>(1) / Acc<T>(g.kernel * g.kernel);
+  const Acc<T> inv = math::avg_pool_weight<Acc<T>>(g.kernel);
   parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
     std::vector<Acc<T>> plane(static_cast<size_t>(g.H * g.W));
     for (int64_t p = lo; p < hi; ++p) {

@@ -13,6 +13,7 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "core/parallel.h"
+#include "kernels/math/reduce.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
 #include "ops/elementwise_kernel.h"
@@ -93,13 +94,9 @@ void max_kernel(const T* x, T* values, int64_t* indices, int64_t outer, int64_t 
                    const T* p = x + o * R * inner + i;
                    A best = A(p[0]);
                    int64_t best_index = 0;
-                   for (int64_t r = 1; r < R; ++r) {
+                   for (int64_t r = 1; r < R && !is_nan(best); ++r) {  // (nothing beats a NaN)
                      const A v = A(p[r * inner]);
-                     if (is_nan(best)) break;  // the first NaN is the maximum
-                     if (is_nan(v) || v > best) {
-                       best = v;
-                       best_index = r;
-                     }
+                     if (math::max_beats(v, r, best, best_index)) best = v, best_index = r;
                    }
                    if (values) values[k] = T(best);
                    if (indices) indices[k] = best_index;

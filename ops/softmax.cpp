@@ -1,10 +1,7 @@
 // softmax and log_softmax. The kernel views x as contiguous (outer, D, inner) with the softmax
-// dimension in the middle; each (outer, inner) line is done in three passes: the maximum, the
-// sum of exp(x - max), then the output. Subtracting the maximum keeps exp() <= 1, so logits of
-// +-1e4 never overflow. The backwards, from the saved output y:
-//   softmax:     dx = y * (g - sum(g * y))
-//   log_softmax: dx = g - exp(y) * sum(g)
-// are one kernel each (not a chain of ops) so 16-bit tensors are rounded once, not four times.
+// dimension in the middle; each (outer, inner) line runs the formulas of kernels/math/softmax.h
+// (shared with the CUDA kernels). The backwards are one kernel each (not a chain of ops) so
+// 16-bit tensors are rounded once, not four times.
 #include "ops/softmax.h"
 
 #include <cmath>
@@ -15,6 +12,7 @@
 #include "core/parallel.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise.h"
+#include "kernels/math/softmax.h"
 #include "ops/reduce.h"
 
 namespace hg {
@@ -24,26 +22,20 @@ using autograd::SavedTensor;
 
 namespace {
 
+// The CPU drivers: one (outer, inner) line per iteration, lines split over threads.
 template <class T>
 void softmax_kernel(const T* x, T* y, int64_t outer, int64_t D, int64_t inner, bool log) {
   using A = Acc<T>;
-  const int64_t lines = outer * inner;
-  parallel_for(0, lines, grain_for(2 * D), [&](int64_t lo, int64_t hi) {
+  const math::Softmax f{log};
+  parallel_for(0, outer * inner, grain_for(2 * D), [&](int64_t lo, int64_t hi) {
     for (int64_t line = lo; line < hi; ++line) {
       const int64_t base = (line / inner) * D * inner + line % inner;
       A max = -std::numeric_limits<A>::infinity();
-      for (int64_t d = 0; d < D; ++d) {
-        const A v = A(x[base + d * inner]);
-        if (v > max || std::isnan(v)) max = v;
-        if (std::isnan(max)) break;
-      }
+      for (int64_t d = 0; d < D; ++d) max = math::nan_max(max, A(x[base + d * inner]));
       A total = 0;
-      for (int64_t d = 0; d < D; ++d) total += std::exp(A(x[base + d * inner]) - max);
-      const A log_total = std::log(total);
-      for (int64_t d = 0; d < D; ++d) {
-        const A shifted = A(x[base + d * inner]) - max;
-        y[base + d * inner] = T(log ? shifted - log_total : std::exp(shifted) / total);
-      }
+      for (int64_t d = 0; d < D; ++d) total += f.exp_term(A(x[base + d * inner]), max);
+      const A log_total = f.log_of(total);
+      for (int64_t d = 0; d < D; ++d) y[base + d * inner] = T(f.output(A(x[base + d * inner]), max, total, log_total));
     }
   });
 }
@@ -51,14 +43,15 @@ void softmax_kernel(const T* x, T* y, int64_t outer, int64_t D, int64_t inner, b
 template <class T>
 void softmax_backward_kernel(const T* y, const T* g, T* dx, int64_t outer, int64_t D, int64_t inner, bool log) {
   using A = Acc<T>;
+  const math::Softmax f{log};
   parallel_for(0, outer * inner, grain_for(2 * D), [&](int64_t lo, int64_t hi) {
     for (int64_t line = lo; line < hi; ++line) {
       const int64_t base = (line / inner) * D * inner + line % inner;
-      A total = 0;  // sum(g * y) for softmax, sum(g) for log_softmax
-      for (int64_t d = 0; d < D; ++d) total += A(g[base + d * inner]) * (log ? A(1) : A(y[base + d * inner]));
+      A total = 0;
+      for (int64_t d = 0; d < D; ++d) total += f.grad_term(A(g[base + d * inner]), A(y[base + d * inner]));
       for (int64_t d = 0; d < D; ++d) {
         const int64_t k = base + d * inner;
-        dx[k] = T(log ? A(g[k]) - std::exp(A(y[k])) * total : A(y[k]) * (A(g[k]) - total));
+        dx[k] = T(f.grad(A(g[k]), A(y[k]), total));
       }
     }
   });

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "ops/cuda_ops.h"
+#include "kernels/math/optimizer_step.h"
 #include "optim/update_loop.h"
 
 namespace hg::optim {
@@ -24,21 +25,9 @@ void Adam::update(const Tensor& weight, const Tensor& grad, ParamState& state, d
   Tensor& m = state.tensors["exp_avg"];
   Tensor& v2 = state.tensors["exp_avg_sq"];
   if (!m.defined()) m = zeros_like(weight), v2 = zeros_like(weight);
-  const double b1 = options.beta1, b2 = options.beta2, eps = options.eps, wd = options.weight_decay;
-  const double t = double(state.step);
-  const double step_size = lr / (1 - std::pow(b1, t));
-  const double bias_correction2_sqrt = std::sqrt(1 - std::pow(b2, t));
-  const bool decoupled = decoupled_;
-  detail::for_each_element<4>({weight, grad, m, v2}, [=](auto& v) {
-    using A = std::decay_t<decltype(v[0])>;
-    A g = v[1];
-    if (decoupled) v[0] *= A(1 - lr * wd);
-    else if (wd != 0) g += A(wd) * v[0];
-    v[2] = v[2] * A(b1) + g * A(1 - b1);
-    v[3] = v[3] * A(b2) + A(1 - b2) * g * g;
-    const A denom = std::sqrt(v[3]) / A(bias_correction2_sqrt) + A(eps);
-    v[0] += A(-step_size) * (v[2] / denom);
-  });
+  const math::AdamStep rule{lr, options.beta1, options.beta2, options.eps, options.weight_decay, decoupled_};
+  const math::AdamStep::Factors factors = rule.factors(double(state.step));
+  detail::for_each_element<4>({weight, grad, m, v2}, [=](auto& v) { rule.apply(v[0], v[1], v[2], v[3], factors); });
 }
 
 }  // namespace hg::optim

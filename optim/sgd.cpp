@@ -2,6 +2,7 @@
 #include "optim/sgd.h"
 
 #include "ops/cuda_ops.h"
+#include "kernels/math/optimizer_step.h"
 #include "optim/update_loop.h"
 
 namespace hg::optim {
@@ -13,25 +14,18 @@ SGD::SGD(const std::vector<Tensor>& params, SGDOptions opts) : Optimizer(params,
 }
 
 void SGD::update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) {
-  const double momentum = options.momentum, dampening = options.dampening, wd = options.weight_decay;
-  const bool nesterov = options.nesterov;
-  if (momentum == 0) {
+  const math::SgdStep rule{lr, options.momentum, options.dampening, options.weight_decay, options.nesterov};
+  if (rule.momentum == 0) {
     detail::for_each_element<2>({weight, grad}, [=](auto& v) {
-      using A = std::decay_t<decltype(v[0])>;
-      const A d = v[1] + A(wd) * v[0];
-      v[0] -= A(lr) * d;
+      auto no_buffer = v[0];
+      rule.apply(v[0], v[1], no_buffer, true);
     });
     return;
   }
   Tensor& buffer = state.tensors["momentum_buffer"];
   const bool first = !buffer.defined();
   if (first) buffer = zeros_like(weight);
-  detail::for_each_element<3>({weight, grad, buffer}, [=](auto& v) {
-    using A = std::decay_t<decltype(v[0])>;
-    const A d = v[1] + A(wd) * v[0];
-    v[2] = first ? d : A(momentum) * v[2] + A(1 - dampening) * d;
-    v[0] -= A(lr) * (nesterov ? d + A(momentum) * v[2] : v[2]);
-  });
+  detail::for_each_element<3>({weight, grad, buffer}, [=](auto& v) { rule.apply(v[0], v[1], v[2], first); });
 }
 
 }  // namespace hg::optim

@@ -7,6 +7,7 @@
 
 #include "core/cpu_features.h"
 #include "core/simd_target.h"
+#include "kernels/math/pool.h"
 
 #if HG_X86
 // NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics (masked loads);
@@ -24,9 +25,9 @@ namespace hg::kernels::cpu {
 
 namespace {
 
-// "a, or b if b is larger": NaN wins (v != v only for NaN) and a NaN already chosen stays.
+// "a, or b if b is larger": math::max_pool_takes (NaN wins, then the first maximum).
 inline void keep_larger(float a, int ia, float b, int ib, float& m, int& im) {
-  const bool take = ((b > a) | (b != b)) & (a == a);
+  const bool take = math::max_pool_takes(a, b);
   m = take ? b : a;
   im = take ? ib : ia;
 }

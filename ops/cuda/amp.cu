@@ -7,6 +7,7 @@
 #include "ops/cuda/multi_tensor.cuh"
 #include "ops/cuda/warp_reduce.cuh"
 #include "ops/cuda_ops.h"
+#include "kernels/math/scale_update.h"
 
 namespace hg::cuda_ops {
 
@@ -93,18 +94,8 @@ void launch_unscale(const std::vector<int>& members, const std::vector<Tensor>& 
 __global__ void scaler_update_kernel(float* scale, int32_t* tracker, int32_t* skipped, const float* found,
                                      double growth_factor, double backoff_factor, int64_t growth_interval,
                                      double min_scale, double max_scale, volatile int32_t* skipped_mirror) {
-  if (*found != 0.0f) {
-    *scale = fmaxf(float(*scale * backoff_factor), float(min_scale));
-    *tracker = 0;
-    *skipped += 1;
-  } else {
-    *skipped = 0;
-    if (++*tracker == growth_interval) {
-      const float grown = float(double(*scale) * growth_factor);
-      if (isfinite(grown) && double(grown) <= fmax(max_scale, double(*scale))) *scale = grown;
-      *tracker = 0;
-    }
-  }
+  const math::ScaleUpdate rule{growth_factor, backoff_factor, growth_interval, min_scale, max_scale};
+  rule.apply(*scale, *tracker, *skipped, *found != 0.0f);
   if (skipped_mirror != nullptr) *skipped_mirror = *skipped;
 }
 

@@ -30,7 +30,7 @@
 #include "ops/cuda/library_check.h"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise_kernel.h"
-#include "ops/math/elementwise.h"
+#include "kernels/math/elementwise.h"
 #include "ops/reduce.h"
 
 namespace hg::cuda_ops {

@@ -1,13 +1,13 @@
 // CUDA twin of detail::map_elementwise: out[i] = f(a[i], b[i], ...) for T in {f32, f64, f16,
 // bf16, i32, i64, u8}, loading T, computing in float (16-bit) or T, storing T. Contiguous
 // operands take a plain grid-stride loop; broadcast or strided ones go through the indexer.
-// Explicit instantiations at the end: one line per functor of ops/math/ that ops use.
+// Explicit instantiations at the end: one line per functor of kernels/math/ that ops use.
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda_ops.h"
 #include "ops/elementwise_kernel.h"
-#include "ops/math/activation.h"
-#include "ops/math/elementwise.h"
+#include "kernels/math/activation.h"
+#include "kernels/math/elementwise.h"
 
 namespace hg::detail {
 

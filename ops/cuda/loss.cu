@@ -1,8 +1,5 @@
-// CUDA cross_entropy, the twin of ops/loss.cpp: one warp per row of logits (N, C). For target t,
-// smoothing eps and lse = log sum exp(x):
-//   loss = (1 - eps) * (lse - x[t]) + eps * (lse - mean(x))
-//   dloss/dx[c] = softmax(x)[c] - (1 - eps) * [c == t] - eps / C
-// Row math is in double like the CPU's. The mean over the valid rows is a second, one-block kernel
+// CUDA cross_entropy: one warp per row of logits (N, C), running the row formulas of
+// kernels/math/cross_entropy.h (the CPU loops in ops/loss.cpp run the same), in double. The mean over the valid rows is a second, one-block kernel
 // that sums the row losses in a fixed order (deterministic) and counts the valid rows on the
 // device; the backward reads that count and the incoming gradient from device memory, so neither
 // direction waits for the GPU. Targets are checked here, not on the host: a target outside [0, C)
@@ -15,6 +12,7 @@
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/warp_reduce.cuh"
 #include "ops/cuda_ops.h"
+#include "kernels/math/cross_entropy.h"
 
 namespace hg::cuda_ops {
 
@@ -23,22 +21,21 @@ namespace {
 using cuda_detail::acc_t;
 using cuda_detail::from_acc;
 using cuda_detail::kWarp;
-using cuda_detail::nan_max;
 using cuda_detail::to_acc;
 using cuda_detail::warp_max;
 using cuda_detail::warp_sum;
 
 // ---- math -----------------------------------------------------------------------------------------
 
-// log sum exp of one row, max-subtracted so exp() <= 1; every lane of the warp gets the result.
+// log sum exp of one row (kernels/math/cross_entropy.h); every lane of the warp gets the result.
 template <class T>
 __device__ double row_log_sum_exp(const T* row, int64_t C, int lane) {
   double max = -INFINITY;
-  for (int64_t c = lane; c < C; c += kWarp) max = nan_max(max, double(to_acc(row[c])));
+  for (int64_t c = lane; c < C; c += kWarp) max = math::nan_max(max, double(to_acc(row[c])));
   max = warp_max(max);
   double total = 0;
-  for (int64_t c = lane; c < C; c += kWarp) total += ::exp(double(to_acc(row[c])) - max);
-  return max + ::log(warp_sum(total));
+  for (int64_t c = lane; c < C; c += kWarp) total += math::CrossEntropy::exp_term(double(to_acc(row[c])), max);
+  return math::CrossEntropy::log_sum_exp(max, warp_sum(total));
 }
 
 // ---- kernels --------------------------------------------------------------------------------------
@@ -72,8 +69,7 @@ __global__ void cross_entropy_rows_kernel(const T* logits, const int64_t* target
       for (int64_t c = lane; c < C; c += kWarp) row_mean += double(to_acc(row[c])) / double(C);
       row_mean = warp_sum(row_mean);
     }
-    if (lane == 0)
-      row_loss[i] = (1 - smoothing) * (lse - double(to_acc(row[t]))) + smoothing * (lse - row_mean);
+    if (lane == 0) row_loss[i] = math::CrossEntropy{smoothing, C}.loss(lse, double(to_acc(row[t])), row_mean);
   }
 }
 
@@ -125,11 +121,8 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const int64_t* ta
     }
     const T* row = logits + i * C;
     const double lse = row_log_sum_exp(row, C, lane);
-    for (int64_t c = lane; c < C; c += kWarp) {
-      const double p = ::exp(double(to_acc(row[c])) - lse);
-      const double target = (c == t ? 1 - smoothing : 0) + smoothing / double(C);
-      gr[c] = from_acc<T>(acc_t<T>(scale * (p - target)));
-    }
+    const math::CrossEntropy f{smoothing, C};
+    for (int64_t c = lane; c < C; c += kWarp) gr[c] = from_acc<T>(acc_t<T>(scale * f.grad(double(to_acc(row[c])), lse, c == t)));
   }
 }
 

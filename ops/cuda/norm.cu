@@ -1,16 +1,15 @@
-// CUDA batch_norm and layer_norm, the twins of ops/norm.cpp: xhat = (x - mean) * rstd with
-// rstd = 1/sqrt(var + eps), y = xhat * w + b. Each group's statistics are summed in double (two
+// CUDA batch_norm and layer_norm: drivers around the formulas of kernels/math/norm.h, which the CPU
+// loops (ops/norm.cpp) run too. Each group's statistics are summed in double (two
 // passes, like the CPU) in registers and combined by a block reduction in a fixed order, so they
 // are deterministic. They stay on the device and the running statistics are updated there in
 // place: no value comes back to the host, so a training step never waits for the GPU.
-// The backward over M values (training mode), with gh = g * w:
-//   dx = rstd / M * (M * gh - sum(gh) - xhat * sum(gh * xhat)),  dw = sum(g * xhat),  db = sum(g)
 #include <optional>
 
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/warp_reduce.cuh"
 #include "ops/cuda_ops.h"
+#include "kernels/math/norm.h"
 
 namespace hg::cuda_ops {
 
@@ -108,7 +107,7 @@ __global__ void __launch_bounds__(kChannelThreads)
   if (training && p.running_var)
     p.running_var[c] = from_acc<P>(
         acc_t<P>((1 - momentum) * double(to_acc(p.running_var[c])) + momentum * var * (count / (count - 1))));
-  const double r = 1.0 / ::sqrt(var + eps);
+  const double r = math::Normalization::rstd(var, eps);
   mean[c] = stat_t<T>(m);
   rstd[c] = stat_t<T>(r);
   const double scale = value_or(p.weight, c, 1.0) * r;
@@ -158,7 +157,8 @@ __global__ void batch_norm_dx_kernel(const T* x, const T* g, int64_t n, ChannelL
     const double m = double(mean[c]), r = double(rstd[c]), wc = sums[c], sum_g = sums[l.C + c],
                  sum_g_xhat = sums[2 * l.C + c], gv = double(to_acc(g[e]));
     const double value =
-        training ? wc * r / M * (M * gv - sum_g - (double(to_acc(x[e])) - m) * r * sum_g_xhat) : gv * wc * r;
+        training ? math::Normalization::input_grad(wc, r, M, gv, (double(to_acc(x[e])) - m) * r, sum_g, sum_g_xhat)
+                 : gv * wc * r;
     dx[e] = from_acc<T>(acc_t<T>(value));
   }
 }
@@ -178,7 +178,7 @@ __global__ void layer_norm_forward_kernel(const T* x, T* y, int64_t rows, int64_
       const double d = double(to_acc(xr[j])) - m;
       squares += d * d;
     }
-    const double rs = 1.0 / ::sqrt(block_sum(squares) / double(D) + eps);
+    const double rs = math::Normalization::rstd(block_sum(squares) / double(D), eps);
     if (threadIdx.x == 0) mean[r] = stat_t<T>(m), rstd[r] = stat_t<T>(rs);
     for (int64_t j = threadIdx.x; j < D; j += blockDim.x)
       y[r * D + j] = from_acc<T>(
@@ -204,7 +204,7 @@ __global__ void layer_norm_dx_kernel(const T* x, const T* g, int64_t rows, int64
     for (int64_t j = threadIdx.x; j < D; j += blockDim.x) {
       const double gv = double(to_acc(g[r * D + j])), xhat = (double(to_acc(x[r * D + j])) - m) * rs;
       dx[r * D + j] = from_acc<T>(
-          acc_t<T>(rs / double(D) * (double(D) * gv * value_or(weight, j, 1.0) - sum_gh - xhat * sum_gh_xhat)));
+          acc_t<T>(math::Normalization::input_grad(1.0, rs, double(D), gv * value_or(weight, j, 1.0), xhat, sum_gh, sum_gh_xhat)));
     }
   }
 }

@@ -2,7 +2,7 @@
 // parameters, with a grid sized by their elements. The kernels read the GradScaler's found_inf
 // and scale on the device and leave everything untouched when a gradient overflowed; a second
 // tiny kernel then advances the per-parameter step counts -- so an AMP step needs no host
-// synchronisation. Same arithmetic as the CPU loops (optim/sgd.cpp, optim/adam.cpp), in the
+// synchronisation. The update rules are the CPU loops' own (kernels/math/optimizer_step.h), in the
 // weight's compute type.
 #include <map>
 #include <utility>
@@ -99,12 +99,7 @@ __global__ void sgd_kernel(ParamTable<W, P> table, SgdHyper h, const float* foun
   for (int64_t i = int64_t(threadIdx.x) * kVec; i < c.n; i += int64_t(blockDim.x) * kVec) {
     Group<W, P> v = load_group(m, c.start, i, c.n, wide, inv_scale);
     for (int j = 0; j < kVec; ++j) {
-      A d = v.g[j] + A(h.weight_decay) * v.w[j];
-      if (h.momentum != 0) {
-        v.s0[j] = first ? d : A(h.momentum) * v.s0[j] + A(1 - h.dampening) * d;
-        d = h.nesterov ? d + A(h.momentum) * v.s0[j] : v.s0[j];
-      }
-      v.w[j] -= A(h.lr) * d;
+      h.apply(v.w[j], v.g[j], v.s0[j], first);
     }
     store_group(m, c.start, i, c.n, wide, v);
   }
@@ -119,19 +114,12 @@ __global__ void adam_kernel(ParamTable<W, P> table, AdamHyper h, const float* fo
   const double inv_scale = scale ? 1.0 / double(*scale) : 1.0;
   // NOTE: the count is an integer on the device: an f32 count would stop at 2^24.
   const double step = double(*m.step) + 1.0;  // this update's t (the count advances afterwards)
-  const double step_size = h.lr / (1 - pow(h.beta1, step));
-  const double bias_correction2_sqrt = sqrt(1 - pow(h.beta2, step));
+  const math::AdamStep::Factors factors = h.factors(step);
   const bool wide = chunk_is_wide(m, c.start, c.n);
   for (int64_t i = int64_t(threadIdx.x) * kVec; i < c.n; i += int64_t(blockDim.x) * kVec) {
     Group<W, P> v = load_group(m, c.start, i, c.n, wide, inv_scale);
     for (int j = 0; j < kVec; ++j) {
-      A g = v.g[j];
-      if (h.decoupled) v.w[j] *= A(1 - h.lr * h.weight_decay);
-      else if (h.weight_decay != 0) g += A(h.weight_decay) * v.w[j];
-      v.s0[j] = v.s0[j] * A(h.beta1) + g * A(1 - h.beta1);
-      v.s1[j] = v.s1[j] * A(h.beta2) + A(1 - h.beta2) * g * g;
-      const A denom = sqrt(v.s1[j]) / A(bias_correction2_sqrt) + A(h.eps);
-      v.w[j] += A(-step_size) * (v.s0[j] / denom);
+      h.apply(v.w[j], v.g[j], v.s0[j], v.s1[j], factors);
     }
     store_group(m, c.start, i, c.n, wide, v);
   }

@@ -6,6 +6,7 @@
 #include "core/cuda/device_math.cuh"
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda_ops.h"
+#include "kernels/math/pool.h"
 
 namespace hg::cuda_ops {
 
@@ -46,7 +47,7 @@ __device__ __forceinline__ A mul_rn(A a, A b) {
 
 // Each output scans its window row by row; the first element starts as the best and a later one
 // replaces it only if larger, or NaN while the best is not: NaN wins, then the first maximum
-// (ops/pool.cpp's keep_larger). `where` is the winner's index in the window, i * kernel + j.
+// (math::max_pool_takes, as on the CPU). `where` is the winner's index in the window, i * kernel + j.
 template <class T>
 __global__ void max_pool_forward_kernel(const T* x, T* y, uint8_t* where, PoolGeometry g) {
   using A = acc_t<T>;
@@ -59,7 +60,7 @@ __global__ void max_pool_forward_kernel(const T* x, T* y, uint8_t* where, PoolGe
     for (int i = 0; i < g.kernel; ++i)
       for (int j = 0; j < g.kernel; ++j) {
         const A v = to_acc(top[i * g.W + j]);
-        if ((v > best || v != v) && best == best) best = v, at = i * g.kernel + j;
+        if (math::max_pool_takes(best, v)) best = v, at = i * g.kernel + j;
       }
     y[o] = from_acc<T>(best);
     where[o] = uint8_t(at);
@@ -88,7 +89,7 @@ __global__ void max_pool_backward_kernel(const T* grad, const uint8_t* where, T*
 template <class T>
 __global__ void avg_pool_forward_kernel(const T* x, T* y, PoolGeometry g) {
   using A = acc_t<T>;
-  const A inv = A(1) / A(g.kernel * g.kernel);
+  const A inv = math::avg_pool_weight<A>(g.kernel);
   const int64_t n = g.planes * g.OH * g.OW;
   for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ow = o % g.OW, oh = (o / g.OW) % g.OH, p = o / (g.OW * g.OH);
@@ -104,7 +105,7 @@ __global__ void avg_pool_forward_kernel(const T* x, T* y, PoolGeometry g) {
 template <class T>
 __global__ void avg_pool_backward_kernel(const T* grad, T* dx, PoolGeometry g) {
   using A = acc_t<T>;
-  const A inv = A(1) / A(g.kernel * g.kernel);
+  const A inv = math::avg_pool_weight<A>(g.kernel);
   const int64_t n = g.planes * g.H * g.W;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t w = e % g.W, h = (e / g.W) % g.H, p = e / (g.W * g.H);

@@ -52,9 +52,8 @@ struct MaxState {
 };
 constexpr int64_t kNone = std::numeric_limits<int64_t>::max();
 
-// (value, index) pairs with "NaN is the largest, then the smallest index wins": the outcome does
-// not depend on the order in which pairs meet, and it is the CPU's (the first NaN, else the first
-// maximum).
+// (value, index) pairs ordered by math::max_beats, the CPU's rule: the outcome does not depend on
+// the order in which pairs meet (the first NaN, else the first maximum).
 template <class T>
 struct MaxOp {
   using A = acc_t<T>;
@@ -64,10 +63,7 @@ struct MaxOp {
   __device__ static bool better(const State& a, const State& b) {  // a beats b
     if (b.index == kNone) return true;
     if (a.index == kNone) return false;
-    const bool a_nan = a.value != a.value, b_nan = b.value != b.value;
-    if (a_nan != b_nan) return a_nan;
-    if (!a_nan && a.value != b.value) return a.value > b.value;
-    return a.index < b.index;
+    return math::max_beats(a.value, a.index, b.value, b.index);
   }
   __device__ static State combine(State a, State b) { return better(b, a) ? b : a; }
   __device__ static State shuffle(State s, int step) {

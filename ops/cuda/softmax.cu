@@ -1,5 +1,5 @@
-// CUDA softmax and log_softmax, the twins of ops/softmax.cpp: x is contiguous (outer, D, inner)
-// and each (outer, inner) line takes the maximum, the sum of exp(x - max), then the output. Rows
+// CUDA softmax and log_softmax: drivers around the formulas of kernels/math/softmax.h, which the CPU
+// loops (ops/softmax.cpp) run too. x is contiguous (outer, D, inner). Rows
 // (inner == 1) get one warp each, so the three passes read D / 32 values per lane and combine
 // with shuffles; other lines get one thread each (adjacent threads read adjacent columns).
 // Math is in acc_t<T>: f32 for f32/f16/bf16, f64 for f64, as on the CPU.
@@ -9,6 +9,7 @@
 #include "ops/cuda/launch.cuh"
 #include "ops/cuda/warp_reduce.cuh"
 #include "ops/cuda_ops.h"
+#include "kernels/math/softmax.h"
 
 namespace hg::cuda_ops {
 
@@ -17,24 +18,9 @@ namespace {
 using cuda_detail::acc_t;
 using cuda_detail::from_acc;
 using cuda_detail::kWarp;
-using cuda_detail::nan_max;
 using cuda_detail::to_acc;
 using cuda_detail::warp_max;
 using cuda_detail::warp_sum;
-
-// ---- math -----------------------------------------------------------------------------------------
-
-template <class A>
-__device__ __forceinline__ A exp_acc(A v) {
-  if constexpr (std::is_same_v<A, float>) return expf(v);
-  else return ::exp(v);
-}
-
-template <class A>
-__device__ __forceinline__ A log_acc(A v) {
-  if constexpr (std::is_same_v<A, float>) return logf(v);
-  else return ::log(v);
-}
 
 // ---- kernels --------------------------------------------------------------------------------------
 
@@ -43,22 +29,20 @@ __device__ __forceinline__ A log_acc(A v) {
 template <class T>
 __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t D, bool log) {
   using A = acc_t<T>;
+  const math::Softmax f{log};
   const int lane = int(threadIdx.x) % kWarp;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
   for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; row < rows; row += warps) {
     const T* xr = x + row * D;
     T* yr = y + row * D;
     A max = -INFINITY;
-    for (int64_t d = lane; d < D; d += kWarp) max = nan_max(max, to_acc(xr[d]));
+    for (int64_t d = lane; d < D; d += kWarp) max = math::nan_max(max, to_acc(xr[d]));
     max = warp_max(max);
     A total = 0;
-    for (int64_t d = lane; d < D; d += kWarp) total += exp_acc(to_acc(xr[d]) - max);
+    for (int64_t d = lane; d < D; d += kWarp) total += f.exp_term(to_acc(xr[d]), max);
     total = warp_sum(total);
-    const A log_total = log_acc(total);
-    for (int64_t d = lane; d < D; d += kWarp) {
-      const A shifted = to_acc(xr[d]) - max;
-      yr[d] = from_acc<T>(log ? shifted - log_total : exp_acc(shifted) / total);
-    }
+    const A log_total = f.log_of(total);
+    for (int64_t d = lane; d < D; d += kWarp) yr[d] = from_acc<T>(f.output(to_acc(xr[d]), max, total, log_total));
   }
 }
 
@@ -66,19 +50,17 @@ __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t D, b
 template <class T>
 __global__ void softmax_lines_kernel(const T* x, T* y, int64_t outer, int64_t D, int64_t inner, bool log) {
   using A = acc_t<T>;
+  const math::Softmax f{log};
   const int64_t lines = outer * inner;
   for (int64_t line = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; line < lines;
        line += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (line / inner) * D * inner + line % inner;
     A max = -INFINITY;
-    for (int64_t d = 0; d < D; ++d) max = nan_max(max, to_acc(x[base + d * inner]));
+    for (int64_t d = 0; d < D; ++d) max = math::nan_max(max, to_acc(x[base + d * inner]));
     A total = 0;
-    for (int64_t d = 0; d < D; ++d) total += exp_acc(to_acc(x[base + d * inner]) - max);
-    const A log_total = log_acc(total);
-    for (int64_t d = 0; d < D; ++d) {
-      const A shifted = to_acc(x[base + d * inner]) - max;
-      y[base + d * inner] = from_acc<T>(log ? shifted - log_total : exp_acc(shifted) / total);
-    }
+    for (int64_t d = 0; d < D; ++d) total += f.exp_term(to_acc(x[base + d * inner]), max);
+    const A log_total = f.log_of(total);
+    for (int64_t d = 0; d < D; ++d) y[base + d * inner] = from_acc<T>(f.output(to_acc(x[base + d * inner]), max, total, log_total));
   }
 }
 
@@ -88,17 +70,15 @@ __global__ void softmax_lines_kernel(const T* x, T* y, int64_t outer, int64_t D,
 template <class T>
 __global__ void softmax_backward_rows_kernel(const T* y, const T* g, T* dx, int64_t rows, int64_t D, bool log) {
   using A = acc_t<T>;
+  const math::Softmax f{log};
   const int lane = int(threadIdx.x) % kWarp;
   const int64_t warps = int64_t(gridDim.x) * (blockDim.x / kWarp);
   for (int64_t row = (int64_t(blockIdx.x) * blockDim.x + threadIdx.x) / kWarp; row < rows; row += warps) {
     const int64_t base = row * D;
-    A total = 0;  // sum(g * y) for softmax, sum(g) for log_softmax
-    for (int64_t d = lane; d < D; d += kWarp) total += to_acc(g[base + d]) * (log ? A(1) : to_acc(y[base + d]));
+    A total = 0;
+    for (int64_t d = lane; d < D; d += kWarp) total += f.grad_term(to_acc(g[base + d]), to_acc(y[base + d]));
     total = warp_sum(total);
-    for (int64_t d = lane; d < D; d += kWarp) {
-      const A gv = to_acc(g[base + d]), yv = to_acc(y[base + d]);
-      dx[base + d] = from_acc<T>(log ? gv - exp_acc(yv) * total : yv * (gv - total));
-    }
+    for (int64_t d = lane; d < D; d += kWarp) dx[base + d] = from_acc<T>(f.grad(to_acc(g[base + d]), to_acc(y[base + d]), total));
   }
 }
 
@@ -106,16 +86,16 @@ template <class T>
 __global__ void softmax_backward_lines_kernel(const T* y, const T* g, T* dx, int64_t outer, int64_t D, int64_t inner,
                                               bool log) {
   using A = acc_t<T>;
+  const math::Softmax f{log};
   const int64_t lines = outer * inner;
   for (int64_t line = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; line < lines;
        line += int64_t(gridDim.x) * blockDim.x) {
     const int64_t base = (line / inner) * D * inner + line % inner;
     A total = 0;
-    for (int64_t d = 0; d < D; ++d) total += to_acc(g[base + d * inner]) * (log ? A(1) : to_acc(y[base + d * inner]));
+    for (int64_t d = 0; d < D; ++d) total += f.grad_term(to_acc(g[base + d * inner]), to_acc(y[base + d * inner]));
     for (int64_t d = 0; d < D; ++d) {
       const int64_t k = base + d * inner;
-      const A gv = to_acc(g[k]), yv = to_acc(y[k]);
-      dx[k] = from_acc<T>(log ? gv - exp_acc(yv) * total : yv * (gv - total));
+      dx[k] = from_acc<T>(f.grad(to_acc(g[k]), to_acc(y[k]), total));
     }
   }
 }

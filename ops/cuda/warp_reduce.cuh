@@ -1,21 +1,15 @@
 // Warp-level reductions shared by the row kernels (softmax, cross-entropy, norms). Butterfly
 // shuffles: every lane ends with the same result, combined in a fixed order (deterministic).
 #pragma once
+#include "kernels/math/reduce.h"
 
 namespace hg::cuda_detail {
 
 inline constexpr int kWarp = 32;
 
-// The larger of a and b where NaN counts as the largest and a NaN already held stays: the CPU's
-// `if (v > max || isnan(v)) max = v`, so a NaN anywhere in a row makes its maximum NaN.
-template <class A>
-__device__ __forceinline__ A nan_max(A a, A b) {
-  return (b > a || b != b) ? b : a;
-}
-
 template <class A>
 __device__ __forceinline__ A warp_max(A v) {
-  for (int step = kWarp / 2; step > 0; step /= 2) v = nan_max(v, __shfl_xor_sync(0xffffffffu, v, step));
+  for (int step = kWarp / 2; step > 0; step /= 2) v = math::nan_max(v, __shfl_xor_sync(0xffffffffu, v, step));
   return v;
 }
 

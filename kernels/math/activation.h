@@ -1,7 +1,7 @@
 // Scalar formulas of the activations (ops/activation.cpp, ops/cuda/activation.cu). Each has the
 // forward f(x) and the backward dx = f'(x) * g, written from x (or from y = f(x) where cheaper).
 #pragma once
-#include "ops/math/common.h"
+#include "kernels/math/common.h"
 
 namespace hg::math {
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <type_traits>
 
-#include "ops/math/common.h"
+#include "kernels/math/common.h"
 
 namespace hg::math {
 

@@ -1,0 +1,82 @@
+#!/usr/bin/env python3
+"""Checks that every `#include "..."` of the library points down (or sideways) a layer.
+
+    cmake/check_layers.py <repository root> <layers file>
+
+The layers file (cmake/layers.txt) lists the layers lowest first and the known upward includes
+still allowed. Exit status 0 when every include of every library file (.h .cpp .cu .cuh outside
+tests/, bench/, examples/) points to its own layer or a lower one, 1 otherwise with one line per
+fault. Angle-bracket includes (<vector>, <Eigen/Core>) are other libraries: not checked.
+"""
+import re
+import sys
+from pathlib import Path
+
+SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".cuh"}
+NOT_LIBRARY = {"tests", "bench", "examples", "build", "docs", "scripts", "cmake"}
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.MULTILINE)
+
+
+def read_layers(path):
+    """Returns ({folder: (rank, layer name)}, {(file, included file)} allowed upward)."""
+    folders, allowed = {}, set()
+    rank = 0
+    for number, raw in enumerate(Path(path).read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("layer "):
+            name, _, members = line[len("layer "):].partition(":")
+            for folder in members.split():
+                folders[folder] = (rank, name.strip())
+            rank += 1
+        elif line.startswith("allow "):
+            source, arrow, target = line[len("allow "):].partition("->")
+            if not arrow:
+                sys.exit(f"{path}:{number}: expected 'allow <file> -> <included file>'")
+            allowed.add((source.strip(), target.strip()))
+        else:
+            sys.exit(f"{path}:{number}: expected 'layer <name>: <folders>' or 'allow <file> -> <file>'")
+    return folders, allowed
+
+
+def layer_of(relative_path, folders):
+    folder = str(Path(relative_path).parent)
+    return folders.get(folder)
+
+
+def main():
+    if len(sys.argv) != 3:
+        sys.exit(__doc__)
+    root, layers_file = Path(sys.argv[1]), sys.argv[2]
+    folders, allowed = read_layers(layers_file)
+    faults, used_allowances, checked = [], set(), 0
+    for path in sorted(root.rglob("*")):
+        relative = path.relative_to(root)
+        if path.suffix not in SOURCE_SUFFIXES or relative.parts[0] in NOT_LIBRARY or relative.parts[0].startswith("build"):
+            continue
+        own = layer_of(relative, folders)
+        if own is None:
+            faults.append(f"{relative}: its folder is in no layer of {layers_file}")
+            continue
+        checked += 1
+        for included in INCLUDE.findall(path.read_text(errors="replace")):
+            target = layer_of(included, folders)
+            if target is None:
+                continue  # a header next to the file, or a generated one: same layer
+            if target[0] <= own[0]:
+                continue
+            if (str(relative), included) in allowed:
+                used_allowances.add((str(relative), included))
+                continue
+            faults.append(f"{relative} ({own[1]}) includes {included} ({target[1]}): an include pointing up a layer")
+    for source, target in sorted(allowed - used_allowances):
+        faults.append(f"allowed upward include {source} -> {target} no longer exists: delete its line from {layers_file}")
+    for fault in faults:
+        print(fault)
+    print(f"check_layers: {checked} files, {len(faults)} fault(s), {len(used_allowances)} known upward include(s) left")
+    return 1 if faults else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+// The optimizers' per-element update rules, the one definition both the CPU loop (optim/sgd.cpp,
+// optim/adam.cpp through optim/update_loop.h) and the CUDA multi-tensor kernels
+// (ops/cuda/optim.cu) call. A is the compute type (f32 for 16-bit and f32 weights, f64 for f64).
+// The rules are PyTorch's (torch.optim.SGD / Adam / AdamW, non-foreach, non-fused).
+#pragma once
+#include "kernels/math/common.h"
+
+namespace hg::math {
+
+struct SgdStep {
+  double lr, momentum, dampening, weight_decay;
+  bool nesterov;
+
+  // One element: weight w, gradient g, momentum buffer (unused without momentum). `first`: the
+  // buffer holds no value yet, so this step makes it the gradient (PyTorch's rule).
+  template <class A>
+  HG_HD void apply(A& w, A g, A& buffer, bool first) const {
+    A d = g + A(weight_decay) * w;
+    if (momentum != 0) {
+      buffer = first ? d : A(momentum) * buffer + A(1 - dampening) * d;
+      d = nesterov ? d + A(momentum) * buffer : buffer;
+    }
+    w -= A(lr) * d;
+  }
+};
+
+struct AdamStep {
+  double lr, beta1, beta2, eps, weight_decay;
+  bool decoupled;  // AdamW: the weight decays by lr * weight_decay instead of joining the gradient
+
+  // The bias corrections of update number t (1, 2, ...): computed once per parameter, not per
+  // element (two pow calls per element would cost more than the update).
+  struct Factors {
+    double step_size, bias_correction2_sqrt;
+  };
+  HG_HD Factors factors(double t) const {
+    using std::pow, std::sqrt;  // (on the device the unqualified calls find CUDA's)
+    return {lr / (1 - pow(beta1, t)), sqrt(1 - pow(beta2, t))};
+  }
+
+  // One element: weight w, gradient g, first and second moments m and v.
+  template <class A>
+  HG_HD void apply(A& w, A g, A& m, A& v, Factors f) const {
+    using std::sqrt;
+    if (decoupled) w *= A(1 - lr * weight_decay);
+    else if (weight_decay != 0) g += A(weight_decay) * w;
+    m = m * A(beta1) + g * A(1 - beta1);
+    v = v * A(beta2) + A(1 - beta2) * g * g;
+    const A denom = sqrt(v) / A(f.bias_correction2_sqrt) + A(eps);
+    w += A(-f.step_size) * (m / denom);
+  }
+};
+
+}  // namespace hg::math

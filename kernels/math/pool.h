@@ -1,0 +1,23 @@
+// The pooling windows' rules, the one definition the CPU loops (ops/pool.cpp, kernels/cpu/pool.cpp)
+// and the CUDA kernels (ops/cuda/pool.cu) both run.
+#pragma once
+#include "kernels/math/common.h"
+
+namespace hg::math {
+
+// max_pool2d scans a window in order and keeps the best value and its index: value v replaces
+// the best b if larger or NaN (v != v only for NaN), and once the best is NaN (b != b) nothing
+// replaces it. So NaN wins, then the first maximum. NOTE: bitwise & and | on the comparisons
+// keep the CPU loops free of branches (they vectorise).
+template <class A>
+HG_HD bool max_pool_takes(A best, A v) {
+  return ((v > best) | (v != v)) & (best == best);
+}
+
+// avg_pool2d's weight of each value in a kernel x kernel window.
+template <class A>
+HG_HD A avg_pool_weight(int kernel) {
+  return A(1) / A(kernel * kernel);
+}
+
+}  // namespace hg::math
