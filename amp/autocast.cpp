@@ -103,16 +103,17 @@ std::vector<DType> floating_dtypes(std::span<Tensor> inputs) {
     if (t.defined() && is_floating(t.dtype())) out.push_back(t.dtype());
   return out;
 }
-}  // namespace
 
-void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
+// What prepare does for one op, built-in or custom: `policy` is empty for a custom op nobody gave
+// one; `output` says how the output dtype follows from the compute dtype (for the report).
+void prepare_with(std::string_view op, std::optional<CastPolicy> policy, OutputDType output,
+                  std::span<Tensor> inputs) {
   if (t_prepare_observer != nullptr) t_prepare_observer->arrived(op, inputs);
   PrecisionReport* report = current_report();
   const std::vector<DType> arrived = report ? floating_dtypes(inputs) : std::vector<DType>{};
   CastCount count;
   std::string fired = autograd::backward_depth() > 0 ? "backward" : "off";
   if (is_enabled()) {
-    const std::optional<CastPolicy> policy = find_policy(op);
     HG_CHECK(policy.has_value(), "autocast: op '", op, "' has no cast policy, and halfgrad does not guess one. "
              "Choose with hg::amp::set_policy(\"", op, "\", p) where p is CastPolicy::Lower (run in ",
              t_state.dtype, "), F32 (run in f32), Promote (widest input dtype) or Keep (inputs as they are)");
@@ -138,10 +139,20 @@ void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
     const std::vector<DType> ran = floating_dtypes(inputs);
     DType compute = ran.empty() ? f32 : ran.front();
     for (DType d : ran) compute = promote_types(compute, d);
-    const DType output = op == "argmax" ? i64 : compute;
-    report->record({std::string(op), fired, arrived, compute, output, 1, count.casts, count.bytes, count.hits, false, {}});
+    const DType first = ran.empty() ? compute : ran.front();
+    report->record({std::string(op), fired, arrived, compute, output_dtype(output, compute, first), 1, count.casts,
+                    count.bytes, count.hits, false, {}});
   }
   if (t_prepare_observer != nullptr) t_prepare_observer->prepared(op, inputs);
+}
+}  // namespace
+
+void prepare_inputs(Op op, std::span<Tensor> inputs) {
+  prepare_with(op_name(op), policy(op), op_info(op).output, inputs);
+}
+
+void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
+  prepare_with(op, find_policy(op), OutputDType::Computed, inputs);
 }
 
 void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype) {

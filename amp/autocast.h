@@ -1,11 +1,11 @@
-// Autocast: a thread-local region in which ops cast their floating inputs by the policy table
-// (amp/policy.h) before they compute. PyTorch's torch.autocast, as an RAII guard:
+// Autocast: a thread-local region in which ops cast their floating inputs by the cast policy
+// (amp/op_table.h, amp/policy.h) before they compute. PyTorch's torch.autocast, as an RAII guard:
 //
 //   { hg::amp::Autocast ac(hg::f16);          // matmul/linear/conv2d in f16, softmax/loss in f32
 //     loss = hg::cross_entropy(model(x), y); }
 //   { hg::amp::Autocast off(hg::f16, false); ... }   // turned off inside an enabled region
 //
-// Every op's first step is `auto [a, b] = amp::prepare("op", a_in, b_in);` which does nothing
+// Every op's first step is `auto [a, b] = amp::prepare(amp::Op::Add, a_in, b_in);` which does nothing
 // outside a region. f32 leaf weights are cast once per outermost region (the weight-cast cache)
 // and casts are differentiable, so an f32 weight receives an f32 gradient.
 #pragma once
@@ -37,7 +37,8 @@ class Autocast {
 
 namespace detail {
 bool active();  // autocast on, or a PrecisionReport recording: prepare has work to do
-void prepare_inputs(std::string_view op, std::span<Tensor> inputs);
+void prepare_inputs(Op op, std::span<Tensor> inputs);                // a built-in op
+void prepare_inputs(std::string_view op, std::span<Tensor> inputs);  // a custom op, by its name
 // A custom op's declared cast_inputs: casts its floating inputs to `dtype` (autocast is on) and
 // records the row ("cast_inputs" policy) in an active PrecisionReport.
 void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype);
@@ -58,14 +59,21 @@ PrepareObserver* set_prepare_observer(PrepareObserver* observer);  // returns th
 
 // Step 2 of every op: returns the inputs cast by `op`'s policy (undefined tensors pass through).
 template <class... Ts>
-std::array<Tensor, sizeof...(Ts)> prepare(std::string_view op, const Ts&... inputs) {
+std::array<Tensor, sizeof...(Ts)> prepare(Op op, const Ts&... inputs) {
   std::array<Tensor, sizeof...(Ts)> prepared{inputs...};
   if (detail::active()) detail::prepare_inputs(op, prepared);
   return prepared;
 }
 
-inline std::vector<Tensor> prepare_all(std::string_view op, std::vector<Tensor> inputs) {
+inline std::vector<Tensor> prepare_all(Op op, std::vector<Tensor> inputs) {
   if (detail::active()) detail::prepare_inputs(op, inputs);
+  return inputs;
+}
+
+// A custom op (autograd::Function) is not in the op table: it is keyed by its name, and its
+// policy is whatever amp::set_policy gave that name.
+inline std::vector<Tensor> prepare_all(std::string_view custom_op, std::vector<Tensor> inputs) {
+  if (detail::active()) detail::prepare_inputs(custom_op, inputs);
   return inputs;
 }
 

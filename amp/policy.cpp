@@ -1,7 +1,10 @@
-// The default cast policy table and its lookup.
+// The run-time policy: one atomic per op-table row (read by every prepare without a lock) and a
+// map for the custom ops that joined by name.
 #include "amp/policy.h"
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -12,71 +15,33 @@ namespace hg::amp {
 
 namespace {
 
-struct Rule {
-  CastPolicy policy;
-  std::string note;
+struct PolicyState {
+  std::array<std::atomic<CastPolicy>, kNumOps> builtin;  // starts as the table's defaults
+  std::mutex mutex;                                       // guards custom
+  std::map<std::string, CastPolicy, std::less<>> custom;
+  PolicyState() {
+    for (const OpInfo& row : kOpTable) builtin[size_t(row.op)].store(row.policy);
+  }
 };
 
-std::map<std::string, Rule, std::less<>> default_rules() {
-  const std::string gemm = "GEMM: tensor cores / f32-accumulated 16-bit GEMM";
-  const std::string range = "needs f32 range or accuracy";
-  const std::string kept = "runs in the dtype it receives (PyTorch's default)";
-  std::map<std::string, Rule, std::less<>> rules = {
-      {"matmul", {CastPolicy::Lower, gemm}},
-      {"linear", {CastPolicy::Lower, gemm}},
-      {"conv2d", {CastPolicy::Lower, gemm}},
-      {"linear_relu", {CastPolicy::Lower, gemm}},
-      {"conv2d_relu", {CastPolicy::Lower, gemm}},
-      {"exp", {CastPolicy::F32, range}},
-      {"log", {CastPolicy::F32, range}},
-      {"pow", {CastPolicy::F32, range}},
-      {"sqrt", {CastPolicy::F32, range}},
-      {"softmax", {CastPolicy::F32, "exp and a sum over a row"}},
-      {"log_softmax", {CastPolicy::F32, "exp and a sum over a row"}},
-      {"cross_entropy", {CastPolicy::F32, "loss: log-sum-exp and a mean"}},
-      {"mse_loss", {CastPolicy::F32, "loss: squares and a mean"}},
-      {"sum", {CastPolicy::F32, "long sums lose 16-bit precision"}},
-      {"mean", {CastPolicy::F32, "long sums lose 16-bit precision"}},
-      {"layer_norm", {CastPolicy::F32, "statistics over a row"}},
-      {"cat", {CastPolicy::Promote, "several inputs: meet in the widest dtype"}},
-      // NOTE: batch_norm keeps the activation dtype (so activations stay 16-bit), but its batch
-      // statistics, running stats and affine math are always computed in f32 inside the kernel.
-      {"batch_norm", {CastPolicy::Keep, "statistics computed in f32 inside; output keeps input dtype"}},
-  };
-  for (const char* op : {"add", "sub", "mul", "div", "neg", "abs", "clamp", "relu", "gelu", "silu", "sigmoid",
-                         "tanh", "amax", "argmax", "max_pool2d", "avg_pool2d", "dropout", "embedding"})
-    rules.emplace(op, Rule{CastPolicy::Keep, kept});
-  return rules;
-}
-
-struct PolicyTable {
-  std::mutex mutex;
-  std::map<std::string, Rule, std::less<>> rules = default_rules();
-};
-
-PolicyTable& table() {
-  static PolicyTable instance;
+PolicyState& state() {
+  static PolicyState instance;
   return instance;
 }
 
+constexpr std::string_view kSetNote = "set by set_policy";
+
 }  // namespace
 
-std::string_view policy_name(CastPolicy policy) {
-  switch (policy) {
-    case CastPolicy::Lower: return "Lower";
-    case CastPolicy::F32: return "F32";
-    case CastPolicy::Promote: return "Promote";
-    case CastPolicy::Keep: return "Keep";
-  }
-  return "?";
-}
+CastPolicy policy(Op op) { return state().builtin[size_t(op)].load(std::memory_order_relaxed); }
 
 std::optional<CastPolicy> find_policy(std::string_view op) {
-  PolicyTable& t = table();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  auto it = t.rules.find(op);
-  if (it == t.rules.end()) return std::nullopt;
-  return it->second.policy;
+  if (const std::optional<Op> builtin = find_op(op)) return policy(*builtin);
+  PolicyState& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  auto it = s.custom.find(op);
+  if (it == s.custom.end()) return std::nullopt;
+  return it->second;
 }
 
 CastPolicy policy(std::string_view op) {
@@ -88,19 +53,25 @@ CastPolicy policy(std::string_view op) {
 
 void set_policy(std::string_view op, CastPolicy policy) {
   HG_CHECK(!op.empty(), "amp::set_policy: empty op name");
-  PolicyTable& t = table();
-  std::lock_guard<std::mutex> lock(t.mutex);
-  auto it = t.rules.find(op);
-  if (it == t.rules.end()) t.rules.emplace(std::string(op), Rule{policy, "set by set_policy"});
-  else it->second = Rule{policy, "set by set_policy"};
+  PolicyState& s = state();
+  if (const std::optional<Op> builtin = find_op(op)) {
+    s.builtin[size_t(*builtin)].store(policy);
+    return;
+  }
+  std::lock_guard<std::mutex> lock(s.mutex);
+  s.custom.insert_or_assign(std::string(op), policy);
 }
 
 std::vector<PolicyEntry> policy_entries() {
   std::vector<PolicyEntry> entries;
+  for (const OpInfo& row : kOpTable) {
+    const CastPolicy now = policy(row.op);
+    entries.push_back({std::string(row.name), now, std::string(now == row.policy ? row.why : kSetNote)});
+  }
   {
-    PolicyTable& t = table();
-    std::lock_guard<std::mutex> lock(t.mutex);
-    for (const auto& [op, rule] : t.rules) entries.push_back({op, rule.policy, rule.note});
+    PolicyState& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);
+    for (const auto& [op, p] : s.custom) entries.push_back({op, p, std::string(kSetNote)});
   }
   std::stable_sort(entries.begin(), entries.end(),
                    [](const PolicyEntry& a, const PolicyEntry& b) { return a.policy < b.policy; });

@@ -1,7 +1,9 @@
-// The autocast cast policy: a table from op name to what autocast does with the op's floating
-// inputs. It is data, printable and extendable:
+// The autocast cast policy at run time: the op table's defaults (amp/op_table.h), the
+// overrides set_policy made to them, and the custom ops that joined by name. It is data,
+// printable and extendable:
 //
-//   hg::amp::set_policy("mish", hg::amp::CastPolicy::F32);   // a custom op joins the table
+//   hg::amp::set_policy("mish", hg::amp::CastPolicy::F32);    // a custom op joins the table
+//   hg::amp::set_policy("linear", hg::amp::CastPolicy::F32);  // overrides a built-in row
 //   std::cout << hg::amp::policy_table();
 //
 // Defaults follow PyTorch's CUDA autocast lists (../docs/amp.md has the table with reasons).
@@ -11,21 +13,17 @@
 #include <string_view>
 #include <vector>
 
+#include "amp/cast_policy.h"
+#include "amp/op_table.h"
+
 namespace hg::amp {
 
-enum class CastPolicy {
-  Lower,    // cast floating inputs to the autocast dtype (f16/bf16): GEMM-like ops
-  F32,      // cast floating inputs to f32: ops whose range or accuracy 16 bits cannot hold
-  Promote,  // cast floating inputs to the widest floating input dtype
-  Keep,     // run in whatever dtype the inputs have
-};
-
-std::string_view policy_name(CastPolicy policy);
-
-// The policy of `op`; an hg::Error for an op the table does not know.
+// The policy of a built-in op now (its table row unless set_policy overrode it).
+CastPolicy policy(Op op);
+// The policy of the op called `op`, built-in or custom; an hg::Error for a name nobody set.
 CastPolicy policy(std::string_view op);
 std::optional<CastPolicy> find_policy(std::string_view op);
-// Adds `op` or changes its policy (for all threads).
+// Overrides a built-in op's policy, or adds or changes a custom op's (for all threads).
 void set_policy(std::string_view op, CastPolicy policy);
 
 struct PolicyEntry {
@@ -33,7 +31,8 @@ struct PolicyEntry {
   CastPolicy policy;
   std::string note;  // why, in a few words
 };
-std::vector<PolicyEntry> policy_entries();  // sorted by policy, then name
-std::string policy_table();                  // the entries as an aligned text table
+// Sorted by policy; within one, the built-in ops in table order, then the custom ops by name.
+std::vector<PolicyEntry> policy_entries();
+std::string policy_table();  // the entries as an aligned text table
 
 }  // namespace hg::amp

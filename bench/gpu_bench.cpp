@@ -167,12 +167,12 @@ std::vector<Model> models() {
   using namespace hg::nn;
   return {
       {"mlp_wide", 4096, hg::Shape{784},
-       [] { return Sequential{Linear(784, 4096), ReLU(), Linear(4096, 4096), ReLU(), Linear(4096, 10)}; }},
-      // hg-train's cnn (examples/train/models.cpp).
+       [] { return hg::nn::fuse(Sequential{Linear(784, 4096), ReLU(), Linear(4096, 4096), ReLU(), Linear(4096, 10)}); }},
+      // hg-train's cnn (examples/train/models.cpp), fused like it.
       {"cnn", 256, hg::Shape{1, 28, 28},
        [] {
-         return Sequential{Conv2d(1, 16, 3, {.padding = 1}), ReLU(), MaxPool2d(2), Conv2d(16, 32, 3, {.padding = 1}), ReLU(),
-                           MaxPool2d(2), Flatten(), Linear(32 * 7 * 7, 10)};
+         return hg::nn::fuse(Sequential{Conv2d(1, 16, 3, {.padding = 1}), ReLU(), MaxPool2d(2), Conv2d(16, 32, 3, {.padding = 1}),
+                                ReLU(), MaxPool2d(2), Flatten(), Linear(32 * 7 * 7, 10)});
        }},
   };
 }

@@ -82,10 +82,12 @@ double samples_per_second(const std::vector<hg::data::Batch>& batches, int steps
 double run_halfgrad(const std::string& model_name, const std::vector<hg::data::Batch>& batches, int steps) {
   using namespace hg::nn;
   hg::manual_seed(0);
-  Sequential model = model_name == "mlp"
-                         ? Sequential{Flatten(), Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10)}
-                         : Sequential{Conv2d(1, 16, 3, {.padding = 1}), ReLU(), MaxPool2d(2),
-                                      Conv2d(16, 32, 3, {.padding = 1}), ReLU(), MaxPool2d(2), Flatten(), Linear(1568, 10)};
+  // Fused like hg-train's models: Linear/Conv2d -> ReLU pairs run as one op (nn::fuse).
+  Sequential model = hg::nn::fuse(model_name == "mlp"
+                              ? Sequential{Flatten(), Linear(784, 256), ReLU(), Linear(256, 128), ReLU(), Linear(128, 10)}
+                              : Sequential{Conv2d(1, 16, 3, {.padding = 1}), ReLU(), MaxPool2d(2),
+                                           Conv2d(16, 32, 3, {.padding = 1}), ReLU(), MaxPool2d(2), Flatten(),
+                                           Linear(1568, 10)});
   hg::optim::SGD opt(model.parameters(), {.lr = 0.05, .momentum = 0.9});
   return samples_per_second(batches, steps, [&](const hg::data::Batch& b) {
     opt.zero_grad();

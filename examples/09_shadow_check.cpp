@@ -77,10 +77,10 @@ int main(int argc, char** argv) {
   hg::amp::ShadowCheck f16(hg::f16), bf16(hg::bf16), moved(hg::bf16);
   lesson.shadow(f16, hg::f16, "1a. one CNN forward (batch 64) under f16 autocast vs f32");
   lesson.shadow(bf16, hg::bf16, "1b. the same forward under bf16 autocast vs f32");
-  std::cout << "Reading it: the GEMM ops (conv2d_relu, linear) carry the error: their inputs are rounded to 16 bits\n"
+  std::cout << "Reading it: the GEMM ops (conv2d, linear) carry the error: their inputs are rounded to 16 bits\n"
             << "and their outputs too. In epsilons of its own format f16 and bf16 do about equally well -- but a\n"
-            << "bf16 epsilon is 8x an f16 one. cross_entropy computes in f32 on what it receives: 0. max_pool2d\n"
-            << "only picks values: 0.\n\n";
+            << "bf16 epsilon is 8x an f16 one. cross_entropy computes in f32 on what it receives: 0. relu and\n"
+            << "max_pool2d only pick values: 0.\n\n";
 
   // 2. Whole steps.
   std::cout << "2a. ";

@@ -3,6 +3,7 @@
 #include "nn/batchnorm.h"
 #include "nn/conv.h"
 #include "nn/embedding.h"
+#include "nn/fuse.h"
 #include "nn/init.h"
 #include "nn/layernorm.h"
 #include "nn/layers.h"

@@ -7,6 +7,10 @@
 // are constructed, and only a braced list fixes that order (left to right). With parentheses the
 // order of function arguments is unspecified: GCC on x86-64 builds the last layer first, GCC on
 // aarch64 and clang the first, so one seed would give different models on different machines.
+//
+// A Sequential runs each module as it is: a Linear followed by a ReLU is a linear op and a relu
+// op. nn::fuse(model) (nn/fuse.h) gives a Sequential over the same layers that runs such pairs
+// as one op.
 #pragma once
 #include <memory>
 #include <type_traits>
@@ -39,8 +43,13 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   size_t size() const { return modules_->size(); }
   Module& operator[](size_t i) { return *modules_->at(i); }
+  // Whether Linear->ReLU and Conv2d->ReLU pairs run as one op (only in what nn::fuse returned).
+  bool fuses_activations() const { return fuse_activations_; }
 
  private:
+  friend Sequential fuse(Sequential model);
+  bool fuse_activations_ = false;  // per copy: nn::fuse's result fuses, the model it came from not
+
   // Shared like the rest of a module's state, so copies of a Sequential run the same layers.
   std::shared_ptr<std::vector<std::shared_ptr<Module>>> modules_ =
       std::make_shared<std::vector<std::shared_ptr<Module>>>();

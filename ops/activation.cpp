@@ -16,27 +16,29 @@ using autograd::SavedTensor;
 namespace {
 
 // An activation whose backward needs its input x.
-template <class Op>
-Tensor activation_from_input(const char* name, const Tensor& input) {
-  auto [x] = amp::prepare(name, input);
+template <class Math>
+Tensor activation_from_input(amp::Op op, const Tensor& input) {
+  const std::string_view name = amp::op_name(op);
+  auto [x] = amp::prepare(op, input);
   HG_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
-  Tensor out = detail::map_to_new<1>(x.shape(), {x}, math::Forward<Op>{});
-  record(name, out, {x}, [sx = SavedTensor(x, name)](const Tensor& g) -> std::vector<Tensor> {
+  Tensor out = detail::map_to_new<1>(x.shape(), {x}, math::Forward<Math>{});
+  record(std::string(name), out, {x}, [sx = SavedTensor(x, name)](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
-    return {detail::map_to_new<2>(x.shape(), {x, g}, math::BackwardFromInput<Op>{})};
+    return {detail::map_to_new<2>(x.shape(), {x, g}, math::BackwardFromInput<Math>{})};
   });
   return out;
 }
 
 // An activation whose backward is cheapest from its output y.
-template <class Op>
-Tensor activation_from_output(const char* name, const Tensor& input) {
-  auto [x] = amp::prepare(name, input);
+template <class Math>
+Tensor activation_from_output(amp::Op op, const Tensor& input) {
+  const std::string_view name = amp::op_name(op);
+  auto [x] = amp::prepare(op, input);
   HG_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
-  Tensor out = detail::map_to_new<1>(x.shape(), {x}, math::Forward<Op>{});
-  record(name, out, {x}, [sy = SavedTensor(out, name)](const Tensor& g) -> std::vector<Tensor> {
+  Tensor out = detail::map_to_new<1>(x.shape(), {x}, math::Forward<Math>{});
+  record(std::string(name), out, {x}, [sy = SavedTensor(out, name)](const Tensor& g) -> std::vector<Tensor> {
     const Tensor y = sy.get();
-    return {detail::map_to_new<2>(y.shape(), {y, g}, math::BackwardFromOutput<Op>{})};
+    return {detail::map_to_new<2>(y.shape(), {y, g}, math::BackwardFromOutput<Math>{})};
   });
   return out;
 }
@@ -45,10 +47,10 @@ Tensor activation_from_output(const char* name, const Tensor& input) {
 
 // ---- the ops ------------------------------------------------------------------------------------
 
-Tensor relu(const Tensor& x) { return activation_from_input<math::Relu>("relu", x); }
-Tensor gelu(const Tensor& x) { return activation_from_input<math::Gelu>("gelu", x); }
-Tensor silu(const Tensor& x) { return activation_from_input<math::Silu>("silu", x); }
-Tensor sigmoid(const Tensor& x) { return activation_from_output<math::Sigmoid>("sigmoid", x); }
-Tensor tanh(const Tensor& x) { return activation_from_output<math::Tanh>("tanh", x); }
+Tensor relu(const Tensor& x) { return activation_from_input<math::Relu>(amp::Op::Relu, x); }
+Tensor gelu(const Tensor& x) { return activation_from_input<math::Gelu>(amp::Op::Gelu, x); }
+Tensor silu(const Tensor& x) { return activation_from_input<math::Silu>(amp::Op::Silu, x); }
+Tensor sigmoid(const Tensor& x) { return activation_from_output<math::Sigmoid>(amp::Op::Sigmoid, x); }
+Tensor tanh(const Tensor& x) { return activation_from_output<math::Tanh>(amp::Op::Tanh, x); }
 
 }  // namespace hg

@@ -260,7 +260,7 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
 
 // ---- backward -----------------------------------------------------------------------------------
 
-// relu_output: for conv2d_relu, the forward's output y; the incoming gradient passes only where
+// relu_output: with the ReLU epilogue, the forward's output y; the incoming gradient passes only where
 // y > 0 (relu's derivative), applied while each image's gradient is gathered.
 template <class T, class P>
 void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T* relu_output, const ConvGeometry& g,
@@ -367,11 +367,12 @@ ConvGeometry check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const
 
 }  // namespace
 
-namespace {
-// conv2d and conv2d_relu share everything but the fused activation.
-Tensor conv2d_impl(const char* name, const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dOptions options,
-                   bool relu) {
-  auto [x0, w0, b0] = amp::prepare(name, x_in, w_in, b_in);
+// ---- conv2d (+ its ReLU epilogue) --------------------------------------------------------------
+
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dOptions options) {
+  const std::string_view name = amp::op_name(amp::Op::Conv2d);  // the report row, even with an epilogue
+  const bool relu = options.epilogue == Epilogue::Relu;
+  auto [x0, w0, b0] = amp::prepare(amp::Op::Conv2d, x_in, w_in, b_in);
   detail::check_same_device(name, x0, w0);
   if (b0.defined()) detail::check_same_device(name, x0, b0);
   const ConvGeometry g = check_conv(x0, w0, b0, options);
@@ -393,7 +394,7 @@ Tensor conv2d_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
     }
   }
   const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = b.defined() && b.requires_grad();
-  record(name, out, {x, w, b},
+  record(std::string(name), out, {x, w, b},
          [sx = SavedTensor(x, name), sw = SavedTensor(need_x ? w : Tensor(), name),
           sy = SavedTensor(relu ? out : Tensor(), name), g, need_x, need_w, need_b, options,
           name](const Tensor& grad) -> std::vector<Tensor> {
@@ -417,15 +418,6 @@ Tensor conv2d_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
            return {gx, gw, gb};
          });
   return out;
-}
-}  // namespace
-
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dOptions options) {
-  return conv2d_impl("conv2d", x, w, b, options, false);
-}
-
-Tensor conv2d_relu(const Tensor& x, const Tensor& w, const Tensor& b, Conv2dOptions options) {
-  return conv2d_impl("conv2d_relu", x, w, b, options, true);
 }
 
 }  // namespace hg

@@ -4,19 +4,16 @@
 #include <cstdint>
 
 #include "core/tensor.h"
+#include "ops/epilogue.h"
 
 namespace hg {
 
 struct Conv2dOptions {
   int64_t stride = 1;
   int64_t padding = 0;
+  Epilogue epilogue = Epilogue::None;  // Relu: relu(conv2d(...)) in one op (ops/epilogue.h)
 };
 
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions options = {});
-
-// relu(conv2d(...)) as one op: the activation is applied while each image's output is still in
-// cache, and its derivative while the gradient is gathered. nn::Sequential uses it for a
-// Conv2d followed by ReLU.
-Tensor conv2d_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, Conv2dOptions options = {});
 
 }  // namespace hg

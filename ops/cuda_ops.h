@@ -20,8 +20,8 @@ void reduce(ReduceKind kind, const Tensor& x, const Tensor& out, int64_t outer, 
 
 // out[b] = a[b] @ b[b] through cuBLASLt (2-D operands broadcast over the batch).
 void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
-// out (rows, out_features) = x2 @ w^T (+ bias), the bias fused as a cuBLASLt epilogue. (linear_relu
-// applies its relu afterwards with the CPU's functor: cuBLASLt's RELU epilogue maps NaN to 0.)
+// out (rows, out_features) = x2 @ w^T (+ bias), the bias fused as a cuBLASLt epilogue. (A ReLU
+// epilogue is applied afterwards with relu's own functor: cuBLASLt's RELU epilogue maps NaN to 0.)
 void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const Tensor& out);
 // linear's weight gradient grad_w = g2^T @ x2; also writes the bias gradient (the column sums of
 // g2) through the BGRADB epilogue when cuBLASLt has a kernel for it -- returns whether it did.

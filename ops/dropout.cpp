@@ -44,7 +44,7 @@ Tensor masked(const Tensor& in, double p, random::GeneratorState stream) {
 }  // namespace
 
 Tensor dropout(const Tensor& input, double p, bool training) {
-  auto [x0] = amp::prepare("dropout", input);
+  auto [x0] = amp::prepare(amp::Op::Dropout, input);
   HG_CHECK(p >= 0 && p <= 1, "dropout: probability must be in [0, 1], got ", p);
   HG_CHECK(is_floating(x0.dtype()), "dropout: expected a floating tensor, got ", x0.dtype());
   if (!training || p == 0) return x0;

@@ -47,7 +47,7 @@ std::pair<Tensor, Tensor> promote(std::string_view op, const Tensor& a, const Te
 // ---- add / sub ---------------------------------------------------------------------------------
 
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = amp::prepare("add", a_in, b_in);
+  auto [a0, b0] = amp::prepare(amp::Op::Add, a_in, b_in);
   Shape shape;
   auto [a, b] = promote("add", a0, b0, &shape);
   Tensor out = map_to_new<2>(shape, {a, b}, math::Add{});
@@ -58,7 +58,7 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor sub(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = amp::prepare("sub", a_in, b_in);
+  auto [a0, b0] = amp::prepare(amp::Op::Sub, a_in, b_in);
   Shape shape;
   auto [a, b] = promote("sub", a0, b0, &shape);
   Tensor out = map_to_new<2>(shape, {a, b}, math::Sub{});
@@ -71,7 +71,7 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
 // ---- mul / div ---------------------------------------------------------------------------------
 
 Tensor mul(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = amp::prepare("mul", a_in, b_in);
+  auto [a0, b0] = amp::prepare(amp::Op::Mul, a_in, b_in);
   Shape shape;
   auto [a, b] = promote("mul", a0, b0, &shape);
   Tensor out = map_to_new<2>(shape, {a, b}, math::Mul{});
@@ -86,7 +86,7 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
 }
 
 Tensor div(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = amp::prepare("div", a_in, b_in);
+  auto [a0, b0] = amp::prepare(amp::Op::Div, a_in, b_in);
   Shape shape;
   auto [a, b] = promote("div", a0, b0, &shape);
   HG_CHECK(is_floating(a.dtype()), "div: integer division is not supported (got ", a.dtype(),
@@ -105,36 +105,36 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
 
 namespace {
 template <class F>
-Tensor scalar_op(std::string_view op, const Tensor& x_in, double s, const F& f, double grad_factor) {
+Tensor scalar_op(amp::Op op, const Tensor& x_in, double s, const F& f, double grad_factor) {
   auto [x0] = amp::prepare(op, x_in);
   const Tensor x = x0.to(detail::scalar_result_dtype(x0.dtype(), s));
   Tensor out = map_to_new<1>(x.shape(), {x}, f);
-  record(std::string(op), out, {x}, [grad_factor](const Tensor& g) -> std::vector<Tensor> {
+  record(std::string(amp::op_name(op)), out, {x}, [grad_factor](const Tensor& g) -> std::vector<Tensor> {
     return {grad_factor == 1.0 ? g : g * grad_factor};
   });
   return out;
 }
 }  // namespace
 
-Tensor add(const Tensor& a, double b) { return scalar_op("add", a, b, math::AddScalar{b}, 1.0); }
-Tensor sub(const Tensor& a, double b) { return scalar_op("sub", a, -b, math::AddScalar{-b}, 1.0); }
-Tensor mul(const Tensor& a, double b) { return scalar_op("mul", a, b, math::MulScalar{b}, b); }
+Tensor add(const Tensor& a, double b) { return scalar_op(amp::Op::Add, a, b, math::AddScalar{b}, 1.0); }
+Tensor sub(const Tensor& a, double b) { return scalar_op(amp::Op::Sub, a, -b, math::AddScalar{-b}, 1.0); }
+Tensor mul(const Tensor& a, double b) { return scalar_op(amp::Op::Mul, a, b, math::MulScalar{b}, b); }
 Tensor div(const Tensor& a, double b) {
   const Tensor x = is_floating(a.dtype()) ? a : a.to(f32);  // division never stays integer
-  return scalar_op("div", x, b, math::DivScalar{b}, 1.0 / b);
+  return scalar_op(amp::Op::Div, x, b, math::DivScalar{b}, 1.0 / b);
 }
 
 // ---- unary -------------------------------------------------------------------------------------
 
 Tensor neg(const Tensor& x_in) {
-  auto [x] = amp::prepare("neg", x_in);
+  auto [x] = amp::prepare(amp::Op::Neg, x_in);
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Neg{});
   record("neg", out, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {neg(g)}; });
   return out;
 }
 
 Tensor exp(const Tensor& x_in) {
-  auto [x] = amp::prepare("exp", x_in);
+  auto [x] = amp::prepare(amp::Op::Exp, x_in);
   HG_CHECK(is_floating(x.dtype()), "exp: expected a floating tensor, got ", x.dtype());
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Exp{});
   record("exp", out, {x}, [y = SavedTensor(out, "exp")](const Tensor& g) -> std::vector<Tensor> {
@@ -144,7 +144,7 @@ Tensor exp(const Tensor& x_in) {
 }
 
 Tensor log(const Tensor& x_in) {
-  auto [x] = amp::prepare("log", x_in);
+  auto [x] = amp::prepare(amp::Op::Log, x_in);
   HG_CHECK(is_floating(x.dtype()), "log: expected a floating tensor, got ", x.dtype());
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Log{});
   record("log", out, {x}, [sx = SavedTensor(x, "log")](const Tensor& g) -> std::vector<Tensor> {
@@ -154,7 +154,7 @@ Tensor log(const Tensor& x_in) {
 }
 
 Tensor sqrt(const Tensor& x_in) {
-  auto [x] = amp::prepare("sqrt", x_in);
+  auto [x] = amp::prepare(amp::Op::Sqrt, x_in);
   HG_CHECK(is_floating(x.dtype()), "sqrt: expected a floating tensor, got ", x.dtype());
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Sqrt{});
   record("sqrt", out, {x}, [y = SavedTensor(out, "sqrt")](const Tensor& g) -> std::vector<Tensor> {
@@ -164,7 +164,7 @@ Tensor sqrt(const Tensor& x_in) {
 }
 
 Tensor pow(const Tensor& x_in, double exponent) {
-  auto [x] = amp::prepare("pow", x_in);
+  auto [x] = amp::prepare(amp::Op::Pow, x_in);
   HG_CHECK(is_floating(x.dtype()), "pow: expected a floating tensor, got ", x.dtype());
   Tensor out = map_to_new<1>(x.shape(), {x}, math::PowScalar{exponent});
   record("pow", out, {x}, [sx = SavedTensor(x, "pow"), exponent](const Tensor& g) -> std::vector<Tensor> {
@@ -175,7 +175,7 @@ Tensor pow(const Tensor& x_in, double exponent) {
 }
 
 Tensor abs(const Tensor& x_in) {
-  auto [x] = amp::prepare("abs", x_in);
+  auto [x] = amp::prepare(amp::Op::Abs, x_in);
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Abs{});
   record("abs", out, {x}, [sx = SavedTensor(x, "abs")](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
@@ -185,7 +185,7 @@ Tensor abs(const Tensor& x_in) {
 }
 
 Tensor clamp(const Tensor& x_in, double min, double max) {
-  auto [x] = amp::prepare("clamp", x_in);
+  auto [x] = amp::prepare(amp::Op::Clamp, x_in);
   // NOTE: min > max is not an error: every element becomes max, as in PyTorch and ONNX. The
   // gradient (x inside [min, max]) is then zero everywhere, also as in PyTorch.
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Clamp{min > max ? max : min, max});

@@ -18,7 +18,7 @@ using autograd::record;
 using autograd::SavedTensor;
 
 Tensor embedding(const Tensor& indices, const Tensor& weight_in) {
-  auto [weight] = amp::prepare("embedding", weight_in);
+  auto [weight] = amp::prepare(amp::Op::Embedding, weight_in);
   HG_CHECK(indices.dtype() == i64 || indices.dtype() == i32, "embedding: indices must be i64 (or i32), got ",
            indices.dtype());
   HG_CHECK(weight.dim() == 2, "embedding: weight must be 2-D (num_embeddings, dim), got ", weight.shape());

@@ -68,7 +68,7 @@ Tensor matmul_prepared(const Tensor& a0, const Tensor& b0);
 }
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  auto [a0, b0] = amp::prepare("matmul", a_in, b_in);
+  auto [a0, b0] = amp::prepare(amp::Op::Matmul, a_in, b_in);
   return matmul_prepared(a0, b0);
 }
 
@@ -114,11 +114,12 @@ Tensor matmul_prepared(const Tensor& a0, const Tensor& b0) {
 }
 }  // namespace
 
-// ---- linear / linear_relu -------------------------------------------------------------------------
+// ---- linear (+ its ReLU epilogue) ------------------------------------------------------------------
 
-namespace {
-Tensor linear_impl(const char* name, const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, bool relu) {
-  auto [x0, w0, b0] = amp::prepare(name, x_in, w_in, b_in);
+Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, LinearOptions options) {
+  const std::string_view name = amp::op_name(amp::Op::Linear);  // the report row, even with an epilogue
+  const bool relu = options.epilogue == Epilogue::Relu;
+  auto [x0, w0, b0] = amp::prepare(amp::Op::Linear, x_in, w_in, b_in);
   detail::check_same_device(name, x0, w0);
   HG_CHECK(w0.dim() == 2, name, ": weight must be 2-D (out_features, in_features), got ", w0.shape());
   HG_CHECK(x0.dim() >= 1 && x0.shape()[x0.dim() - 1] == w0.shape()[1], name, ": mat1 and mat2 shapes cannot be "
@@ -154,9 +155,9 @@ Tensor linear_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
                          /*accumulate=*/b.defined());
     }
   }
-  // y = relu(y) in place, with the same functor on both devices, so NaN stays NaN everywhere.
-  // NOTE: not cuBLASLt's RELU epilogue: it computes max(y, 0), which turns NaN into 0 and would
-  // hide a diverged layer on the GPU only. The extra pass reads and writes y once.
+  // The epilogue: y = relu(y) in place, with relu's own functor on both devices, so NaN stays NaN
+  // everywhere. NOTE: not cuBLASLt's RELU epilogue: it computes max(y, 0), which turns NaN into
+  // 0 and would hide a diverged layer on the GPU only. The extra pass reads and writes y once.
   if (relu && out.numel() > 0) {
     if (out.device().is_cuda())
       detail::cuda_map_elementwise<1>(out, {out}, math::Forward<math::Relu>{});
@@ -164,7 +165,7 @@ Tensor linear_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
       visit_floating(dtype, name, [&]<class T> { detail::map_elementwise<T, 1>(out, {out}, math::Forward<math::Relu>{}); });
   }
   out = out.view(out_shape);
-  record(name, out, {x, w, b},
+  record(std::string(name), out, {x, w, b},
          [sx = SavedTensor(w.requires_grad() ? x2 : Tensor(), name),
           sw = SavedTensor(x.requires_grad() ? w : Tensor(), name), sy = SavedTensor(relu ? out : Tensor(), name),
           x_shape = x.shape(), rows, out_features,
@@ -189,9 +190,5 @@ Tensor linear_impl(const char* name, const Tensor& x_in, const Tensor& w_in, con
          });
   return out;
 }
-}  // namespace
-
-Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) { return linear_impl("linear", x, w, b, false); }
-Tensor linear_relu(const Tensor& x, const Tensor& w, const Tensor& b) { return linear_impl("linear_relu", x, w, b, true); }
 
 }  // namespace hg

@@ -5,15 +5,19 @@
 //   matmul(a, b): (M,K)@(K,N) -> (M,N); (B,M,K)@(B,K,N) -> (B,M,N); a 2-D operand is broadcast
 //                 over the batch of a 3-D one.
 //   linear(x, w, b): x (..., in) @ w(out, in)^T + b(out)  -> (..., out)
+//   linear(x, w, b, {.epilogue = Epilogue::Relu}): relu of that, in the same op (ops/epilogue.h)
 #pragma once
 #include "core/tensor.h"
+#include "ops/epilogue.h"
 
 namespace hg {
 
 Tensor matmul(const Tensor& a, const Tensor& b);
-Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
-// relu(linear(...)) as one op (on CUDA: cuBLASLt's bias+ReLU epilogue). nn::Sequential uses it
-// for a Linear followed by ReLU.
-Tensor linear_relu(const Tensor& x, const Tensor& weight, const Tensor& bias = {});
+
+struct LinearOptions {
+  Epilogue epilogue = Epilogue::None;
+};
+
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = {}, LinearOptions options = {});
 
 }  // namespace hg

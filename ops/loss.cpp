@@ -93,7 +93,7 @@ int64_t check_targets(const Tensor& targets, int64_t C, const CrossEntropyOption
 // ---- cross_entropy ----------------------------------------------------------------------------------
 
 Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, CrossEntropyOptions options) {
-  auto [logits0] = amp::prepare("cross_entropy", logits_in);
+  auto [logits0] = amp::prepare(amp::Op::CrossEntropy, logits_in);
   HG_CHECK(logits0.dim() == 2, "cross_entropy: logits must be 2-D (N, C), got ", logits0.shape());
   HG_CHECK(is_floating(logits0.dtype()), "cross_entropy: logits must be floating, got ", logits0.dtype());
   HG_CHECK(targets.dtype() == i64, "cross_entropy: targets must be i64 class indices, got ", targets.dtype());
@@ -142,7 +142,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, CrossEntrop
 // ---- mse_loss -------------------------------------------------------------------------------------
 
 Tensor mse_loss(const Tensor& a_in, const Tensor& b_in) {
-  auto [a, b] = amp::prepare("mse_loss", a_in, b_in);
+  auto [a, b] = amp::prepare(amp::Op::MseLoss, a_in, b_in);
   HG_CHECK(a.shape() == b.shape(), "mse_loss: input shape ", a.shape(), " and target shape ", b.shape(),
            " differ (mse_loss does not broadcast)");
   return mean(pow(a - b, 2.0));  // composed of differentiable ops: no kernel, no backward to write

@@ -126,7 +126,7 @@ Tensor batch_norm_cuda(const Tensor& x, const Tensor& running_mean, const Tensor
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
                   const Tensor& bias_in, bool training, double momentum, double eps) {
-  auto [x0, weight, bias] = amp::prepare("batch_norm", x_in, weight_in, bias_in);
+  auto [x0, weight, bias] = amp::prepare(amp::Op::BatchNorm, x_in, weight_in, bias_in);
   HG_CHECK(x0.dim() >= 2, "batch_norm: input must be (N, C, ...), got ", x0.shape());
   HG_CHECK(is_floating(x0.dtype()), "batch_norm: expected a floating input, got ", x0.dtype());
   const int64_t C = x0.shape()[1];
@@ -247,7 +247,7 @@ void layer_norm_backward_kernel(const T* x, const T* g, int64_t rows, int64_t D,
 }  // namespace
 
 Tensor layer_norm(const Tensor& x_in, Shape normalized_shape, const Tensor& weight_in, const Tensor& bias_in, double eps) {
-  auto [x0, weight, bias] = amp::prepare("layer_norm", x_in, weight_in, bias_in);
+  auto [x0, weight, bias] = amp::prepare(amp::Op::LayerNorm, x_in, weight_in, bias_in);
   const int k = normalized_shape.ndim();
   HG_CHECK(k >= 1 && x0.dim() >= k && Shape(x0.shape().end() - k, x0.shape().end()) == normalized_shape,
            "layer_norm: normalized_shape ", normalized_shape, " must match the trailing dimensions of the input ",

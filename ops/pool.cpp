@@ -184,7 +184,7 @@ void avg_pool_backward(const T* grad, T* dx, const PoolGeometry& g) {
 // ---- the ops --------------------------------------------------------------------------------------
 
 Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
-  auto [x0] = amp::prepare("max_pool2d", input);
+  auto [x0] = amp::prepare(amp::Op::MaxPool2d, input);
   const PoolGeometry g = check_pool("max_pool2d", x0, kernel, stride);
   const Tensor x = x0.contiguous();
   Tensor out = empty({x.shape()[0], x.shape()[1], g.OH, g.OW}, x.options());
@@ -215,7 +215,7 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
 }
 
 Tensor avg_pool2d(const Tensor& input, int kernel, int stride) {
-  auto [x0] = amp::prepare("avg_pool2d", input);
+  auto [x0] = amp::prepare(amp::Op::AvgPool2d, input);
   const PoolGeometry g = check_pool("avg_pool2d", x0, kernel, stride);
   const Tensor x = x0.contiguous();
   Tensor out = empty({x.shape()[0], x.shape()[1], g.OH, g.OW}, x.options());

@@ -169,8 +169,9 @@ Tensor run_sum(const Plan& plan, DType dtype, Device device, bool keepdim, bool 
   return out;
 }
 
-Tensor reduce_sum(std::string_view op, const Tensor& input, Shape dims, bool keepdim, bool mean) {
-  auto [x] = amp::prepare(op, input);
+Tensor reduce_sum(amp::Op op_id, const Tensor& input, Shape dims, bool keepdim, bool mean) {
+  const std::string_view op = amp::op_name(op_id);
+  auto [x] = amp::prepare(op_id, input);
   HG_CHECK(!mean || is_floating(x.dtype()), "mean: expected a floating tensor, got ", x.dtype(),
            " (convert with .to(hg::f32) first)");
   const Plan plan = plan_reduction(x, std::move(dims), op);
@@ -188,10 +189,10 @@ Tensor reduce_sum(std::string_view op, const Tensor& input, Shape dims, bool kee
 
 // ---- sum / mean --------------------------------------------------------------------------------
 
-Tensor sum(const Tensor& x) { return reduce_sum("sum", x, all_dims(x), false, false); }
-Tensor sum(const Tensor& x, Shape dims, bool keepdim) { return reduce_sum("sum", x, std::move(dims), keepdim, false); }
-Tensor mean(const Tensor& x) { return reduce_sum("mean", x, all_dims(x), false, true); }
-Tensor mean(const Tensor& x, Shape dims, bool keepdim) { return reduce_sum("mean", x, std::move(dims), keepdim, true); }
+Tensor sum(const Tensor& x) { return reduce_sum(amp::Op::Sum, x, all_dims(x), false, false); }
+Tensor sum(const Tensor& x, Shape dims, bool keepdim) { return reduce_sum(amp::Op::Sum, x, std::move(dims), keepdim, false); }
+Tensor mean(const Tensor& x) { return reduce_sum(amp::Op::Mean, x, all_dims(x), false, true); }
+Tensor mean(const Tensor& x, Shape dims, bool keepdim) { return reduce_sum(amp::Op::Mean, x, std::move(dims), keepdim, true); }
 
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
@@ -226,7 +227,7 @@ Tensor run_max(const Tensor& x, int dim, bool keepdim, bool want_index, std::str
 }  // namespace
 
 Tensor amax(const Tensor& input, int dim, bool keepdim) {
-  auto [x] = amp::prepare("amax", input);
+  auto [x] = amp::prepare(amp::Op::Amax, input);
   Tensor out = run_max(x, dim, keepdim, false, "amax");
   dim = normalize_dim(dim, x.dim(), "amax");
   record("amax", out, {x}, [sx = SavedTensor(x, "amax"), sy = SavedTensor(out, "amax"), dim, keepdim]
@@ -241,6 +242,11 @@ Tensor amax(const Tensor& input, int dim, bool keepdim) {
   return out;
 }
 
-Tensor argmax(const Tensor& input, int dim) { return run_max(input.detach(), dim, false, true, "argmax"); }
+// Not differentiable; it goes through prepare (policy Keep) so that a PrecisionReport lists it,
+// with the i64 output its op-table row gives.
+Tensor argmax(const Tensor& input, int dim) {
+  auto [x] = amp::prepare(amp::Op::Argmax, input.detach());
+  return run_max(x, dim, false, true, "argmax");
+}
 
 }  // namespace hg

@@ -193,7 +193,7 @@ Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
 Tensor cat(const std::vector<Tensor>& inputs, int dim) {
   HG_CHECK(!inputs.empty(), "cat: expected a non-empty list of tensors");
-  std::vector<Tensor> tensors = amp::prepare_all("cat", inputs);
+  std::vector<Tensor> tensors = amp::prepare_all(amp::Op::Cat, inputs);
   DType dtype = tensors[0].dtype();
   for (const Tensor& t : tensors) {
     detail::check_same_device("cat", tensors[0], t);

@@ -105,7 +105,7 @@ Tensor run_softmax(const char* name, const Tensor& x0, int dim, bool log) {
 }  // namespace
 
 Tensor softmax(const Tensor& input, int dim) {
-  auto [x] = amp::prepare("softmax", input);
+  auto [x] = amp::prepare(amp::Op::Softmax, input);
   Tensor out = run_softmax("softmax", x, dim, false);
   record("softmax", out, {x}, [sy = SavedTensor(out, "softmax"), dim](const Tensor& g) -> std::vector<Tensor> {
     return {softmax_backward("softmax", sy.get(), g, dim, false)};
@@ -114,7 +114,7 @@ Tensor softmax(const Tensor& input, int dim) {
 }
 
 Tensor log_softmax(const Tensor& input, int dim) {
-  auto [x] = amp::prepare("log_softmax", input);
+  auto [x] = amp::prepare(amp::Op::LogSoftmax, input);
   Tensor out = run_softmax("log_softmax", x, dim, true);
   record("log_softmax", out, {x}, [sy = SavedTensor(out, "log_softmax"), dim](const Tensor& g) -> std::vector<Tensor> {
     return {softmax_backward("log_softmax", sy.get(), g, dim, true)};

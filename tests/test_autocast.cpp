@@ -4,8 +4,11 @@
 // updates, no growth under no-grad); the policy table and custom ops (Function<T> policies,
 // cast_inputs, backward under the forward's state); backward not re-cast by a surrounding
 // region; and the PrecisionReport.
+#include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <functional>
+#include <map>
 #include <optional>
 #include <sstream>
 
@@ -66,9 +69,10 @@ TEST_CASE("amp.autocast.op_dtype_table_is_bitwise_equal_to_manual_casts") {
     std::vector<std::pair<std::string, Tensor>> expected = {
         {"matmul", hg::matmul(L(in.x), L(in.w.t()))},
         {"linear", hg::linear(L(in.x), L(in.w), L(in.b))},
-        {"linear_relu", hg::linear_relu(L(in.x), L(in.w), L(in.b))},
+        {"linear+relu", hg::linear(L(in.x), L(in.w), L(in.b), {.epilogue = hg::Epilogue::Relu})},
         {"conv2d", hg::conv2d(L(in.img), L(in.kernel), L(in.kernel_bias), {.padding = 1})},
-        {"conv2d_relu", hg::conv2d_relu(L(in.img), L(in.kernel), L(in.kernel_bias), {.stride = 2})},
+        {"conv2d+relu",
+         hg::conv2d(L(in.img), L(in.kernel), L(in.kernel_bias), {.stride = 2, .epilogue = hg::Epilogue::Relu})},
         {"exp", hg::exp(F(xl))},
         {"log", hg::log(F(pos))},
         {"pow", hg::pow(F(xl), 3.0)},
@@ -98,9 +102,9 @@ TEST_CASE("amp.autocast.op_dtype_table_is_bitwise_equal_to_manual_casts") {
       actual = {
           {"matmul", hg::matmul(in.x, in.w.t())},
           {"linear", hg::linear(in.x, in.w, in.b)},
-          {"linear_relu", hg::linear_relu(in.x, in.w, in.b)},
+          {"linear+relu", hg::linear(in.x, in.w, in.b, {.epilogue = hg::Epilogue::Relu})},
           {"conv2d", hg::conv2d(in.img, in.kernel, in.kernel_bias, {.padding = 1})},
-          {"conv2d_relu", hg::conv2d_relu(in.img, in.kernel, in.kernel_bias, {.stride = 2})},
+          {"conv2d+relu", hg::conv2d(in.img, in.kernel, in.kernel_bias, {.stride = 2, .epilogue = hg::Epilogue::Relu})},
           {"exp", hg::exp(xl)},
           {"log", hg::log(pos)},
           {"pow", hg::pow(xl, 3.0)},
@@ -131,14 +135,122 @@ TEST_CASE("amp.autocast.op_dtype_table_is_bitwise_equal_to_manual_casts") {
     }
     // The dtypes themselves, so that a reference computed in the wrong dtype cannot hide a bug.
     const std::map<std::string, std::string> want = {
-        {"matmul", low_name},   {"linear", low_name},  {"linear_relu", low_name}, {"conv2d", low_name},
-        {"conv2d_relu", low_name}, {"exp", "f32"},     {"log", "f32"},            {"pow", "f32"},
+        {"matmul", low_name},   {"linear", low_name},  {"linear+relu", low_name}, {"conv2d", low_name},
+        {"conv2d+relu", low_name}, {"exp", "f32"},     {"log", "f32"},            {"pow", "f32"},
         {"sqrt", "f32"},        {"softmax", "f32"},    {"log_softmax", "f32"},    {"layer_norm", "f32"},
         {"sum", "f32"},         {"sum_dims", "f32"},   {"mean", "f32"},           {"cross_entropy", "f32"},
         {"mse_loss", "f32"},    {"cat_mixed", "f32"},  {"cat_low", low_name},     {"add_mixed", "f32"},
         {"mul_low", low_name},  {"relu_low", low_name}, {"matmul_f64", "f64"},    {"exp_f64", "f64"},
         {"cat_f64", "f64"},     {"embedding", "f32"}};
     for (const auto& [name, t] : actual) CHECK_MESSAGE(dtype_of(t) == want.at(name), low_name, " ", name);
+  }
+}
+
+namespace {
+// One call of each op in the op table, all floating inputs in dtype d (f32 affine parameters
+// only where an op keeps them apart from the activation: batch_norm).
+std::map<amp::Op, std::function<Tensor(hg::DType)>> one_call_per_op() {
+  using amp::Op;
+  const Tensor x = hg::randn({4, 8}), y = hg::randn({4, 8}), pos = hg::abs(x) + 0.5, w = hg::randn({6, 8});
+  const Tensor b = hg::randn({6}), img = hg::randn({2, 3, 6, 6}), kernel = hg::randn({4, 3, 3, 3});
+  const Tensor targets = hg::from_vector(std::vector<int64_t>{0, 5, 2, 3}, {4});
+  const Tensor gamma = hg::randn({3}), beta = hg::randn({3});
+  using D = hg::DType;
+  return {
+      {Op::Matmul, [=](D d) { return hg::matmul(x.to(d), w.t().to(d)); }},
+      {Op::Linear, [=](D d) { return hg::linear(x.to(d), w.to(d), b.to(d)); }},
+      {Op::Conv2d, [=](D d) { return hg::conv2d(img.to(d), kernel.to(d), {}, {.padding = 1}); }},
+      {Op::Exp, [=](D d) { return hg::exp(x.to(d)); }},
+      {Op::Log, [=](D d) { return hg::log(pos.to(d)); }},
+      {Op::Pow, [=](D d) { return hg::pow(x.to(d), 2.0); }},
+      {Op::Sqrt, [=](D d) { return hg::sqrt(pos.to(d)); }},
+      {Op::Softmax, [=](D d) { return hg::softmax(x.to(d), 1); }},
+      {Op::LogSoftmax, [=](D d) { return hg::log_softmax(x.to(d), 1); }},
+      {Op::CrossEntropy, [=](D d) { return hg::cross_entropy(x.to(d), targets); }},
+      {Op::MseLoss, [=](D d) { return hg::mse_loss(x.to(d), y.to(d)); }},
+      {Op::Sum, [=](D d) { return hg::sum(x.to(d), {1}); }},
+      {Op::Mean, [=](D d) { return hg::mean(x.to(d)); }},
+      {Op::LayerNorm,
+       [=](D d) { return hg::layer_norm(x.to(d), {8}, hg::ones({8}).to(d), hg::zeros({8}).to(d), 1e-5); }},
+      {Op::Cat, [=](D d) { return hg::cat({x.to(d), y.to(d)}, 0); }},
+      {Op::BatchNorm,
+       [=](D d) { return hg::batch_norm(img.to(d), hg::zeros({3}), hg::ones({3}), gamma, beta, true, 0.1, 1e-5); }},
+      {Op::Add, [=](D d) { return hg::add(x.to(d), y.to(d)); }},
+      {Op::Sub, [=](D d) { return hg::sub(x.to(d), y.to(d)); }},
+      {Op::Mul, [=](D d) { return hg::mul(x.to(d), y.to(d)); }},
+      {Op::Div, [=](D d) { return hg::div(x.to(d), pos.to(d)); }},
+      {Op::Neg, [=](D d) { return hg::neg(x.to(d)); }},
+      {Op::Abs, [=](D d) { return hg::abs(x.to(d)); }},
+      {Op::Clamp, [=](D d) { return hg::clamp(x.to(d), -0.5, 0.5); }},
+      {Op::Relu, [=](D d) { return hg::relu(x.to(d)); }},
+      {Op::Gelu, [=](D d) { return hg::gelu(x.to(d)); }},
+      {Op::Silu, [=](D d) { return hg::silu(x.to(d)); }},
+      {Op::Sigmoid, [=](D d) { return hg::sigmoid(x.to(d)); }},
+      {Op::Tanh, [=](D d) { return hg::tanh(x.to(d)); }},
+      {Op::Amax, [=](D d) { return hg::amax(x.to(d), 1); }},
+      {Op::Argmax, [=](D d) { return hg::argmax(x.to(d), 1); }},
+      {Op::MaxPool2d, [=](D d) { return hg::max_pool2d(img.to(d), 2, 2); }},
+      {Op::AvgPool2d, [=](D d) { return hg::avg_pool2d(img.to(d), 2, 2); }},
+      {Op::Dropout, [=](D d) { return hg::dropout(x.to(d), 0.5, true); }},
+      {Op::Embedding, [=](D d) { return hg::embedding(targets, w.to(d)); }},
+  };
+}
+}  // namespace
+
+// Every row of the op table, from the table: under autocast each op computes in the dtype its
+// policy gives and returns the dtype its output rule gives, and the PrecisionReport row carries
+// the table's name, policy and that output dtype. A new op needs a call in one_call_per_op.
+TEST_CASE("amp.op_table.every_op_runs_and_reports_as_its_row_says") {
+  hg::manual_seed(23);
+  const auto calls = one_call_per_op();
+  for (const amp::OpInfo& row : amp::kOpTable) {
+    const std::string op(row.name);
+    CAPTURE(op);
+    REQUIRE_MESSAGE(calls.count(row.op) == 1, "add a call of '", op, "' to one_call_per_op");
+    for (const hg::DType low : {hg::f16, hg::bf16})
+      for (const hg::DType in : {hg::f32, low}) {
+        CAPTURE(low);
+        CAPTURE(in);
+        amp::PrecisionReport report;
+        Tensor out;
+        {
+          amp::Autocast region(low);
+          out = calls.at(row.op)(in);
+        }
+        const hg::DType compute = row.policy == amp::CastPolicy::Lower ? low
+                                  : row.policy == amp::CastPolicy::F32 ? hg::f32
+                                                                        : in;  // Promote, Keep: as they came
+        // batch_norm's affine parameters are f32: they widen its compute dtype, not its output.
+        const hg::DType computed = row.op == amp::Op::BatchNorm ? hg::promote_types(compute, hg::f32) : compute;
+        const hg::DType expected = amp::output_dtype(row.output, computed, compute);
+        CHECK(dtype_of(out) == hg::dtype_name(expected));
+        const auto it = std::find_if(report.rows().begin(), report.rows().end(),
+                                     [&](const amp::PrecisionReport::Row& r) { return r.op == op; });
+        REQUIRE_MESSAGE(it != report.rows().end(), "no PrecisionReport row named '", op, "'");
+        CHECK(it->policy == amp::policy_name(row.policy));
+        CHECK(it->compute == computed);
+        CHECK(it->output == expected);
+      }
+  }
+}
+
+// ShadowCheck pairs an op's inputs (amp::prepare) with its output (autograd::record) by name: both
+// come from the op's table row, so every op that records an output gets its shadow error.
+TEST_CASE("amp.op_table.shadow_check_sees_every_op_under_its_table_name") {
+  hg::manual_seed(24);
+  const auto calls = one_call_per_op();
+  for (const amp::OpInfo& row : amp::kOpTable) {
+    const std::string op(row.name);
+    CAPTURE(op);
+    amp::ShadowCheck check(hg::bf16);
+    check.run([&] { return calls.at(row.op)(hg::f32); });
+    const auto& rows = check.report().rows();
+    const auto it = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.op == op; });
+    REQUIRE(it != rows.end());
+    // No output node of their own, so nothing to compare: argmax (not differentiable) and
+    // mse_loss (composed of sub, pow and mean, each compared in its own row).
+    const bool records_an_output = row.op != amp::Op::Argmax && row.op != amp::Op::MseLoss;
+    CHECK(it->has_shadow == records_an_output);
   }
 }
 
@@ -153,7 +265,7 @@ TEST_CASE("amp.autocast.integer_inputs_and_batch_norm_keep_their_dtype") {
   amp::Autocast autocast(hg::f16);
   check_bitwise(hg::sum(ints), sum_ref, "sum of i64 under autocast");
   check_bitwise(hg::add(ints, ints), add_ref, "add of i64 under autocast");
-  // batch_norm: statistics in f32 inside the kernel, the activation stays 16-bit (amp/policy.cpp).
+  // batch_norm: statistics in f32 inside the kernel, the activation stays 16-bit (amp/op_table.h).
   const Tensor bn = hg::batch_norm(x, mean_ac, var_ac, gamma, beta, true, 0.1, 1e-5);
   CHECK(dtype_of(bn) == "f16");
   check_bitwise(bn, bn_ref, "batch_norm f16 under autocast");
@@ -316,20 +428,21 @@ TEST_CASE("amp.autocast.weight_cast_cache") {
 // ---- the policy table and custom ops -------------------------------------------------------------
 
 TEST_CASE("amp.policy.table_lists_every_op_and_set_policy_changes_it") {
-  const std::vector<std::string> ops = {
-      "matmul", "linear", "linear_relu", "conv2d", "conv2d_relu", "exp", "log", "pow", "sqrt", "softmax",
-      "log_softmax", "cross_entropy", "mse_loss", "sum", "mean", "layer_norm", "cat", "batch_norm", "add", "sub",
-      "mul", "div", "neg", "abs", "clamp", "relu", "gelu", "silu", "sigmoid", "tanh", "amax", "argmax",
-      "max_pool2d", "avg_pool2d", "dropout", "embedding"};
   const std::string table = amp::policy_table();
   std::map<std::string, amp::CastPolicy> entries;
   for (const amp::PolicyEntry& e : amp::policy_entries()) entries[e.op] = e.policy;
-  for (const std::string& op : ops) {
+  for (const amp::OpInfo& row : amp::kOpTable) {
+    const std::string op(row.name);
     CAPTURE(op);
     CHECK(entries.count(op) == 1);
+    CHECK(entries[op] == row.policy);
     CHECK(table.find(op) != std::string::npos);
-    CHECK_NOTHROW(amp::policy(op));
+    CHECK(amp::policy(op) == row.policy);
+    CHECK(amp::policy(row.op) == row.policy);
+    CHECK(amp::find_op(op) == row.op);
   }
+  // The fused ops are the ops the user called (linear, conv2d with an epilogue), not entries.
+  for (const char* gone : {"linear_relu", "conv2d_relu"}) CHECK_FALSE(amp::find_policy(gone).has_value());
   CHECK(amp::policy("linear") == amp::CastPolicy::Lower);
   CHECK(amp::policy("softmax") == amp::CastPolicy::F32);
   CHECK(amp::policy("cat") == amp::CastPolicy::Promote);
@@ -350,8 +463,16 @@ TEST_CASE("amp.policy.table_lists_every_op_and_set_policy_changes_it") {
     amp::Autocast region(hg::f16);
     relu_dtype = dtype_of(hg::relu(x16));
   }
+  const amp::PolicyEntry overridden = [] {
+    for (const amp::PolicyEntry& e : amp::policy_entries())
+      if (e.op == "relu") return e;
+    return amp::PolicyEntry{};
+  }();
   amp::set_policy("relu", amp::CastPolicy::Keep);
   CHECK(relu_dtype == "f32");
+  CHECK(overridden.policy == amp::CastPolicy::F32);
+  CHECK(overridden.note == "set by set_policy");
+  CHECK(amp::policy(amp::Op::Relu) == amp::CastPolicy::Keep);  // back to the table's row
   amp::Autocast region(hg::f16);
   CHECK(dtype_of(hg::relu(x16)) == "f16");
 }
@@ -513,7 +634,7 @@ std::vector<std::vector<std::string>> read_csv(const std::string& path) {
 
 TEST_CASE("amp.precision_report.records_a_small_mlp") {
   hg::manual_seed(7);
-  // Modules called one by one (nn::Sequential would fuse Linear + ReLU into one linear_relu op).
+  // Modules called one by one.
   hg::nn::Linear layer1(8, 16), layer2(16, 4);
   const auto mlp = [&](const Tensor& input) { return layer2(hg::relu(layer1(input))); };
   const Tensor x = hg::randn({5, 8}), y = hg::from_vector(std::vector<int64_t>{0, 1, 2, 3, 0}, {5});

@@ -46,6 +46,9 @@ namespace optim = hg::optim;
 // An op under test: a lambda of the inputs `in`, prepared for the device by check_op.
 #define OP(...) [](const std::vector<Tensor>& in) -> Tensor { return __VA_ARGS__; }
 
+// linear's ReLU epilogue (ops/epilogue.h), for the OP lambdas (which capture nothing).
+constexpr hg::LinearOptions kReluEpilogue{.epilogue = hg::Epilogue::Relu};
+
 namespace {
 
 const hg::Device kCpu = hg::Device::cpu();
@@ -241,7 +244,7 @@ TEST_CASE("cuda.matmul_matches_cpu" * SKIP_WITHOUT_GPU) {
   }
 }
 
-TEST_CASE("cuda.linear_and_linear_relu_match_cpu" * SKIP_WITHOUT_GPU) {
+TEST_CASE("cuda.linear_and_its_relu_epilogue_match_cpu" * SKIP_WITHOUT_GPU) {
   const Tf32Scope full_f32(false);
   hg::manual_seed(5);
   const Tensor x = hg::randn({6, 10}), x3 = hg::randn({2, 3, 10}), w = hg::randn({7, 10}) * 0.3, b = hg::randn({7});
@@ -252,14 +255,16 @@ TEST_CASE("cuda.linear_and_linear_relu_match_cpu" * SKIP_WITHOUT_GPU) {
     check_op("linear without bias", dt, {x, w}, OP(hg::linear(in[0], in[1])), gemm);
     check_op("linear 3-D input", dt, {x3, w, b}, OP(hg::linear(in[0], in[1], in[2])), gemm);
     check_op("linear tensor-core sizes", dt, {xb, wb, bb}, OP(hg::linear(in[0], in[1], in[2])), gemm);
-    check_op("linear_relu", dt, {x, w, b}, OP(hg::linear_relu(in[0], in[1], in[2])), gemm);
-    check_op("linear_relu without bias", dt, {x, w}, OP(hg::linear_relu(in[0], in[1])), gemm);
-    check_op("linear_relu 3-D input", dt, {x3, w, b}, OP(hg::linear_relu(in[0], in[1], in[2])), gemm);
-    check_op("linear_relu tensor-core sizes", dt, {xb, wb, bb}, OP(hg::linear_relu(in[0], in[1], in[2])), gemm);
+    check_op("linear + relu epilogue", dt, {x, w, b}, OP(hg::linear(in[0], in[1], in[2], kReluEpilogue)), gemm);
+    check_op("linear + relu epilogue without bias", dt, {x, w}, OP(hg::linear(in[0], in[1], {}, kReluEpilogue)), gemm);
+    check_op("linear + relu epilogue 3-D input", dt, {x3, w, b}, OP(hg::linear(in[0], in[1], in[2], kReluEpilogue)),
+             gemm);
+    check_op("linear + relu epilogue tensor-core sizes", dt, {xb, wb, bb},
+             OP(hg::linear(in[0], in[1], in[2], kReluEpilogue)), gemm);
   }
 }
 
-TEST_CASE("cuda.conv2d_and_conv2d_relu_match_cpu" * SKIP_WITHOUT_GPU) {
+TEST_CASE("cuda.conv2d_and_its_relu_epilogue_match_cpu" * SKIP_WITHOUT_GPU) {
   const Tf32Scope full_f32(false);
   hg::manual_seed(6);
   // Weights scaled by 1/sqrt(fan_in): outputs of order 1, like an initialised layer.
@@ -273,10 +278,10 @@ TEST_CASE("cuda.conv2d_and_conv2d_relu_match_cpu" * SKIP_WITHOUT_GPU) {
     check_op("conv2d padding 1 without bias", dt, {x, w},
              OP(hg::conv2d(in[0], in[1], {}, {.stride = 1, .padding = 1})), conv);
     check_op("conv2d 1x1", dt, {x1, w1, b1}, OP(hg::conv2d(in[0], in[1], in[2])), conv);
-    check_op("conv2d_relu padding 1", dt, {x, w, b},
-             OP(hg::conv2d_relu(in[0], in[1], in[2], {.stride = 1, .padding = 1})), conv);
-    check_op("conv2d_relu stride 2 without bias", dt, {x, w},
-             OP(hg::conv2d_relu(in[0], in[1], {}, {.stride = 2, .padding = 0})), conv);
+    check_op("conv2d + relu epilogue padding 1", dt, {x, w, b},
+             OP(hg::conv2d(in[0], in[1], in[2], {.stride = 1, .padding = 1, .epilogue = hg::Epilogue::Relu})), conv);
+    check_op("conv2d + relu epilogue stride 2 without bias", dt, {x, w},
+             OP(hg::conv2d(in[0], in[1], {}, {.stride = 2, .padding = 0, .epilogue = hg::Epilogue::Relu})), conv);
   }
 }
 
@@ -292,7 +297,8 @@ TEST_CASE("cuda.zero_size_inputs_match_cpu" * SKIP_WITHOUT_GPU) {
     check_op("softmax of no rows", dt, {none}, OP(hg::softmax(in[0], 1)));
     check_op("conv2d of an empty batch", dt, {images, k, kb}, OP(hg::conv2d(in[0], in[1], in[2])));
     check_op("linear of an empty batch", dt, {none, w, b}, OP(hg::linear(in[0], in[1], in[2])));
-    check_op("linear_relu of an empty batch", dt, {none, w}, OP(hg::linear_relu(in[0], in[1])));
+    check_op("linear + relu epilogue of an empty batch", dt, {none, w},
+             OP(hg::linear(in[0], in[1], {}, kReluEpilogue)));
   }
 }
 
@@ -785,7 +791,7 @@ TEST_CASE("cuda.f64_through_every_op_family" * SKIP_WITHOUT_GPU) {
   const Tensor m57 = hg::randn({5, 7}), m73 = hg::randn({7, 3}), w = hg::randn({7, 5}) * 0.3, b = hg::randn({7});
   check_op("matmul", dt, {m57, m73}, OP(hg::matmul(in[0], in[1])));
   check_op("linear", dt, {a, w, b}, OP(hg::linear(in[0], in[1], in[2])));
-  check_op("linear_relu", dt, {a, w, b}, OP(hg::linear_relu(in[0], in[1], in[2])));
+  check_op("linear + relu epilogue", dt, {a, w, b}, OP(hg::linear(in[0], in[1], in[2], kReluEpilogue)));
   const Tensor img = hg::randn({2, 3, 7, 6}), k = hg::randn({4, 3, 3, 3}) / 5.0, kb = hg::randn({4});
   check_op("conv2d", dt, {img, k, kb}, OP(hg::conv2d(in[0], in[1], in[2], {.stride = 2, .padding = 1})));
   check_op("max_pool2d", dt, {img}, OP(hg::max_pool2d(in[0], 2, 2)));
@@ -913,16 +919,26 @@ TEST_CASE("cuda.nan_and_inf_inputs_match_cpu" * SKIP_WITHOUT_GPU) {
     hg::sum(pg).backward();
     expect_close(ig.grad(), ic.grad(), hg_test::tolerance_for(dt), "max_pool2d gradient with a NaN");
 
-    // linear_relu: NaN in, NaN out on both devices (cuBLASLt's RELU epilogue would give 0).
+    // linear with the relu epilogue: NaN in, NaN out on both devices (cuBLASLt's RELU epilogue would give 0).
     Tensor input = hg::randn({3, 4}).to(dt);
     {
       hg::NoGradGuard no_grad;
       hg::narrow(hg::narrow(input, 0, 1, 1), 1, 2, 1).fill_(nan);
     }
     const Tensor w = (hg::randn({5, 4}) * 0.5).to(dt), b = hg::randn({5}).to(dt);
-    const Tensor yc = hg::linear_relu(input, w, b), yg = hg::linear_relu(input.to(gpu()), w.to(gpu()), b.to(gpu()));
-    expect_close_nan(yg, yc, tolerance(Tol::Gemm, dt), "linear_relu with a NaN input");
+    const hg::LinearOptions relu{.epilogue = hg::Epilogue::Relu};
+    const Tensor yc = hg::linear(input, w, b, relu), yg = hg::linear(input.to(gpu()), w.to(gpu()), b.to(gpu()), relu);
+    expect_close_nan(yg, yc, tolerance(Tol::Gemm, dt), "linear + relu epilogue with a NaN input");
     for (float v : hg::narrow(yg, 0, 1, 1).to(hg::f32).to_vector<float>()) CHECK(std::isnan(v));
+    // The same for conv2d's relu epilogue (cuDNN's bias, then relu's own functor).
+    const Tensor image_nan = image.detach();
+    const Tensor k = (hg::randn({3, 2, 3, 3}) / 5.0).to(dt), kb = hg::randn({3}).to(dt);  // (1,2,4,4) -> (1,3,4,4)
+    const hg::Conv2dOptions conv_relu{.padding = 1, .epilogue = hg::Epilogue::Relu};
+    const Tensor cc = hg::conv2d(image_nan, k, kb, conv_relu);
+    const Tensor cg = hg::conv2d(image_nan.to(gpu()), k.to(gpu()), kb.to(gpu()), conv_relu);
+    expect_close_nan(cg, cc, tolerance(Tol::Conv, dt), "conv2d + relu epilogue with a NaN pixel");
+    const std::vector<float> conv_values = cg.to(hg::f32).to_vector<float>();
+    CHECK(std::count_if(conv_values.begin(), conv_values.end(), [](float v) { return std::isnan(v); }) > 0);
   }
 }
 
@@ -1370,8 +1386,10 @@ TEST_CASE("cuda.conv2d_on_2_byte_aligned_views_matches_cpu" * SKIP_WITHOUT_GPU) 
     check_op("conv2d of views one image / one filter in", dt, {x, w, b},
              OP(hg::conv2d(hg::narrow(in[0], 0, 1, 2), hg::narrow(in[1], 0, 1, 4), in[2], {.stride = 1, .padding = 1})),
              conv);
-    check_op("conv2d_relu of a view one image in", dt, {x, w},
-             OP(hg::conv2d_relu(hg::narrow(in[0], 0, 1, 2), in[1], {}, {.stride = 2, .padding = 0})), conv);
+    check_op("conv2d + relu epilogue of a view one image in", dt, {x, w},
+             OP(hg::conv2d(hg::narrow(in[0], 0, 1, 2), in[1], {},
+                           {.stride = 2, .padding = 0, .epilogue = hg::Epilogue::Relu})),
+             conv);
   }
 }
 

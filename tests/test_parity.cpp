@@ -8,10 +8,12 @@
 #include <cmath>
 #include <functional>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "amp/op_table.h"
 #include "core/json.h"
 #include "core/safetensors.h"
 #include "ops/activation.h"
@@ -403,4 +405,27 @@ TEST_CASE("parity.summary") {
     }
   }
   MESSAGE(summary(stats));
+}
+
+// The fixtures and the op table name the same ops: every built-in op has a PyTorch case (under its
+// table name, or the scalar form "<op>_scalar"), except the ones listed here with the reason.
+TEST_CASE("parity.every_op_in_the_op_table_has_a_pytorch_case") {
+  const std::map<std::string, std::string> no_case = {
+      {"dropout", "its mask comes from halfgrad's Philox stream, not PyTorch's generator"}};
+  std::set<std::string> fixture_ops;
+  for (const char* family : kFamilies) {
+    const hg::SafetensorsContents file =
+        hg::load_with_metadata(std::string(HG_TEST_DIR) + "/golden/" + family + ".safetensors");
+    for (const auto& [name, text] : file.metadata)
+      if (!name.starts_with("_"))
+        fixture_ops.insert(arg(hg::json::parse(text, "parity metadata"), "op", Args::Kind::String).text);
+  }
+  for (const hg::amp::OpInfo& row : hg::amp::kOpTable) {
+    const std::string op(row.name);
+    CAPTURE(op);
+    const bool has_case = fixture_ops.count(op) + fixture_ops.count(op + "_scalar") > 0;
+    CHECK_MESSAGE(has_case != (no_case.count(op) == 1), "tests/golden/make_golden.py and the op table disagree");
+  }
+  // And every fixture op is a halfgrad call the parity table knows (checked when it runs, too).
+  for (const std::string& op : fixture_ops) CHECK_MESSAGE(op_table().count(op) == 1, op);
 }

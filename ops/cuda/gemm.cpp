@@ -350,8 +350,8 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
 // out (rows, out_features) = x2 (rows, in) @ w^T + bias: w (out_features, in) is used as the
 // transposed operand directly, and the bias is cuBLASLt's bias vector along D's rows, which are
 // out's columns. `out` is overwritten (beta = 0).
-// NOTE: no RELU epilogue for linear_relu: it computes max(y, 0), which maps NaN to 0 where the
-// CPU keeps NaN; ops/linalg.cpp applies the relu with the CPU's functor instead.
+// NOTE: no cuBLASLt RELU epilogue for linear's Epilogue::Relu: it computes max(y, 0), which maps
+// NaN to 0 where relu keeps NaN; ops/linalg.cpp applies relu's own functor afterwards instead.
 void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const Tensor& out) {
   check_operands("linear", out, {&x2, &w});
   detail::check_cuda_device(out.device(), "linear");

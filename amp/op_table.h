@@ -1,0 +1,135 @@
+// The one op table. Every built-in op that goes through autocast has a row here: its name (what
+// policy_table(), PrecisionReport and ShadowCheck show), its default cast policy, why, and the
+// dtype rule of its output. Ops name themselves by enum, so a typo is a compile error:
+//
+//   auto [x, w, b] = amp::prepare(amp::Op::Linear, x_in, w_in, b_in);
+//
+// amp::policy_table(), docs/amp.md's table (tests/print_policy_table.cpp checks it) and the tests
+// that enumerate ops all read this table. amp::set_policy can override a row at run time; custom
+// ops are not here: they are keyed by name (amp/policy.h). To add an op: add its enumerator and
+// its row (in the same place: the rows follow the enum's order) and call amp::prepare(Op::...).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <string_view>
+
+#include "amp/cast_policy.h"
+#include "core/dtype.h"
+
+namespace hg::amp {
+
+// Grouped by default policy, as the tables print.
+enum class Op : uint8_t {
+  Matmul, Linear, Conv2d,                                                              // Lower
+  Exp, Log, Pow, Sqrt, Softmax, LogSoftmax, CrossEntropy, MseLoss, Sum, Mean, LayerNorm, // F32
+  Cat,                                                                                 // Promote
+  BatchNorm, Add, Sub, Mul, Div, Neg, Abs, Clamp, Relu, Gelu, Silu, Sigmoid, Tanh,     // Keep
+  Amax, Argmax, MaxPool2d, AvgPool2d, Dropout, Embedding,
+};
+
+// The dtype of an op's output, from its floating inputs after the cast.
+enum class OutputDType : uint8_t {
+  Computed,    // the dtype the op computed in: its inputs' widest dtype
+  FirstInput,  // the first input's (batch_norm: f32 affine parameters, the activation stays 16-bit)
+  Index,       // i64 indices, whatever the inputs (argmax)
+};
+
+struct OpInfo {
+  Op op;
+  std::string_view name;   // "linear"; the key of set_policy, the row of reports
+  CastPolicy policy;       // the default; amp::set_policy may override it
+  OutputDType output;
+  std::string_view why;    // in a few words
+};
+
+namespace why {
+inline constexpr std::string_view kGemm = "GEMM: tensor cores on GPUs, AVX512-BF16 on CPUs, f32 accumulation";
+inline constexpr std::string_view kRange = "needs f32 range or accuracy";
+inline constexpr std::string_view kRowSum = "exp and a sum over a row";
+inline constexpr std::string_view kLongSum = "long sums lose 16-bit precision";
+inline constexpr std::string_view kKept = "runs in the dtype it receives (PyTorch's default)";
+}  // namespace why
+
+inline constexpr OpInfo kOpTable[] = {
+    {Op::Matmul, "matmul", CastPolicy::Lower, OutputDType::Computed, why::kGemm},
+    {Op::Linear, "linear", CastPolicy::Lower, OutputDType::Computed, why::kGemm},
+    {Op::Conv2d, "conv2d", CastPolicy::Lower, OutputDType::Computed, why::kGemm},
+    {Op::Exp, "exp", CastPolicy::F32, OutputDType::Computed, why::kRange},
+    {Op::Log, "log", CastPolicy::F32, OutputDType::Computed, why::kRange},
+    {Op::Pow, "pow", CastPolicy::F32, OutputDType::Computed, why::kRange},
+    {Op::Sqrt, "sqrt", CastPolicy::F32, OutputDType::Computed, why::kRange},
+    {Op::Softmax, "softmax", CastPolicy::F32, OutputDType::Computed, why::kRowSum},
+    {Op::LogSoftmax, "log_softmax", CastPolicy::F32, OutputDType::Computed, why::kRowSum},
+    {Op::CrossEntropy, "cross_entropy", CastPolicy::F32, OutputDType::Computed, "loss: log-sum-exp and a mean"},
+    {Op::MseLoss, "mse_loss", CastPolicy::F32, OutputDType::Computed, "loss: squares and a mean"},
+    {Op::Sum, "sum", CastPolicy::F32, OutputDType::Computed, why::kLongSum},
+    {Op::Mean, "mean", CastPolicy::F32, OutputDType::Computed, why::kLongSum},
+    {Op::LayerNorm, "layer_norm", CastPolicy::F32, OutputDType::Computed, "statistics over a row"},
+    {Op::Cat, "cat", CastPolicy::Promote, OutputDType::Computed, "several inputs: meet in the widest dtype"},
+    // NOTE: batch_norm keeps the activation dtype (so activations stay 16-bit), but its batch
+    // statistics, running stats and affine math are always computed in f32 inside the kernel.
+    {Op::BatchNorm, "batch_norm", CastPolicy::Keep, OutputDType::FirstInput,
+     "statistics computed in f32 inside; output keeps input dtype"},
+    {Op::Add, "add", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Sub, "sub", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Mul, "mul", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Div, "div", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Neg, "neg", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Abs, "abs", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Clamp, "clamp", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Relu, "relu", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Gelu, "gelu", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Silu, "silu", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Sigmoid, "sigmoid", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Tanh, "tanh", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Amax, "amax", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Argmax, "argmax", CastPolicy::Keep, OutputDType::Index, why::kKept},
+    {Op::MaxPool2d, "max_pool2d", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::AvgPool2d, "avg_pool2d", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Dropout, "dropout", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Embedding, "embedding", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+};
+inline constexpr size_t kNumOps = std::size(kOpTable);
+
+namespace detail {
+constexpr bool rows_follow_the_enum() {
+  for (size_t i = 0; i < kNumOps; ++i)
+    if (static_cast<size_t>(kOpTable[i].op) != i) return false;
+  return true;
+}
+}  // namespace detail
+// Row i describes Op(i), and the last row is the last enumerator: every Op has exactly one row.
+static_assert(detail::rows_follow_the_enum(), "kOpTable: the rows must follow enum class Op's order");
+static_assert(kOpTable[kNumOps - 1].op == Op::Embedding, "kOpTable: every Op needs a row (update this check "
+                                                         "when you add an enumerator at the end)");
+
+constexpr const OpInfo& op_info(Op op) { return kOpTable[static_cast<size_t>(op)]; }
+constexpr std::string_view op_name(Op op) { return op_info(op).name; }
+
+// The built-in op called `name`, if there is one.
+constexpr std::optional<Op> find_op(std::string_view name) {
+  for (const OpInfo& row : kOpTable)
+    if (row.name == name) return row.op;
+  return std::nullopt;
+}
+
+constexpr DType output_dtype(OutputDType rule, DType compute, DType first_input) {
+  switch (rule) {
+    case OutputDType::Computed: return compute;
+    case OutputDType::FirstInput: return first_input;
+    case OutputDType::Index: return i64;
+  }
+  return compute;
+}
+constexpr std::string_view output_dtype_name(OutputDType rule) {
+  switch (rule) {
+    case OutputDType::Computed: return "the dtype it computes in";
+    case OutputDType::FirstInput: return "its first input's dtype";
+    case OutputDType::Index: return "i64 indices";
+  }
+  return "?";
+}
+
+}  // namespace hg::amp

@@ -1,0 +1,20 @@
+// Epilogue: an activation a GEMM-like op applies to its output before anyone reads it, saving
+// one pass over the activations. The op stays the op the user called -- linear or conv2d, under
+// that op's cast policy and PrecisionReport row -- and the result equals the unfused pair,
+// NaN included:
+//
+//   hg::linear(x, w, b, {.epilogue = hg::Epilogue::Relu})   ==  hg::relu(hg::linear(x, w, b))
+//   hg::conv2d(x, w, b, {.padding = 1, .epilogue = hg::Epilogue::Relu})
+//
+// nn::fuse (nn/fuse.h) uses it for the Linear->ReLU and Conv2d->ReLU pairs of a Sequential.
+#pragma once
+#include <cstdint>
+
+namespace hg {
+
+enum class Epilogue : uint8_t {
+  None,
+  Relu,  // max(y, 0) with relu's own functor: NaN stays NaN (cuBLASLt's RELU epilogue would give 0)
+};
+
+}  // namespace hg

@@ -1,0 +1,225 @@
+// Explicit fusion: the ReLU epilogue of linear and conv2d (ops/epilogue.h) and nn::fuse
+// (nn/fuse.h). A fused op equals the unfused pair -- forward and gradients, exactly, NaN in the
+// same places -- and stays the op the user called: the cast policy of "linear"/"conv2d" reaches
+// it and a PrecisionReport lists it under that name. nn::Sequential itself never fuses.
+#include <cmath>
+#include <functional>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "test_support.h"
+
+using hg::Tensor;
+namespace amp = hg::amp;
+namespace nn = hg::nn;
+
+namespace {
+
+constexpr hg::Epilogue kRelu = hg::Epilogue::Relu;
+
+// Equal values, NaN where the other has NaN (and -0 == +0: rounding before or after the ReLU
+// may give a 16-bit zero either sign).
+void check_same(const Tensor& actual, const Tensor& expected, const std::string& what) {
+  INFO(what);
+  REQUIRE(actual.defined());
+  REQUIRE(expected.defined());
+  CHECK(actual.dtype() == expected.dtype());
+  const auto report = hg_test::compare(actual, expected, hg_test::Tolerance{0.0, 0.0}, /*equal_nan=*/true);
+  CHECK_MESSAGE(!report.has_value(), report.value_or(""));
+}
+
+bool has_nan(const Tensor& t) {
+  for (double v : t.to(hg::f64).contiguous().to_vector<double>())
+    if (std::isnan(v)) return true;
+  return false;
+}
+
+// Sets element `index` of the flattened tensor to NaN.
+Tensor with_nan(Tensor t, int64_t index) {
+  hg::NoGradGuard no_grad;
+  hg::narrow(t.reshape({t.numel()}), 0, index, 1).fill_(std::nan(""));
+  return t;
+}
+
+struct Grads {
+  Tensor out;
+  std::vector<Tensor> grads;
+};
+
+// Runs f on fresh leaf copies of `inputs`, backpropagates a fixed random gradient, and returns
+// the output and every input's gradient.
+Grads run(const std::function<Tensor(const std::vector<Tensor>&)>& f, const std::vector<Tensor>& inputs,
+          const Tensor& grad_out_seed) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : inputs) leaves.push_back(t.defined() ? t.detach().clone().requires_grad_() : Tensor());
+  Grads g{f(leaves), {}};
+  g.out.backward(grad_out_seed.to(g.out.dtype()).reshape(g.out.shape()));
+  for (const Tensor& t : leaves) g.grads.push_back(t.defined() ? t.grad() : Tensor());
+  return g;
+}
+
+void check_fused_equals_unfused(const std::string& what, const std::vector<Tensor>& inputs,
+                                const std::function<Tensor(const std::vector<Tensor>&)>& fused,
+                                const std::function<Tensor(const std::vector<Tensor>&)>& unfused) {
+  const Tensor probe = fused(inputs);
+  const Tensor seed = hg::randn(probe.shape());
+  const Grads a = run(fused, inputs, seed), b = run(unfused, inputs, seed);
+  check_same(a.out, b.out, what + ": output");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].defined()) check_same(a.grads[i], b.grads[i], what + ": gradient of input " + std::to_string(i));
+}
+
+}  // namespace
+
+// ---- the epilogue on the ops ----------------------------------------------------------------------
+
+TEST_CASE("fuse.linear_relu_epilogue_equals_relu_of_linear") {
+  hg::manual_seed(31);
+  for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
+    CAPTURE(dt);
+    const Tensor x = hg::randn({5, 7}).to(dt), x3 = hg::randn({2, 3, 7}).to(dt);
+    const Tensor w = (hg::randn({6, 7}) * 0.4).to(dt), b = hg::randn({6}).to(dt);
+    const auto fused = [](const std::vector<Tensor>& in) {
+      return hg::linear(in[0], in[1], in[2], {.epilogue = kRelu});
+    };
+    const auto unfused = [](const std::vector<Tensor>& in) { return hg::relu(hg::linear(in[0], in[1], in[2])); };
+    check_fused_equals_unfused("with bias", {x, w, b}, fused, unfused);
+    check_fused_equals_unfused("without bias", {x, w, Tensor()}, fused, unfused);
+    check_fused_equals_unfused("3-D input", {x3, w, b}, fused, unfused);
+    // NaN: relu(NaN) = NaN, so the NaN's row of the output is NaN in both, and so are the
+    // gradients it reaches.
+    const Tensor x_nan = with_nan(x.clone(), 9);  // row 1
+    check_fused_equals_unfused("a NaN input", {x_nan, w, b}, fused, unfused);
+    const Tensor y = hg::linear(x_nan, w, b, {.epilogue = kRelu});
+    for (double v : hg::narrow(y, 0, 1, 1).to(hg::f64).to_vector<double>()) CHECK(std::isnan(v));
+    CHECK_FALSE(has_nan(hg::narrow(y, 0, 0, 1)));
+  }
+}
+
+TEST_CASE("fuse.conv2d_relu_epilogue_equals_relu_of_conv2d") {
+  hg::manual_seed(32);
+  for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
+    CAPTURE(dt);
+    const Tensor x = hg::randn({2, 3, 7, 6}).to(dt), w = (hg::randn({4, 3, 3, 3}) / 5.0).to(dt);
+    const Tensor b = (hg::randn({4}) * 0.5).to(dt);
+    for (const hg::Conv2dOptions options : {hg::Conv2dOptions{.stride = 1, .padding = 1},
+                                            hg::Conv2dOptions{.stride = 2, .padding = 0}}) {
+      CAPTURE(options.stride);
+      hg::Conv2dOptions with_relu = options;
+      with_relu.epilogue = kRelu;
+      const auto fused = [&](const std::vector<Tensor>& in) { return hg::conv2d(in[0], in[1], in[2], with_relu); };
+      const auto unfused = [&](const std::vector<Tensor>& in) {
+        return hg::relu(hg::conv2d(in[0], in[1], in[2], options));
+      };
+      check_fused_equals_unfused("with bias", {x, w, b}, fused, unfused);
+      check_fused_equals_unfused("without bias", {x, w, Tensor()}, fused, unfused);
+      check_fused_equals_unfused("a NaN pixel", {with_nan(x.clone(), 20), w, b}, fused, unfused);
+      CHECK(has_nan(hg::conv2d(with_nan(x.clone(), 20), w, b, with_relu)));
+    }
+  }
+}
+
+TEST_CASE("fuse.epilogue_gradients_pass_gradcheck") {
+  hg::manual_seed(33);
+  const auto input = [](hg::Shape s) { return hg::randn(std::move(s), {.dtype = hg::f64, .requires_grad = true}); };
+  const std::vector<Tensor> lin{input({3, 4}), input({5, 4}), input({5})};
+  CHECK(hg::autograd::gradcheck(
+      [](const std::vector<Tensor>& in) { return hg::linear(in[0], in[1], in[2], {.epilogue = kRelu}); }, lin));
+  const std::vector<Tensor> conv{input({1, 2, 5, 5}), input({3, 2, 3, 3}), input({3})};
+  CHECK(hg::autograd::gradcheck(
+      [](const std::vector<Tensor>& in) { return hg::conv2d(in[0], in[1], in[2], {.padding = 1, .epilogue = kRelu}); },
+      conv));
+}
+
+// ---- nn::fuse ----------------------------------------------------------------------------------
+
+namespace {
+nn::Sequential make_cnn() {
+  return nn::Sequential{nn::Conv2d(1, 4, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d(2),
+                        nn::Conv2d(4, 6, 3, {.padding = 1}), nn::ReLU(), nn::Flatten(), nn::Linear(6 * 3 * 3, 8),
+                        nn::ReLU(), nn::Linear(8, 3)};
+}
+
+std::set<std::string> report_ops(const amp::PrecisionReport& report) {
+  std::set<std::string> ops;
+  for (const amp::PrecisionReport::Row& r : report.rows()) ops.insert(r.op);
+  return ops;
+}
+}  // namespace
+
+TEST_CASE("fuse.sequential_fuses_only_when_asked_and_gives_the_same_results") {
+  hg::manual_seed(34);
+  nn::Sequential model = make_cnn();
+  const nn::Sequential fused = nn::fuse(model);
+  CHECK_FALSE(model.fuses_activations());
+  CHECK(fused.fuses_activations());
+  // The same layers: the fused model's parameters are the model's.
+  REQUIRE(fused.parameters().size() == model.parameters().size());
+  for (size_t i = 0; i < model.parameters().size(); ++i)
+    CHECK(fused.parameters()[i].data_ptr<float>() == model.parameters()[i].data_ptr<float>());
+
+  Tensor x = hg::randn({2, 1, 6, 6});
+  x = with_nan(x, 7);  // one NaN pixel in the first image
+  nn::Sequential run_fused = fused;
+  const auto forward_backward = [&](nn::Sequential& m) {
+    m.zero_grad();
+    const Tensor y = m(x);
+    hg::sum(y).backward();  // (the NaN in y does not enter the backward: sum passes ones down)
+    std::vector<Tensor> grads;
+    for (const Tensor& p : m.parameters()) grads.push_back(p.grad().clone());
+    return std::pair{y, grads};
+  };
+  const auto [y_plain, g_plain] = forward_backward(model);
+  const auto [y_fused, g_fused] = forward_backward(run_fused);
+  check_same(y_fused, y_plain, "output");
+  CHECK(has_nan(hg::narrow(y_plain, 0, 0, 1)));  // the NaN reached the first image's logits
+  CHECK_FALSE(has_nan(hg::narrow(y_plain, 0, 1, 1)));
+  for (size_t i = 0; i < g_plain.size(); ++i) check_same(g_fused[i], g_plain[i], "gradient " + std::to_string(i));
+}
+
+TEST_CASE("fuse.a_fused_model_reports_and_obeys_the_ops_it_calls") {
+  hg::manual_seed(35);
+  nn::Sequential model = make_cnn();
+  nn::Sequential fused = nn::fuse(model);
+  const Tensor x = hg::randn({2, 1, 6, 6});
+
+  SUBCASE("the PrecisionReport lists linear and conv2d, never a fused name") {
+    amp::PrecisionReport plain_report;
+    {
+      amp::Autocast region(hg::bf16);
+      model(x);
+    }
+    CHECK(report_ops(plain_report) == std::set<std::string>{"conv2d", "relu", "max_pool2d", "linear"});
+    amp::PrecisionReport fused_report;
+    {
+      amp::Autocast region(hg::bf16);
+      fused(x);
+    }
+    // The last Linear has no ReLU after it; the others ran with their ReLU as an epilogue.
+    CHECK(report_ops(fused_report) == std::set<std::string>{"conv2d", "max_pool2d", "linear"});
+  }
+
+  SUBCASE("set_policy(\"linear\", F32) reaches a fused linear") {
+    nn::Sequential mlp = nn::fuse(nn::Sequential{nn::Linear(5, 4), nn::ReLU()});
+    const Tensor v = hg::randn({3, 5});
+    {
+      amp::Autocast region(hg::f16);
+      CHECK(mlp(v).dtype() == hg::f16);
+    }
+    amp::set_policy("linear", amp::CastPolicy::F32);
+    Tensor y;
+    amp::PrecisionReport report;
+    {
+      amp::Autocast region(hg::f16);
+      y = mlp(v);
+    }
+    amp::set_policy("linear", amp::CastPolicy::Lower);
+    CHECK(y.dtype() == hg::f32);
+    REQUIRE(report.rows().size() == 1);
+    CHECK(report.rows()[0].op == "linear");
+    CHECK(report.rows()[0].policy == "F32");
+    check_same(y, hg::relu(hg::linear(v, mlp.parameters()[0], mlp.parameters()[1])), "f32 result");
+  }
+}
