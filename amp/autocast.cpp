@@ -106,19 +106,26 @@ std::vector<DType> floating_dtypes(std::span<Tensor> inputs) {
 }  // namespace
 
 void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
+  std::optional<CastPolicy> policy;
+  if (is_enabled()) {  // outside autocast an op needs no policy
+    policy = find_policy(op);
+    HG_CHECK(policy.has_value(), "autocast: op '", op, "' has no cast policy, and halfgrad does not guess one. "
+             "Choose with hg::amp::set_policy(\"", op, "\", p) where p is CastPolicy::Lower (run in ",
+             t_state.dtype, "), F32 (run in f32), Promote (widest input dtype) or Keep (inputs as they are)");
+  }
+  prepare_inputs(op, inputs, policy.value_or(CastPolicy::Keep));
+}
+
+void prepare_inputs(std::string_view op, std::span<Tensor> inputs, CastPolicy policy) {
   if (t_prepare_observer != nullptr) t_prepare_observer->arrived(op, inputs);
   PrecisionReport* report = current_report();
   const std::vector<DType> arrived = report ? floating_dtypes(inputs) : std::vector<DType>{};
   CastCount count;
   std::string fired = autograd::backward_depth() > 0 ? "backward" : "off";
   if (is_enabled()) {
-    const std::optional<CastPolicy> policy = find_policy(op);
-    HG_CHECK(policy.has_value(), "autocast: op '", op, "' has no cast policy, and halfgrad does not guess one. "
-             "Choose with hg::amp::set_policy(\"", op, "\", p) where p is CastPolicy::Lower (run in ",
-             t_state.dtype, "), F32 (run in f32), Promote (widest input dtype) or Keep (inputs as they are)");
-    fired = std::string(policy_name(*policy));
+    fired = std::string(policy_name(policy));
     // Autocast is off while casting, so the casts themselves are never re-cast.
-    switch (*policy) {
+    switch (policy) {
       case CastPolicy::Lower:
         for (Tensor& t : inputs) t = cast(t, t_state.dtype, count);
         break;

@@ -38,6 +38,9 @@ class Autocast {
 namespace detail {
 bool active();  // autocast on, or a PrecisionReport recording: prepare has work to do
 void prepare_inputs(std::string_view op, std::span<Tensor> inputs);
+// The same with the policy given rather than looked up: a custom op that declares
+// `static constexpr CastPolicy policy` on its type (autograd/function.h).
+void prepare_inputs(std::string_view op, std::span<Tensor> inputs, CastPolicy policy);
 // A custom op's declared cast_inputs: casts its floating inputs to `dtype` (autocast is on) and
 // records the row ("cast_inputs" policy) in an active PrecisionReport.
 void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype);
@@ -66,6 +69,10 @@ std::array<Tensor, sizeof...(Ts)> prepare(std::string_view op, const Ts&... inpu
 
 inline std::vector<Tensor> prepare_all(std::string_view op, std::vector<Tensor> inputs) {
   if (detail::active()) detail::prepare_inputs(op, inputs);
+  return inputs;
+}
+inline std::vector<Tensor> prepare_all(std::string_view op, std::vector<Tensor> inputs, CastPolicy policy) {
+  if (detail::active()) detail::prepare_inputs(op, inputs, policy);
   return inputs;
 }
 
