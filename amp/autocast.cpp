@@ -155,6 +155,10 @@ void prepare_inputs(std::string_view op, std::span<Tensor> inputs) {
   prepare_with(op, find_policy(op), OutputDType::Computed, inputs);
 }
 
+void prepare_inputs(std::string_view op, std::span<Tensor> inputs, CastPolicy policy) {
+  prepare_with(op, policy, OutputDType::Computed, inputs);
+}
+
 void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype) {
   PrecisionReport* report = current_report();
   const std::vector<DType> arrived = report ? floating_dtypes(inputs) : std::vector<DType>{};

@@ -39,6 +39,9 @@ namespace detail {
 bool active();  // autocast on, or a PrecisionReport recording: prepare has work to do
 void prepare_inputs(Op op, std::span<Tensor> inputs);                // a built-in op
 void prepare_inputs(std::string_view op, std::span<Tensor> inputs);  // a custom op, by its name
+// The same with the policy given rather than looked up: a custom op that declares
+// `static constexpr CastPolicy policy` on its type (autograd/function.h).
+void prepare_inputs(std::string_view op, std::span<Tensor> inputs, CastPolicy policy);
 // A custom op's declared cast_inputs: casts its floating inputs to `dtype` (autocast is on) and
 // records the row ("cast_inputs" policy) in an active PrecisionReport.
 void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype);
@@ -74,6 +77,11 @@ inline std::vector<Tensor> prepare_all(Op op, std::vector<Tensor> inputs) {
 // policy is whatever amp::set_policy gave that name.
 inline std::vector<Tensor> prepare_all(std::string_view custom_op, std::vector<Tensor> inputs) {
   if (detail::active()) detail::prepare_inputs(custom_op, inputs);
+  return inputs;
+}
+// ... or by the policy its type declares.
+inline std::vector<Tensor> prepare_all(std::string_view custom_op, std::vector<Tensor> inputs, CastPolicy policy) {
+  if (detail::active()) detail::prepare_inputs(custom_op, inputs, policy);
   return inputs;
 }
 

@@ -106,7 +106,7 @@ Tensor GradScaler::scale(const Tensor& loss) {
   lazy_init(loss.device());
   scaled_ = true;
   // NOTE: the product is f32 even for an f16 loss: 65504 is easily exceeded by loss * 2^16.
-  return loss.to(is_16bit_floating(loss.dtype()) ? f32 : loss.dtype()) * scale_;
+  return loss.to(compute_dtype(loss.dtype())) * scale_;
 }
 
 void GradScaler::set_parameter_names(const std::vector<std::pair<std::string, Tensor>>& named) {

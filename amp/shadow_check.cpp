@@ -94,7 +94,7 @@ class Recorder final : public detail::PrepareObserver, public autograd::OutputOb
     const Call& call = calls[replayed];
     for (size_t i = 0; i < inputs.size(); ++i) {
       const Tensor& t = call.inputs[i];
-      inputs[i] = t.defined() && is_16bit_floating(t.dtype()) ? t.to(f32) : t;
+      inputs[i] = t.defined() ? t.to(compute_dtype(t.dtype())) : t;  // 16-bit inputs widened to f32
     }
     pending_.push_back(replayed++);
   }

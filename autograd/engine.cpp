@@ -1,8 +1,8 @@
 // The backward engine. It orders every node reachable from the root so that each node runs after
 // all the nodes that feed it a gradient (reverse DFS post-order: deterministic, since edges are
-// visited in input order), sums the gradients arriving at each node, runs each node once and
-// frees it, so the memory of the graph comes back as backward proceeds. Callbacks queued during
-// the backward (queue_callback) run at its end.
+// visited in input order), sums the gradients arriving at each node (per output slot, for a node
+// with several outputs), runs each node once and frees it, so the memory of the graph comes back
+// as backward proceeds. Callbacks queued during the backward (queue_callback) run at its end.
 #include <algorithm>
 #include <unordered_map>
 #include <unordered_set>
@@ -24,7 +24,7 @@ std::vector<Node*> topological_order(Node* root) {
   while (!stack.empty()) {
     auto& [node, edge] = stack.back();
     if (edge < node->next().size()) {
-      Node* child = node->next()[edge++].get();
+      Node* child = node->next()[edge++].node.get();
       if (child != nullptr && visited.insert(child).second) stack.emplace_back(child, 0);
     } else {
       post_order.push_back(node);
@@ -47,6 +47,17 @@ Tensor initial_gradient(const Tensor& root, const Tensor& grad) {
            root.device());
   // detach: the caller's tensor must never become (and later be accumulated into as) a .grad().
   return grad.dtype() == root.dtype() ? grad.detach() : grad.to(root.dtype());
+}
+
+// The gradients waiting at each node, one slot per output of the node; an arriving gradient is
+// added to what its slot already holds.
+using PendingGradients = std::unordered_map<Node*, std::vector<Tensor>>;
+
+void add_gradient(PendingGradients& pending, const Edge& edge, const Tensor& grad) {
+  std::vector<Tensor>& slots = pending[edge.node.get()];
+  if (slots.empty()) slots.resize(edge.node->num_outputs());
+  Tensor& slot = slots[edge.output_nr];
+  slot = slot.defined() ? slot + grad : grad;
 }
 
 // The callbacks of the backward running on this thread (null outside one). A pointer to the
@@ -76,20 +87,22 @@ void run_backward(const Tensor& root, const Tensor& grad) {
   NoGradGuard no_grad;  // backward closures are ops too; they must not record
   autograd::BackwardScope in_backward;  // ... and must not be re-cast by the forward's autocast region
   const Tensor g0 = initial_gradient(root, grad);
-  const std::shared_ptr<Node> root_node = gradient_edge(root);
+  const Edge root_edge = gradient_edge(root);
 
   CallbackScope final_callbacks;
   const bool detect_anomaly = AnomalyMode::is_enabled();
-  std::unordered_map<Node*, Tensor> pending;  // summed gradient waiting at each node
-  pending[root_node.get()] = g0;
-  for (Node* node : topological_order(root_node.get())) {
+  PendingGradients pending;
+  add_gradient(pending, root_edge, g0);
+  for (Node* node : topological_order(root_edge.node.get())) {
     auto it = pending.find(node);
     if (it == pending.end()) continue;  // every path to it carried "no gradient"
-    const Tensor g = std::move(it->second);
+    std::vector<Tensor> grads = std::move(it->second);
     pending.erase(it);
-    HG_CHECK(g.shape() == node->output_shape(), "backward: '", node->name(), "' received a gradient of shape ",
-             g.shape(), " for an output of shape ", node->output_shape());
-    std::vector<Tensor> input_grads = node->apply(g);
+    for (size_t k = 0; k < grads.size(); ++k)
+      HG_CHECK(!grads[k].defined() || grads[k].shape() == node->output(k).shape, "backward: '", node->name(),
+               "' received a gradient of shape ", grads[k].shape(), " for an output of shape ",
+               node->output(k).shape);
+    std::vector<Tensor> input_grads = node->apply(std::move(grads));
     if (dynamic_cast<AccumulateGrad*>(node) == nullptr) {
       HG_CHECK(input_grads.size() == node->next().size(), "backward: '", node->name(), "' returned ",
                input_grads.size(), " gradients for ", node->next().size(), " inputs");
@@ -97,10 +110,9 @@ void run_backward(const Tensor& root, const Tensor& grad) {
       node->release();
     }
     for (size_t i = 0; i < node->next().size(); ++i) {
-      Node* next = node->next()[i].get();
-      if (next == nullptr || !input_grads[i].defined()) continue;
-      Tensor& slot = pending[next];
-      slot = slot.defined() ? slot + input_grads[i] : input_grads[i];
+      const Edge& next = node->next()[i];
+      if (next.node == nullptr || !input_grads[i].defined()) continue;
+      add_gradient(pending, next, input_grads[i]);
     }
   }
   // By index, each moved out before it runs: a callback may queue another (and grow the vector).

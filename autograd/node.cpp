@@ -45,12 +45,16 @@ Tensor SavedTensor::get() const {
 
 // ---- Node --------------------------------------------------------------------------------------
 
-Node::Node(std::string name, std::vector<std::shared_ptr<Node>> next, Backward backward, const Tensor& output)
+Node::Node(std::string name, std::vector<Edge> next, Backward backward, const Tensor& output)
     : name_(std::move(name)),
       next_(std::move(next)),
       backward_(std::move(backward)),
-      output_shape_(output.shape()),
-      output_dtype_(output.dtype()) {}
+      outputs_{{output.shape(), output.dtype(), output.device()}} {}
+
+Node::Node(std::string name, std::vector<Edge> next, MultiBackward backward, const std::vector<Tensor>& outputs)
+    : name_(std::move(name)), next_(std::move(next)), multi_backward_(std::move(backward)) {
+  for (const Tensor& t : outputs) outputs_.push_back({t.shape(), t.dtype(), t.device()});
+}
 
 // NOTE: a graph can be a chain hundreds of thousands of nodes long (a loop of 300k ops, or the
 // classic `total = total + loss` without .item()). Left to the default destructor, each node's
@@ -61,9 +65,9 @@ Node::Node(std::string name, std::vector<std::shared_ptr<Node>> next, Backward b
 // (use_count > 1) is just released: whoever holds it frees it later, the same way.
 Node::~Node() {
   std::vector<std::shared_ptr<Node>> unreferenced;
-  const auto take_sole_owned = [&unreferenced](std::vector<std::shared_ptr<Node>>& edges) {
-    for (std::shared_ptr<Node>& edge : edges)
-      if (edge != nullptr && edge.use_count() == 1) unreferenced.push_back(std::move(edge));
+  const auto take_sole_owned = [&unreferenced](std::vector<Edge>& edges) {
+    for (Edge& edge : edges)
+      if (edge.node != nullptr && edge.node.use_count() == 1) unreferenced.push_back(std::move(edge.node));
   };
   take_sole_owned(next_);
   while (!unreferenced.empty()) {
@@ -73,16 +77,23 @@ Node::~Node() {
   }  // `node` dies here, with nothing left to free below it
 }
 
-std::vector<Tensor> Node::apply(const Tensor& grad_output) {
+std::vector<Tensor> Node::apply(std::vector<Tensor> grad_outputs) {
   HG_CHECK(!released_, "backward: trying to backward through the graph a second time (the graph of '", name_,
            "' was freed by the first backward). Run the forward pass again.");
-  return backward_(grad_output);
+  if (backward_) return backward_(grad_outputs[0]);  // the engine calls a node only once a gradient arrived
+  // Several outputs: an output no gradient reached (the loss used only the other) counts as zeros,
+  // so a backward can use every grad_outputs[i] without checking. Integer outputs have none.
+  for (size_t i = 0; i < outputs_.size(); ++i)
+    if (!grad_outputs[i].defined() && is_floating(outputs_[i].dtype))
+      grad_outputs[i] = zeros(outputs_[i].shape, {.dtype = outputs_[i].dtype, .device = outputs_[i].device});
+  return multi_backward_(std::move(grad_outputs));
 }
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
     : Node("AccumulateGrad", {}, nullptr, Tensor(leaf)), leaf_(std::move(leaf)) {}
 
-std::vector<Tensor> AccumulateGrad::apply(const Tensor& grad_output) {
+std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
+  const Tensor& grad_output = grad_outputs[0];
   Tensor leaf(leaf_);
   Tensor g = grad_output.dtype() == leaf.dtype() ? grad_output : grad_output.to(leaf.dtype());
   if (!leaf_->grad) {
@@ -108,15 +119,15 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-std::shared_ptr<Node> gradient_edge(const Tensor& t) {
-  if (!t.defined() || !t.requires_grad()) return nullptr;
-  if (t.grad_fn()) return t.grad_fn();
+Edge gradient_edge(const Tensor& t) {
+  if (!t.defined() || !t.requires_grad()) return {};
+  if (t.grad_fn()) return {t.grad_fn(), t.impl()->output_nr};
   std::shared_ptr<Node> accumulator = t.impl()->grad_accumulator.lock();
   if (!accumulator) {
     accumulator = std::make_shared<AccumulateGrad>(t.impl_ptr());
     t.impl()->grad_accumulator = accumulator;
   }
-  return accumulator;
+  return {accumulator, 0};
 }
 
 namespace {
@@ -128,13 +139,31 @@ OutputObserver* set_output_observer(OutputObserver* observer) { return std::exch
 void record(std::string name, Tensor& output, const std::vector<Tensor>& inputs, Node::Backward backward) {
   if (t_output_observer != nullptr) t_output_observer->on_output(name, output);
   if (!needs_grad(inputs)) return;
-  std::vector<std::shared_ptr<Node>> next;
+  std::vector<Edge> next;
   next.reserve(inputs.size());
   for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
   auto node = std::make_shared<Node>(std::move(name), std::move(next), std::move(backward), output);
   if (AnomalyMode::is_enabled()) node->set_creation_trace(detail::capture_creation_trace());
   output.impl()->grad_fn = std::move(node);
+  output.impl()->output_nr = 0;
   output.impl()->requires_grad = true;
+}
+
+void record(std::string name, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+            Node::MultiBackward backward) {
+  if (t_output_observer != nullptr && !outputs.empty()) t_output_observer->on_output(name, outputs[0]);
+  if (!needs_grad(inputs)) return;
+  std::vector<Edge> next;
+  next.reserve(inputs.size());
+  for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
+  auto node = std::make_shared<Node>(std::move(name), std::move(next), std::move(backward), outputs);
+  if (AnomalyMode::is_enabled()) node->set_creation_trace(detail::capture_creation_trace());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].defined() || !is_floating(outputs[i].dtype())) continue;
+    outputs[i].impl()->grad_fn = node;
+    outputs[i].impl()->output_nr = uint32_t(i);
+    outputs[i].impl()->requires_grad = true;
+  }
 }
 
 }  // namespace autograd

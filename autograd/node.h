@@ -5,6 +5,10 @@
 //   Tensor out = ...forward...;
 //   autograd::record("mul", out, {a, b}, [sa = SavedTensor(a, "mul"), sb = SavedTensor(b, "mul")]
 //                    (const Tensor& g) -> std::vector<Tensor> { return {g * sb.get(), g * sa.get()}; });
+//
+// An op with several outputs (a custom Function returning (var, mean)) is one node with one
+// slot per output: each output tensor knows its slot (TensorImpl::output_nr), the engine sums
+// the gradients arriving at each slot and runs the node's backward once with all of them.
 #pragma once
 #include <functional>
 #include <memory>
@@ -36,27 +40,45 @@ class SavedTensor {
   std::string_view op_;
 };
 
+// Where the gradient of one input goes: the node that produced the input and which of that
+// node's outputs the input is (always 0 for single-output ops and leaves). Null node: no gradient.
+struct Edge {
+  std::shared_ptr<Node> node;
+  uint32_t output_nr = 0;
+};
+
 class Node {
  public:
   // Maps the gradient of the op's output to one gradient per input (undefined = none).
   using Backward = std::function<std::vector<Tensor>(const Tensor& grad_output)>;
+  // The same for an op with several outputs: one gradient per output in (an output that received
+  // none gets zeros of its shape, PyTorch's materialize_grads), one per input out.
+  using MultiBackward = std::function<std::vector<Tensor>(std::vector<Tensor> grad_outputs)>;
+  struct Output {
+    Shape shape;
+    DType dtype;
+    Device device;
+  };
 
-  Node(std::string name, std::vector<std::shared_ptr<Node>> next, Backward backward, const Tensor& output);
+  Node(std::string name, std::vector<Edge> next, Backward backward, const Tensor& output);
+  Node(std::string name, std::vector<Edge> next, MultiBackward backward, const std::vector<Tensor>& outputs);
   // Frees the nodes only this one keeps alive iteratively, not recursively (see node.cpp).
   virtual ~Node();
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
 
   const std::string& name() const { return name_; }
-  // One entry per input of the op: the input's node, or null when it needs no gradient.
-  const std::vector<std::shared_ptr<Node>>& next() const { return next_; }
-  const Shape& output_shape() const { return output_shape_; }
-  DType output_dtype() const { return output_dtype_; }
+  // One entry per input of the op: the input's node (null when it needs no gradient) and slot.
+  const std::vector<Edge>& next() const { return next_; }
+  size_t num_outputs() const { return outputs_.size(); }
+  const Output& output(size_t i) const { return outputs_[i]; }
 
-  virtual std::vector<Tensor> apply(const Tensor& grad_output);
+  // One gradient per output (undefined where none arrived) -> one gradient per input.
+  virtual std::vector<Tensor> apply(std::vector<Tensor> grad_outputs);
   // Frees the closure and the tensors it saved; a later apply() is an hg::Error.
   void release() {
     backward_ = nullptr;
+    multi_backward_ = nullptr;
     released_ = true;
   }
   bool released() const { return released_; }
@@ -67,10 +89,10 @@ class Node {
 
  private:
   std::string name_;
-  std::vector<std::shared_ptr<Node>> next_;
-  Backward backward_;
-  Shape output_shape_;
-  DType output_dtype_;
+  std::vector<Edge> next_;
+  Backward backward_;             // set for single-output ops
+  MultiBackward multi_backward_;  // set for ops with several outputs
+  std::vector<Output> outputs_;
   bool released_ = false;
   std::shared_ptr<const detail::CreationTrace> trace_;
 };
@@ -80,7 +102,7 @@ class Node {
 class AccumulateGrad : public Node {
  public:
   explicit AccumulateGrad(std::shared_ptr<TensorImpl> leaf);
-  std::vector<Tensor> apply(const Tensor& grad_output) override;
+  std::vector<Tensor> apply(std::vector<Tensor> grad_outputs) override;
 
  private:
   std::shared_ptr<TensorImpl> leaf_;
@@ -88,8 +110,9 @@ class AccumulateGrad : public Node {
 
 // True when grad mode is on and some input requires grad: the op must record itself.
 bool needs_grad(const std::vector<Tensor>& inputs);
-// The node a gradient for `t` flows into: its grad_fn, a leaf's AccumulateGrad, or null.
-std::shared_ptr<Node> gradient_edge(const Tensor& t);
+// Where a gradient for `t` flows: its grad_fn (at t's output slot), a leaf's AccumulateGrad, or
+// a null node.
+Edge gradient_edge(const Tensor& t);
 // Watching op outputs (amp::ShadowCheck pairs each op's output with its f32 re-run's): while an
 // observer is installed on this thread, record() first hands it every op's name and output,
 // whether or not the op needs grad. One pointer test per op when none is installed.
@@ -102,6 +125,11 @@ OutputObserver* set_output_observer(OutputObserver* observer);  // returns the p
 
 // Attaches `output` to the graph when needs_grad(inputs); otherwise does nothing.
 void record(std::string name, Tensor& output, const std::vector<Tensor>& inputs, Node::Backward backward);
+// The same for an op with several outputs: one node, output i in slot i. Outputs that are not
+// floating (indices, masks) stay off the graph and their slot receives an undefined gradient.
+// An observer (OutputObserver) sees the first output.
+void record(std::string name, std::vector<Tensor>& outputs, const std::vector<Tensor>& inputs,
+            Node::MultiBackward backward);
 
 // Runs backward from `root` (see Tensor::backward).
 void run_backward(const Tensor& root, const Tensor& grad);

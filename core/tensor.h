@@ -51,6 +51,7 @@ struct TensorImpl {
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
   std::shared_ptr<autograd::Node> grad_fn;          // the op that produced this tensor (null for leaves)
+  uint32_t output_nr = 0;                           // which of grad_fn's outputs this tensor is
   std::weak_ptr<autograd::Node> grad_accumulator;   // a leaf's AccumulateGrad node, while a graph uses it
   std::vector<std::pair<int64_t, PostAccumulateGradHook>> post_accumulate_grad_hooks;  // (id, hook)
 };

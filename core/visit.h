@@ -3,11 +3,12 @@
 //
 //   visit_dtype(x.dtype(), [&]<typename T> { relu_kernel<T>(x, out); });
 //
-// Acc<T> is the type a kernel computes in: float for the 16-bit types (stored in 2 bytes, never
-// used for arithmetic), T itself otherwise.
+// Acc<T> is the type a kernel computes in: the table's compute dtype (float for the 16-bit
+// types, stored in 2 bytes and never used for arithmetic; T itself otherwise).
 #pragma once
 #include <cstdint>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 
 #include "core/dtype.h"
@@ -16,26 +17,27 @@
 
 namespace hg {
 
-template <class T> struct AccumulateType { using type = T; };
-template <> struct AccumulateType<half> { using type = float; };
-template <> struct AccumulateType<bfloat16> { using type = float; };
-template <class T> using Acc = typename AccumulateType<T>::type;
+// The C++ element type of each dtype, in DType's order: element_type<DType::F16> is half.
+using ElementTypes = std::tuple<float, double, half, bfloat16, int32_t, int64_t, uint8_t>;
+static_assert(std::tuple_size_v<ElementTypes> == kNumDTypes, "ElementTypes: one C++ type per dtype");
+template <DType D> using element_type = std::tuple_element_t<static_cast<size_t>(D), ElementTypes>;
 
-template <class T>
-inline constexpr bool is_floating_type_v =
-    std::is_floating_point_v<T> || std::is_same_v<T, half> || std::is_same_v<T, bfloat16>;
-
-// The dtype tag of a C++ element type.
-template <class T> constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::F32;
-  else if constexpr (std::is_same_v<T, double>) return DType::F64;
-  else if constexpr (std::is_same_v<T, half>) return DType::F16;
-  else if constexpr (std::is_same_v<T, bfloat16>) return DType::BF16;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::I32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::I64;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::U8;
-  else static_assert(sizeof(T) == 0, "not a halfgrad element type");
+// The dtype tag of a C++ element type (its position in ElementTypes).
+template <class T, size_t I = 0>
+constexpr DType dtype_of() {
+  if constexpr (I == kNumDTypes) {
+    static_assert(I < kNumDTypes, "dtype_of<T>: T is not a halfgrad element type");
+    return DType::F32;
+  } else if constexpr (std::is_same_v<T, std::tuple_element_t<I, ElementTypes>>) {
+    return static_cast<DType>(I);
+  } else {
+    return dtype_of<T, I + 1>();
+  }
 }
+
+template <class T> using Acc = element_type<compute_dtype(dtype_of<T>())>;
+
+template <class T> inline constexpr bool is_floating_type_v = is_floating(dtype_of<T>());
 
 template <class F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {

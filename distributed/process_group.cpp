@@ -263,7 +263,7 @@ std::shared_ptr<Work> ProcessGroup::all_reduce_async(const Tensor& tensor, AllRe
   Tensor target = tensor.detach();
   // NOTE: 16-bit values are summed in f32 and rounded once at the end: MPI has no 16-bit
   // arithmetic, and a 16-bit running sum over many ranks would lose their low bits.
-  Tensor buffer = is_16bit_floating(target.dtype()) ? target.to(f32).contiguous() : target.contiguous();
+  Tensor buffer = target.to(compute_dtype(target.dtype())).contiguous();
   const int world = world_size();
   detail::GroupState& group = *state_;
   auto start = [&group, buffer, op = options.op]() -> std::unique_ptr<detail::Transfer> {

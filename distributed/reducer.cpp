@@ -13,7 +13,7 @@ namespace {
 
 // NOTE: 16-bit gradients are summed in f32 (a bucket of them is an f32 buffer): the sum of many
 // ranks' 16-bit values would lose their low bits, and MPI has no 16-bit arithmetic anyway.
-DType reduce_dtype(DType dtype) { return is_16bit_floating(dtype) ? f32 : dtype; }
+DType reduce_dtype(DType dtype) { return compute_dtype(dtype); }
 
 int64_t bytes_of(const Tensor& flat) { return flat.numel() * int64_t(element_size(flat.dtype())); }
 

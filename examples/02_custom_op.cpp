@@ -1,4 +1,4 @@
-// Lesson 2: a custom differentiable op with a hand-written backward, and how to trust it.
+// Lesson 2: custom differentiable ops with hand-written backwards, and how to trust them.
 //
 // Mish(x) = x * tanh(softplus(x)), softplus(x) = log(1 + exp(x)). Composed from hg ops it already
 // has a gradient: autograd records exp, add, log, tanh and mul and chains their backwards. Writing
@@ -6,8 +6,11 @@
 // the derivative that stays finite where the chain rule through exp overflows (see step 3).
 // A hand-written backward is a claim, so we check it twice: against finite differences
 // (gradcheck, in f64) and against autograd's own gradient of the composed version.
+// Step 4 writes an op with two outputs, var_mean (torch.var_mean): one forward, one backward
+// that receives a gradient for each output.
 #include <cmath>
 #include <iostream>
+#include <tuple>
 
 #include "halfgrad.h"
 
@@ -39,6 +42,30 @@ struct Mish : hg::autograd::Function<Mish> {
     const hg::Tensor& t = saved[1];
     const hg::Tensor derivative = t + x * (1.0 - t * t) * hg::sigmoid(x);
     return {grad_outputs[0] * derivative};  // one gradient per tensor argument of forward
+  }
+};
+
+// Variance (biased) and mean of each row of x (rows, n), both (rows): two outputs of one op.
+// forward returns a std::tuple (a std::vector or std::array works too); apply returns the same.
+struct VarMean : hg::autograd::Function<VarMean> {
+  static constexpr const char* name = "var_mean";
+
+  static std::tuple<hg::Tensor, hg::Tensor> forward(hg::autograd::Context& ctx, const hg::Tensor& x) {
+    const hg::Tensor mean = hg::mean(x, {1}, /*keepdim=*/true);  // (rows, 1)
+    const hg::Tensor centered = x - mean;                          // (rows, n)
+    ctx.save_for_backward({centered});
+    ctx.save("n", x.size(1));  // a typed value: backward reads it back as an int64_t
+    return {hg::mean(centered * centered, {1}), hg::squeeze(mean, 1)};
+  }
+
+  // grad_outputs = {d loss/d var, d loss/d mean}, each (rows); an output the loss did not use
+  // arrives as zeros. d var/dx_j = 2 (x_j - mean) / n (the path through the mean sums to 0) and
+  // d mean/dx_j = 1 / n.
+  static std::vector<hg::Tensor> backward(hg::autograd::Context& ctx, std::vector<hg::Tensor> grad_outputs) {
+    const hg::Tensor centered = ctx.saved()[0];
+    const double n = double(ctx.get<int64_t>("n"));
+    const hg::Tensor g_var = hg::unsqueeze(grad_outputs[0], 1), g_mean = hg::unsqueeze(grad_outputs[1], 1);
+    return {g_var * centered * (2.0 / n) + g_mean / n};
   }
 };
 
@@ -86,6 +113,24 @@ int main() {
             << composed_grad << " (the exact value is 1)\n";
   ok = ok && custom_grad == 1.0f;
 
-  std::cout << (ok ? "mish: all checks passed\n" : "mish: CHECK FAILED\n");
+  // 4. Two outputs: var_mean's gradient through both, by gradcheck and against the composed ops.
+  const std::vector<hg::Tensor> rows{hg::randn({3, 6}, {.dtype = hg::f64, .requires_grad = true})};
+  const auto var_mean_mismatch = hg::autograd::gradcheck_report(
+      [](const std::vector<hg::Tensor>& in) {
+        auto [var, mean] = VarMean::apply(in[0]);
+        return hg::cat({var, mean * 3.0}, 0);  // every element of both outputs
+      },
+      rows);
+  hg::Tensor r1 = rows[0].detach().clone().requires_grad_(), r2 = rows[0].detach().clone().requires_grad_();
+  auto [var, mean] = VarMean::apply(r1);
+  hg::sum(var + mean * 3.0).backward();  // one backward call receives both gradients
+  const hg::Tensor m2 = hg::mean(r2, {1}, true);
+  hg::sum(hg::mean((r2 - m2) * (r2 - m2), {1}) + hg::squeeze(m2, 1) * 3.0).backward();
+  const double var_mean_diff = max_abs_diff(r1.grad(), r2.grad());
+  std::cout << "var_mean, two outputs: gradcheck " << (var_mean_mismatch ? *var_mean_mismatch : "ok")
+            << ", max |gradient diff| vs composed = " << var_mean_diff << "\n";
+  ok = ok && !var_mean_mismatch && var_mean_diff <= 1e-12;
+
+  std::cout << (ok ? "custom ops: all checks passed\n" : "custom ops: CHECK FAILED\n");
   return ok ? 0 : 1;
 }

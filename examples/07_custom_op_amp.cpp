@@ -1,13 +1,14 @@
 // Lesson 7: a custom op under autocast -- giving it a cast policy.
 //
-// Autocast decides each op's precision from a table (lesson 4 printed what it did). A custom
-// hg::autograd::Function is not in that table, and halfgrad does not guess: running one under
-// autocast is an hg::Error until you say what it needs. Two ways to say it:
-//   - hg::amp::set_policy("scaled_softplus", hg::amp::CastPolicy::F32): the op joins the table,
-//     like a built-in. Its inputs are cast to f32; inside forward autocast stays on, so the ops
-//     it is made of still follow their own policies.
-//   - static constexpr hg::DType cast_inputs = hg::f32; in the op (PyTorch's custom_fwd): the
-//     inputs are cast, and forward and backward run with autocast off -- exactly in f32.
+// Autocast decides each op's precision from a policy (lesson 4 printed what it did). A custom
+// hg::autograd::Function says what it needs on its own type, in one of two ways:
+//   - static constexpr hg::amp::CastPolicy policy = hg::amp::CastPolicy::F32; like a built-in op:
+//     its inputs are cast to f32; inside forward autocast stays on, so the ops it is made of
+//     still follow their own policies. The op shows in PrecisionReport and policy_table().
+//   - static constexpr hg::DType cast_inputs = hg::f32; (PyTorch's custom_fwd): the inputs are
+//     cast, and forward and backward run with autocast off -- exactly in f32.
+// An op that declares neither is looked up in the runtime table (hg::amp::set_policy), and
+// halfgrad does not guess: without an entry, running it under autocast is an hg::Error.
 // The op: ScaledSoftplus(x, beta) = log(1 + exp(beta x)) / beta (PyTorch's Softplus(beta)).
 // NOTE: exp(beta x) passes f16's maximum, 65504, once beta x > 11.09. That is the range it needs.
 #include <cmath>
@@ -19,39 +20,41 @@
 
 namespace {
 
-struct ScaledSoftplus : hg::autograd::Function<ScaledSoftplus> {
-  static constexpr const char* name = "scaled_softplus";  // the key in the AMP policy table
-
+// The math, shared by the three variants below.
+struct SoftplusMath {
   static hg::Tensor forward(hg::autograd::Context& ctx, const hg::Tensor& x, double beta) {
     ctx.save_for_backward({x});
-    ctx.saved_data["beta"] = beta;  // non-tensor arguments pass through apply() untouched
+    ctx.save("beta", beta);  // non-tensor values for backward keep their type
     return hg::log(hg::exp(x * beta) + 1.0) / beta;
   }
-
   // d/dx log(1 + exp(beta x)) / beta = exp(beta x) / (1 + exp(beta x)) = sigmoid(beta x).
   static std::vector<hg::Tensor> backward(hg::autograd::Context& ctx, std::vector<hg::Tensor> grad_outputs) {
     const hg::Tensor x = ctx.saved()[0];
-    return {grad_outputs[0] * hg::sigmoid(x * ctx.saved_data["beta"])};
+    return {grad_outputs[0] * hg::sigmoid(x * ctx.get<double>("beta"))};
   }
 };
 
-// The same op declaring its own input dtype instead of a table entry.
-struct ScaledSoftplusF32 : hg::autograd::Function<ScaledSoftplusF32> {
+// The recommended form: the precision the op needs is part of its type.
+struct ScaledSoftplus : SoftplusMath, hg::autograd::Function<ScaledSoftplus> {
+  static constexpr const char* name = "scaled_softplus";  // required: the graph, errors, the AMP table
+  static constexpr hg::amp::CastPolicy policy = hg::amp::CastPolicy::F32;
+};
+
+// The same op declaring its own input dtype instead (autocast off inside).
+struct ScaledSoftplusF32 : SoftplusMath, hg::autograd::Function<ScaledSoftplusF32> {
   static constexpr const char* name = "scaled_softplus_f32";
   static constexpr hg::DType cast_inputs = hg::f32;  // cast floating inputs to f32, autocast off inside
+};
 
-  static hg::Tensor forward(hg::autograd::Context& ctx, const hg::Tensor& x, double beta) {
-    return ScaledSoftplus::forward(ctx, x, beta);
-  }
-  static std::vector<hg::Tensor> backward(hg::autograd::Context& ctx, std::vector<hg::Tensor> grad_outputs) {
-    return ScaledSoftplus::backward(ctx, std::move(grad_outputs));
-  }
+// ... and declaring nothing: it needs an entry in the runtime table.
+struct ScaledSoftplusUntyped : SoftplusMath, hg::autograd::Function<ScaledSoftplusUntyped> {
+  static constexpr const char* name = "scaled_softplus_untyped";
 };
 
 // Prints the rows of a PrecisionReport compactly: op, policy, compute dtype.
 void print_ops(const hg::amp::PrecisionReport& report) {
   for (const auto& row : report.rows())
-    std::cout << "     " << std::left << std::setw(16) << row.op << std::setw(9) << row.policy << "computed in "
+    std::cout << "     " << std::left << std::setw(20) << row.op << std::setw(12) << row.policy << "computed in "
               << row.compute << std::right << "\n";
 }
 
@@ -78,24 +81,29 @@ struct Layer {
   hg::Tensor w;      // (4, 4) f32 weight
 };
 
-// 2. Under autocast with no policy: an error that says what to do.
+// 2. An op that declares no policy, under autocast: an error that says what to do; then the
+// runtime table's entry makes it run.
 bool show_missing_policy(const Layer& layer) {
-  std::cout << "2. under Autocast(f16), before any policy is set:\n";
+  std::cout << "2. under Autocast(f16), an op that declares no policy and has no table entry:\n";
+  bool refused = false;
   try {
     hg::amp::Autocast autocast(hg::f16);
-    ScaledSoftplus::apply(hg::linear(layer.input, layer.w), kBeta);
+    ScaledSoftplusUntyped::apply(hg::linear(layer.input, layer.w), kBeta);
   } catch (const hg::Error& e) {
-    std::cout << "   hg::Error: " << e.what() << "\n\n";
-    return true;
+    std::cout << "   hg::Error: " << e.what() << "\n";
+    refused = true;
   }
-  return false;
+  hg::amp::set_policy("scaled_softplus_untyped", hg::amp::CastPolicy::F32);
+  hg::amp::Autocast autocast(hg::f16);
+  const hg::Tensor y = ScaledSoftplusUntyped::apply(hg::linear(layer.input, layer.w), kBeta);
+  std::cout << "   after hg::amp::set_policy(\"scaled_softplus_untyped\", CastPolicy::F32) it runs, output "
+            << y.dtype() << "\n\n";
+  return refused && y.dtype() == hg::f32;
 }
 
-// 3. With the F32 policy: the linear runs in f16, the op in f32, and gradients flow back.
+// 3. The policy on the type (F32): the linear runs in f16, the op in f32, gradients flow back.
 bool show_f32_policy(const Layer& layer, hg::Tensor& y) {
-  hg::amp::set_policy("scaled_softplus", hg::amp::CastPolicy::F32);
-  std::cout << "3. after hg::amp::set_policy(\"scaled_softplus\", CastPolicy::F32), policy is now "
-            << hg::amp::policy_name(hg::amp::policy("scaled_softplus")) << "\n";
+  std::cout << "3. ScaledSoftplus (static constexpr hg::amp::CastPolicy policy = CastPolicy::F32):\n";
   hg::Tensor h;
   {
     hg::amp::PrecisionReport report;
@@ -106,6 +114,8 @@ bool show_f32_policy(const Layer& layer, hg::Tensor& y) {
               << "; what ran, in order:\n";
     print_ops(report);
   }
+  std::cout << "   policy_table() now lists it: scaled_softplus -> "
+            << hg::amp::policy_name(hg::amp::policy("scaled_softplus")) << "\n";
   hg::sum(y).backward();
   bool finite = true;
   for (float g : layer.w.grad().to_vector<float>()) finite = finite && std::isfinite(g);
@@ -116,8 +126,7 @@ bool show_f32_policy(const Layer& layer, hg::Tensor& y) {
 
 // 4. cast_inputs = f32: no table entry needed, and the ops inside run with autocast off.
 bool show_cast_inputs(const Layer& layer, const hg::Tensor& y_policy) {
-  std::cout << "4. ScaledSoftplusF32 (static constexpr hg::DType cast_inputs = hg::f32), table entry: "
-            << (hg::amp::find_policy("scaled_softplus_f32") ? "yes" : "none") << "\n";
+  std::cout << "4. ScaledSoftplusF32 (static constexpr hg::DType cast_inputs = hg::f32):\n";
   hg::Tensor y;
   {
     hg::amp::PrecisionReport report;
@@ -127,7 +136,7 @@ bool show_cast_inputs(const Layer& layer, const hg::Tensor& y_policy) {
     print_ops(report);
   }
   const double difference = hg::amax(hg::abs(y - y_policy).flatten(), 0).item<double>();
-  std::cout << "   max |difference| from the policy version: " << difference << "\n\n";
+  std::cout << "   max |difference| from the F32-policy version: " << difference << "\n\n";
   return y.dtype() == hg::f32 && difference == 0.0;
 }
 

@@ -154,7 +154,7 @@ Shape all_dims(const Tensor& x) {
 }
 
 Tensor run_sum(const Plan& plan, DType dtype, Device device, bool keepdim, bool mean) {
-  const DType out_dtype = is_floating(dtype) ? dtype : i64;
+  const DType out_dtype = is_floating(dtype) ? dtype : accumulate_dtype(dtype);  // integer sums are i64
   Tensor out = empty(keepdim ? plan.keepdim_shape : plan.out_shape, {.dtype = out_dtype, .device = device});
   if (out.numel() == 0) return out;
   if (device.is_cuda()) {

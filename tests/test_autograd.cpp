@@ -34,11 +34,11 @@ std::vector<int>& backward_log() {
 struct Tag : Function<Tag> {
   static constexpr const char* name = "tag";
   static Tensor forward(Context& ctx, const Tensor& x, int id) {
-    ctx.saved_data["id"] = id;
+    ctx.save("id", id);
     return x.clone();
   }
   static std::vector<Tensor> backward(Context& ctx, std::vector<Tensor> grad_outputs) {
-    backward_log().push_back(int(ctx.saved_data.at("id")));
+    backward_log().push_back(ctx.get<int>("id"));
     return {grad_outputs[0]};
   }
 };
@@ -60,7 +60,7 @@ struct ScaledMul : Function<ScaledMul> {
   static Tensor forward(Context& ctx, const Tensor& a, const Tensor& b, double alpha) {
     scaled_mul_seen().forward_grad_mode = hg::GradMode::is_enabled();
     ctx.save_for_backward({a, b});
-    ctx.saved_data["alpha"] = alpha;
+    ctx.save("alpha", alpha);
     return a * b * alpha;
   }
   static std::vector<Tensor> backward(Context& ctx, std::vector<Tensor> grad_outputs) {
@@ -68,7 +68,7 @@ struct ScaledMul : Function<ScaledMul> {
     ++seen.backward_calls;
     seen.needs_a = ctx.needs_input_grad(0);
     seen.needs_b = ctx.needs_input_grad(1);
-    seen.alpha = ctx.saved_data.at("alpha");
+    seen.alpha = ctx.get<double>("alpha");
     const std::vector<Tensor> saved = ctx.saved();
     const Tensor& g = grad_outputs[0];
     return {ctx.needs_input_grad(0) ? g * saved[1] * seen.alpha : Tensor(),
@@ -119,6 +119,26 @@ struct ReturnsInput : Function<ReturnsInput> {
   static constexpr const char* name = "returns_input";
   static Tensor forward(Context&, const Tensor& x) { return x; }
   static std::vector<Tensor> backward(Context&, std::vector<Tensor> grad_outputs) { return {grad_outputs[0]}; }
+};
+
+// a + b whose backward gives "no gradient" for b.
+struct OnlyFirst : Function<OnlyFirst> {
+  static constexpr const char* name = "only_first";
+  static Tensor forward(Context&, const Tensor& p, const Tensor& q) { return p + q; }
+  static std::vector<Tensor> backward(Context&, std::vector<Tensor> grad_outputs) {
+    return {grad_outputs[0], Tensor()};
+  }
+};
+
+// (p - q) * scale + offset: tensor and non-tensor arguments interleaved.
+struct Minus : Function<Minus> {
+  static constexpr const char* name = "minus";
+  static Tensor forward(Context&, const Tensor& p, double scale, const Tensor& q, int offset) {
+    return (p - q) * scale + double(offset);
+  }
+  static std::vector<Tensor> backward(Context&, std::vector<Tensor> grad_outputs) {
+    return {grad_outputs[0], -grad_outputs[0]};
+  }
 };
 
 }  // namespace
@@ -210,12 +230,6 @@ TEST_CASE("autograd.engine.no_gradient_path_leaves_grad_undefined") {
   // A custom op that returns "no gradient" for an input: nothing reaches that leaf.
   Tensor a = vec({1.0, 2.0}, hg::f32, true);
   Tensor b = vec({3.0, 4.0}, hg::f32, true);
-  struct OnlyFirst : Function<OnlyFirst> {
-    static Tensor forward(Context&, const Tensor& p, const Tensor& q) { return p + q; }
-    static std::vector<Tensor> backward(Context&, std::vector<Tensor> grad_outputs) {
-      return {grad_outputs[0], Tensor()};
-    }
-  };
   hg::sum(OnlyFirst::apply(a, b)).backward();
   CHECK_CLOSE(a.grad(), vec({1.0, 1.0}));
   CHECK_FALSE(b.grad().defined());
@@ -576,14 +590,6 @@ TEST_CASE("autograd.function.forward_returning_its_input_keeps_the_input_a_leaf"
 }
 
 TEST_CASE("autograd.function.forward_receives_tensor_arguments_in_order") {
-  struct Minus : Function<Minus> {
-    static Tensor forward(Context&, const Tensor& p, double scale, const Tensor& q, int offset) {
-      return (p - q) * scale + double(offset);
-    }
-    static std::vector<Tensor> backward(Context&, std::vector<Tensor> grad_outputs) {
-      return {grad_outputs[0], -grad_outputs[0]};
-    }
-  };
   const Tensor a = vec({10.0, 20.0});
   const Tensor b = vec({1.0, 2.0});
   CHECK_CLOSE(Minus::apply(a, 2.0, b, 1), vec({19.0, 37.0}));  // (a - b) * 2 + 1, not (b - a) * 2 + 1

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <type_traits>
 
 #include "test_support.h"
 
@@ -35,6 +36,52 @@ TEST_CASE("dtype.promotion_table_matches_pytorch") {
     CHECK(promote_types(r.a, r.b) == r.expected);
     CHECK(promote_types(r.b, r.a) == r.expected);
   }
+}
+
+TEST_CASE("dtype.promotion_is_the_same_for_every_pair") {
+  // The complete 7 x 7 matrix, written out (rows and columns in DType order: f32 f64 f16 bf16 i32
+  // i64 u8), so that deriving promotion from the table's ranks cannot drift from PyTorch's rules.
+  using namespace hg;
+  const DType expected[7][7] = {
+      {f32, f64, f32, f32, f32, f32, f32},          {f64, f64, f64, f64, f64, f64, f64},
+      {f32, f64, f16, f32, f16, f16, f16},          {f32, f64, f32, bf16, bf16, bf16, bf16},
+      {f32, f64, f16, bf16, i32, i64, i32},         {f32, f64, f16, bf16, i64, i64, i64},
+      {f32, f64, f16, bf16, i32, i64, u8},
+  };
+  for (size_t a = 0; a < kNumDTypes; ++a)
+    for (size_t b = 0; b < kNumDTypes; ++b) {
+      const DType da = DType(a), db = DType(b);
+      CAPTURE(da);
+      CAPTURE(db);
+      CHECK(promote_types(da, db) == expected[a][b]);
+    }
+}
+
+TEST_CASE("dtype.table_gives_compute_and_accumulate_dtypes") {
+  using namespace hg;
+  // compute: what kernels do arithmetic in (Acc<T>); accumulate: sums and statistics.
+  const DType compute[] = {f32, f64, f32, f32, i32, i64, u8};
+  const DType accumulate[] = {f32, f64, f32, f32, i64, i64, i64};
+  for (size_t i = 0; i < kNumDTypes; ++i) {
+    const DType d = DType(i);
+    CAPTURE(d);
+    CHECK(compute_dtype(d) == compute[i]);
+    CHECK(accumulate_dtype(d) == accumulate[i]);
+  }
+  static_assert(std::is_same_v<Acc<half>, float> && std::is_same_v<Acc<bfloat16>, float> &&
+                std::is_same_v<Acc<float>, float> && std::is_same_v<Acc<double>, double> &&
+                std::is_same_v<Acc<int32_t>, int32_t> && std::is_same_v<Acc<uint8_t>, uint8_t>);
+  static_assert(dtype_of<half>() == f16 && dtype_of<int64_t>() == i64 && dtype_of<uint8_t>() == u8);
+  static_assert(std::is_same_v<element_type<DType::BF16>, bfloat16>);
+  static_assert(is_floating_type_v<half> && !is_floating_type_v<int32_t>);
+  CHECK(is_16bit_floating(f16));
+  CHECK(is_16bit_floating(bf16));
+  CHECK_FALSE(is_16bit_floating(f32));
+  CHECK_FALSE(is_16bit_floating(i32));
+  // An integer sum is i64, a floating one keeps its dtype (reductions read the accumulate column).
+  CHECK(sum(from_vector(std::vector<int32_t>{1, 2}, {2})).dtype() == i64);
+  CHECK(sum(from_vector(std::vector<uint8_t>{200, 100}, {2})).item<int64_t>() == 300);
+  CHECK(sum(ones({3}, {.dtype = f16})).dtype() == f16);
 }
 
 TEST_CASE("tensor.factories_fill_values") {

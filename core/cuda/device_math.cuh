@@ -1,7 +1,7 @@
 // Device-side views of halfgrad's element types. hg::half / hg::bfloat16 are 2-byte structs whose
 // host conversions use x86 instructions; on the GPU the same bits are read with CUDA's intrinsics.
-// load_acc<T>(p) gives the compute type (float for 16-bit, else T); store_acc writes it back with
-// round-to-nearest-even.
+// to_acc(v) gives the compute type (acc_t<T>: the dtype table's compute dtype, as on the host:
+// float for 16-bit, else T); from_acc writes it back with round-to-nearest-even.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -10,13 +10,11 @@
 #include <type_traits>
 
 #include "core/half.h"
+#include "core/visit.h"
 
 namespace hg::cuda_detail {
 
-template <class T> struct DeviceAcc { using type = T; };
-template <> struct DeviceAcc<half> { using type = float; };
-template <> struct DeviceAcc<bfloat16> { using type = float; };
-template <class T> using acc_t = typename DeviceAcc<T>::type;
+template <class T> using acc_t = Acc<T>;  // one compute-type rule for host and device (core/visit.h)
 
 template <class T>
 __device__ __forceinline__ acc_t<T> to_acc(T v) {

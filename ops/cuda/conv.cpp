@@ -117,14 +117,26 @@ struct DnnTypes {
   cudnnMathType_t math;
 };
 
+// The dtype table (core/dtype.h) keeps cudnnDataType_t as plain integers; they must be cuDNN's.
+static_assert(dtype_info(f32).cudnn_data_type == CUDNN_DATA_FLOAT &&
+              dtype_info(f64).cudnn_data_type == CUDNN_DATA_DOUBLE &&
+              dtype_info(f16).cudnn_data_type == CUDNN_DATA_HALF &&
+              dtype_info(bf16).cudnn_data_type == CUDNN_DATA_BFLOAT16 &&
+              dtype_info(i32).cudnn_data_type == CUDNN_DATA_INT32 &&
+              dtype_info(i64).cudnn_data_type == CUDNN_DATA_INT64 && dtype_info(u8).cudnn_data_type == CUDNN_DATA_UINT8,
+              "kDTypeTable's cudnn_data_type column is not cuDNN's");
+
+cudnnDataType_t cudnn_data_type(DType dtype) { return static_cast<cudnnDataType_t>(dtype_info(dtype).cudnn_data_type); }
+
 DnnTypes dnn_types(DType dtype) {
-  // NOTE: 16-bit data accumulates in f32 (cuDNN's "pseudo-half" configuration) on tensor cores.
-  // f32 stays on the FMA units unless TF32 is allowed: CUDNN_DEFAULT_MATH lets cuDNN use TF32.
-  if (dtype == f16) return {CUDNN_DATA_HALF, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
-  if (dtype == bf16) return {CUDNN_DATA_BFLOAT16, CUDNN_DATA_FLOAT, CUDNN_TENSOR_OP_MATH};
-  if (dtype == f32) return {CUDNN_DATA_FLOAT, CUDNN_DATA_FLOAT, cuda::tf32_allowed() ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH};
-  if (dtype == f64) return {CUDNN_DATA_DOUBLE, CUDNN_DATA_DOUBLE, CUDNN_DEFAULT_MATH};
-  HG_FAIL("conv2d (CUDA): cuDNN needs f16, bf16, f32 or f64 tensors, got ", dtype);
+  HG_CHECK(is_floating(dtype), "conv2d (CUDA): cuDNN needs f16, bf16, f32 or f64 tensors, got ", dtype);
+  // NOTE: 16-bit data accumulates in f32 (the table's accumulate dtype; cuDNN's "pseudo-half"
+  // configuration) on tensor cores. f32 stays on the FMA units unless TF32 is allowed:
+  // CUDNN_DEFAULT_MATH lets cuDNN use TF32.
+  cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // f64
+  if (is_16bit_floating(dtype)) math = CUDNN_TENSOR_OP_MATH;
+  if (dtype == f32 && !cuda::tf32_allowed()) math = CUDNN_FMA_MATH;
+  return {cudnn_data_type(dtype), cudnn_data_type(accumulate_dtype(dtype)), math};
 }
 
 // cuDNN's alpha/beta live on the host: double for double data, float for every other type.
@@ -347,7 +359,7 @@ struct DnnCall {
   DnnTypes types;
   Scalars scalars;
   DnnCall(Device d, DType dtype)
-      : index(d.index()), device(dnn_device(d.index())), types(dnn_types(dtype)), scalars{dtype == f64} {}
+      : index(d.index()), device(dnn_device(d.index())), types(dnn_types(dtype)), scalars{accumulate_dtype(dtype) == f64} {}
 };
 
 // The algorithm for `pass`, with its math type set on d.conv and its workspace ready.

@@ -135,15 +135,23 @@ struct LtTypes {
   cudaDataType_t scale;
 };
 
+// The dtype table (core/dtype.h) keeps cudaDataType_t as plain integers; they must be cuBLAS's.
+static_assert(dtype_info(f32).cuda_data_type == CUDA_R_32F && dtype_info(f64).cuda_data_type == CUDA_R_64F &&
+              dtype_info(f16).cuda_data_type == CUDA_R_16F && dtype_info(bf16).cuda_data_type == CUDA_R_16BF &&
+              dtype_info(i32).cuda_data_type == CUDA_R_32I && dtype_info(i64).cuda_data_type == CUDA_R_64I &&
+              dtype_info(u8).cuda_data_type == CUDA_R_8U, "kDTypeTable's cuda_data_type column is not cuBLAS's");
+
+cudaDataType_t cuda_data_type(DType dtype) { return static_cast<cudaDataType_t>(dtype_info(dtype).cuda_data_type); }
+
 LtTypes lt_types(DType dtype) {
-  // NOTE: 16-bit operands always accumulate in f32 (opmath); f32 uses TF32 tensor cores only when
-  // allowed, since it changes results at the 1e-3 level.
-  if (dtype == f16) return {CUDA_R_16F, CUBLAS_COMPUTE_32F, CUDA_R_32F};
-  if (dtype == bf16) return {CUDA_R_16BF, CUBLAS_COMPUTE_32F, CUDA_R_32F};
-  if (dtype == f32)
-    return {CUDA_R_32F, cuda::tf32_allowed() ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F};
-  if (dtype == f64) return {CUDA_R_64F, CUBLAS_COMPUTE_64F, CUDA_R_64F};
-  HG_FAIL("matmul (CUDA): cuBLASLt needs f16, bf16, f32 or f64 tensors, got ", dtype);
+  HG_CHECK(is_floating(dtype), "matmul (CUDA): cuBLASLt needs f16, bf16, f32 or f64 tensors, got ", dtype);
+  // NOTE: 16-bit operands always accumulate in f32 (the table's accumulate dtype, which alpha and
+  // beta share); f32 uses TF32 tensor cores only when allowed, since it changes results at the
+  // 1e-3 level.
+  const DType accumulate = accumulate_dtype(dtype);
+  cublasComputeType_t compute = accumulate == f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
+  if (dtype == f32 && cuda::tf32_allowed()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  return {cuda_data_type(dtype), compute, cuda_data_type(accumulate)};
 }
 
 // The largest power of two, up to 256, that divides the address. Kernels that use vector loads

@@ -266,7 +266,7 @@ ChannelLayout channel_layout(const Tensor& x) {
   return {N, C, N * C == 0 ? 0 : x.numel() / (N * C)};
 }
 
-TensorOptions stat_options(const Tensor& x) { return {.dtype = x.dtype() == f64 ? f64 : f32, .device = x.device()}; }
+TensorOptions stat_options(const Tensor& x) { return {.dtype = accumulate_dtype(x.dtype()), .device = x.device()}; }
 
 // Blocks for a one-block-per-row kernel (they stride over the rows beyond).
 int row_blocks(int64_t rows) { return int(std::min<int64_t>(rows, 65535 * 8)); }
