@@ -25,8 +25,8 @@ enum class Op : uint8_t {
   Matmul, Linear, Conv2d,                                                              // Lower
   Exp, Log, Pow, Sqrt, Softmax, LogSoftmax, CrossEntropy, MseLoss, Sum, Mean, LayerNorm, // F32
   Cat,                                                                                 // Promote
-  BatchNorm, Add, Sub, Mul, Div, Neg, Abs, Clamp, Relu, Gelu, Silu, Sigmoid, Tanh,     // Keep
-  Amax, Argmax, MaxPool2d, AvgPool2d, Dropout, Embedding,
+  BatchNorm, Add, Sub, Mul, Div, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
+  Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, Dropout, Embedding,
 };
 
 // The dtype of an op's output, from its floating inputs after the cast.
@@ -80,6 +80,7 @@ inline constexpr OpInfo kOpTable[] = {
     {Op::Abs, "abs", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Clamp, "clamp", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Relu, "relu", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::LeakyRelu, "leaky_relu", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Gelu, "gelu", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Silu, "silu", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Sigmoid, "sigmoid", CastPolicy::Keep, OutputDType::Computed, why::kKept},

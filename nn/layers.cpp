@@ -8,6 +8,8 @@
 namespace hg::nn {
 
 Tensor ReLU::forward(const Tensor& x) { return relu(x); }
+LeakyReLU::LeakyReLU(double slope) : negative_slope(slope) {}
+Tensor LeakyReLU::forward(const Tensor& x) { return leaky_relu(x, negative_slope); }
 Tensor GELU::forward(const Tensor& x) { return gelu(x); }
 
 Dropout::Dropout(double p_) : p(p_) { HG_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p); }

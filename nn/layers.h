@@ -1,5 +1,5 @@
-// Modules without parameters, thin wrappers over their ops: ReLU, GELU, Dropout, MaxPool2d,
-// AvgPool2d, Flatten.
+// Modules without parameters, thin wrappers over their ops: ReLU, LeakyReLU, GELU, Dropout,
+// MaxPool2d, AvgPool2d, Flatten.
 #pragma once
 #include "nn/module.h"
 
@@ -8,6 +8,14 @@ namespace hg::nn {
 class ReLU : public Module {
  public:
   Tensor forward(const Tensor& x) override;
+};
+
+// x where x > 0, else negative_slope * x (torch.nn.LeakyReLU).
+class LeakyReLU : public Module {
+ public:
+  explicit LeakyReLU(double negative_slope = 0.01);
+  Tensor forward(const Tensor& x) override;
+  double negative_slope;
 };
 
 class GELU : public Module {

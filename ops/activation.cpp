@@ -15,16 +15,17 @@ using autograd::SavedTensor;
 
 namespace {
 
-// An activation whose backward needs its input x.
+// An activation whose backward needs its input x. `formula` carries the activation's parameters
+// (leaky_relu's slope) into the forward kernel and the backward.
 template <class Math>
-Tensor activation_from_input(amp::Op op, const Tensor& input) {
+Tensor activation_from_input(amp::Op op, const Tensor& input, Math formula = {}) {
   const std::string_view name = amp::op_name(op);
   auto [x] = amp::prepare(op, input);
   HG_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
-  Tensor out = detail::map_to_new<1>(x.shape(), {x}, math::Forward<Math>{});
-  record(std::string(name), out, {x}, [sx = SavedTensor(x, name)](const Tensor& g) -> std::vector<Tensor> {
+  Tensor out = detail::map_to_new<1>(x.shape(), {x}, math::Forward<Math>{formula});
+  record(std::string(name), out, {x}, [sx = SavedTensor(x, name), formula](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
-    return {detail::map_to_new<2>(x.shape(), {x, g}, math::BackwardFromInput<Math>{})};
+    return {detail::map_to_new<2>(x.shape(), {x, g}, math::BackwardFromInput<Math>{formula})};
   });
   return out;
 }
@@ -48,6 +49,9 @@ Tensor activation_from_output(amp::Op op, const Tensor& input) {
 // ---- the ops ------------------------------------------------------------------------------------
 
 Tensor relu(const Tensor& x) { return activation_from_input<math::Relu>(amp::Op::Relu, x); }
+Tensor leaky_relu(const Tensor& x, double negative_slope) {
+  return activation_from_input(amp::Op::LeakyRelu, x, math::LeakyRelu{negative_slope});
+}
 Tensor gelu(const Tensor& x) { return activation_from_input<math::Gelu>(amp::Op::Gelu, x); }
 Tensor silu(const Tensor& x) { return activation_from_input<math::Silu>(amp::Op::Silu, x); }
 Tensor sigmoid(const Tensor& x) { return activation_from_output<math::Sigmoid>(amp::Op::Sigmoid, x); }

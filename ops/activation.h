@@ -1,4 +1,4 @@
-// Activations: relu, gelu (exact, erf-based: PyTorch's default), silu, sigmoid, tanh.
+// Activations: relu, leaky_relu, gelu (exact, erf-based: PyTorch's default), silu, sigmoid, tanh.
 // Differentiable; 16-bit inputs are computed in f32 and rounded once.
 #pragma once
 #include "core/tensor.h"
@@ -6,6 +6,8 @@
 namespace hg {
 
 Tensor relu(const Tensor& x);
+// x where x > 0, else negative_slope * x (PyTorch's torch.nn.functional.leaky_relu).
+Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor gelu(const Tensor& x);
 Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);

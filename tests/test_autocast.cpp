@@ -183,6 +183,7 @@ std::map<amp::Op, std::function<Tensor(hg::DType)>> one_call_per_op() {
       {Op::Abs, [=](D d) { return hg::abs(x.to(d)); }},
       {Op::Clamp, [=](D d) { return hg::clamp(x.to(d), -0.5, 0.5); }},
       {Op::Relu, [=](D d) { return hg::relu(x.to(d)); }},
+      {Op::LeakyRelu, [=](D d) { return hg::leaky_relu(x.to(d), 0.2); }},
       {Op::Gelu, [=](D d) { return hg::gelu(x.to(d)); }},
       {Op::Silu, [=](D d) { return hg::silu(x.to(d)); }},
       {Op::Sigmoid, [=](D d) { return hg::sigmoid(x.to(d)); }},

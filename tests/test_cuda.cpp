@@ -193,6 +193,8 @@ TEST_CASE("cuda.activations_match_cpu" * SKIP_WITHOUT_GPU) {
   const Tensor x = hg::randn({6, 7}) * 2.0;
   for (hg::DType dt : kFloatTypes) SUBCASE(name_of(dt).c_str()) {
     check_op("relu", dt, {x}, OP(hg::relu(in[0])));
+    check_op("leaky_relu", dt, {x}, OP(hg::leaky_relu(in[0])));
+    check_op("leaky_relu 0.2", dt, {x}, OP(hg::leaky_relu(in[0], 0.2)));
     check_op("gelu", dt, {x}, OP(hg::gelu(in[0])));
     check_op("silu", dt, {x}, OP(hg::silu(in[0])));
     check_op("sigmoid", dt, {x}, OP(hg::sigmoid(in[0])), {.backward = Tol::Saved});
@@ -783,6 +785,7 @@ TEST_CASE("cuda.f64_through_every_op_family" * SKIP_WITHOUT_GPU) {
   check_op("exp, log, sqrt", dt, {pos}, OP(hg::exp(in[0]) + hg::log(in[0]) + hg::sqrt(in[0])));
   check_op("pow, abs, clamp, neg", dt, {a}, OP(hg::pow(hg::abs(in[0]), 1.5) + hg::clamp(-in[0], -0.5, 0.7)));
   check_op("relu, gelu, silu", dt, {a}, OP(hg::relu(in[0]) + hg::gelu(in[0]) + hg::silu(in[0])));
+  check_op("leaky_relu", dt, {a}, OP(hg::leaky_relu(in[0], 0.2)));
   check_op("sigmoid, tanh", dt, {a}, OP(hg::sigmoid(in[0]) * hg::tanh(in[0])));
   check_op("sum, mean", dt, {x3}, OP(hg::sum(in[0]) + hg::sum(hg::mean(in[0], {0, 2}))));
   check_op("sum dim 0 (columns)", dt, {x3}, OP(hg::sum(in[0], {0})));
@@ -828,6 +831,7 @@ TEST_CASE("cuda.noncontiguous_inplace_and_offset_operands_match_cpu" * SKIP_WITH
       {"gelu", [](const Tensor& x) { return hg::gelu(x); }},     {"silu", [](const Tensor& x) { return hg::silu(x); }},
       {"sigmoid", [](const Tensor& x) { return hg::sigmoid(x); }}, {"tanh", [](const Tensor& x) { return hg::tanh(x); }},
       {"clamp", [](const Tensor& x) { return hg::clamp(x, -0.5, 0.7); }},
+      {"leaky_relu", [](const Tensor& x) { return hg::leaky_relu(x, 0.2); }},
       {"pow 2", [](const Tensor& x) { return hg::pow(x, 2.0); }}, {"mul scalar", [](const Tensor& x) { return x * 1.5; }}};
   const std::vector<std::pair<std::string, Unary>> positive = {
       {"log", [](const Tensor& x) { return hg::log(x); }}, {"sqrt", [](const Tensor& x) { return hg::sqrt(x); }}};

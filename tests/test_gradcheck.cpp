@@ -123,6 +123,8 @@ TEST_CASE("gradcheck.activations") {
   // N(0, 4) rather than N(0, 1): reaches into the saturating tails.
   const Inputs leaf{(constant({3, 5}) * 2.0).requires_grad_()};
   CHECK_GRADIENTS([](const Inputs& x) { return hg::relu(x[0]); }, leaf);
+  CHECK_GRADIENTS([](const Inputs& x) { return hg::leaky_relu(x[0]); }, leaf);
+  CHECK_GRADIENTS([](const Inputs& x) { return hg::leaky_relu(x[0], 0.2); }, leaf);
   CHECK_GRADIENTS([](const Inputs& x) { return hg::gelu(x[0]); }, leaf);
   CHECK_GRADIENTS([](const Inputs& x) { return hg::silu(x[0]); }, leaf);
   CHECK_GRADIENTS([](const Inputs& x) { return hg::sigmoid(x[0]); }, leaf);

@@ -454,6 +454,11 @@ TEST_CASE("nn.layers.layernorm_dropout_activations") {
 
   CHECK(bitwise_equal(nn::ReLU()(x), hg::relu(x)));
   CHECK(bitwise_equal(nn::GELU()(x), hg::gelu(x)));
+  CHECK(bitwise_equal(nn::LeakyReLU()(x), hg::leaky_relu(x, 0.01)));
+  nn::LeakyReLU leaky(0.2);
+  CHECK(leaky.negative_slope == 0.2);
+  CHECK(bitwise_equal(leaky(x), hg::leaky_relu(x, 0.2)));
+  CHECK(leaky.parameters().empty());
   CHECK(hg::amax(nn::ReLU()(x).flatten(), 0).item<float>() > 0.0f);
 }
 

@@ -10,6 +10,15 @@
 
 #include "ops_test_helpers.h"
 
+// ---- activations need floating inputs --------------------------------------------------------------
+
+TEST_CASE("ops.activations.integer_input_is_an_error_naming_the_op") {
+  const Tensor ints = hg::arange(4, {.dtype = hg::i64});
+  CHECK_THROWS_HG(hg::relu(ints), "relu: expected a floating tensor, got i64");
+  CHECK_THROWS_HG(hg::leaky_relu(ints), "leaky_relu: expected a floating tensor, got i64");
+  CHECK_THROWS_HG(hg::leaky_relu(ints.to(hg::u8), 0.2), "leaky_relu: expected a floating tensor, got u8");
+}
+
 // ---- scenario 6: matmul / linear inner-dimension mismatch ------------------------------------------
 
 TEST_CASE("ops.scenario06.mismatched_inner_dims_name_both_shapes_and_allocate_nothing") {

@@ -46,6 +46,7 @@ TEST_CASE("ops.scenario14.nan_and_inf_propagate") {
   const Tensor x = f32({kNaN, kInf, -kInf, -1.0, 2.0}, {5});
   // relu must not turn NaN into 0 (the "x > 0 ? x : 0" trap).
   CHECK_CLOSE_NAN(hg::relu(x), f64({kNaN, kInf, 0.0, 0.0, 2.0}, {5}));
+  CHECK_CLOSE_NAN(hg::leaky_relu(x, 0.5), f64({kNaN, kInf, -kInf, -0.5, 2.0}, {5}));
   CHECK_CLOSE_NAN(hg::gelu(x), f64({kNaN, kInf, kNaN, ref::gelu(-1.0), ref::gelu(2.0)}, {5}).to(hg::f32));
   CHECK_CLOSE_NAN(hg::sigmoid(x), f64({kNaN, 1.0, 0.0, ref::sigmoid(-1.0), ref::sigmoid(2.0)}, {5}).to(hg::f32));
   CHECK_CLOSE_NAN(hg::tanh(x), f64({kNaN, 1.0, -1.0, std::tanh(-1.0), std::tanh(2.0)}, {5}).to(hg::f32));
@@ -94,6 +95,30 @@ TEST_CASE("ops.scenario14.nan_and_inf_propagate") {
   const Tensor leaf = f32({1.0, 2.0}, {2}).requires_grad_();
   hg::relu(leaf).backward(f32({kNaN, 1.0}, {2}));
   CHECK(std::isnan(values(leaf.grad())[0]));
+}
+
+// ---- leaky_relu: NaN, the kink, the slope ---------------------------------------------------------
+
+// PyTorch's rule, in every floating dtype: forward x > 0 ? x : slope * x (NaN stays NaN); backward
+// g where x > 0, else slope * g -- at x = 0 too, and at x = NaN (PyTorch's gradient there is finite).
+TEST_CASE("ops.leaky_relu.nan_zero_and_slope_follow_pytorch") {
+  for (const hg::DType dtype : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
+    CAPTURE(dtype);
+    const auto make = [&](std::vector<double> v) { return hg::from_vector(v, {5}, {.dtype = dtype}); };
+    const Tensor x = make({kNaN, -2.0, 0.0, 3.0, -kInf}).requires_grad_();
+    const Tensor y = hg::leaky_relu(x, 0.25);
+    CHECK(y.dtype() == dtype);
+    CHECK_CLOSE_NAN(y, make({kNaN, -0.5, 0.0, 3.0, -kInf}));
+    y.backward(make({1.0, 1.0, 1.0, 1.0, 1.0}));
+    CHECK_CLOSE_NAN(x.grad(), make({0.25, 0.25, 0.25, 1.0, 0.25}));
+  }
+  // The default slope is PyTorch's 0.01; a NaN upstream gradient stays NaN.
+  const Tensor leaf = hg::from_vector(std::vector<double>{-1.0, 1.0}, {2}).requires_grad_();
+  const Tensor y = hg::leaky_relu(leaf);
+  CHECK(values(y) == std::vector<double>{-0.01, 1.0});
+  y.backward(hg::from_vector(std::vector<double>{kNaN, kNaN}, {2}));
+  CHECK(std::isnan(values(leaf.grad())[0]));
+  CHECK(std::isnan(values(leaf.grad())[1]));
 }
 
 // ---- scenario 15: extreme logits --------------------------------------------------------------------

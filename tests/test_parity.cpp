@@ -96,6 +96,7 @@ const std::map<std::string, OpFn>& op_table() {
       {"pow", [](I in, A a) { return hg::pow(in[0], number(a, "exponent")); }},
       {"clamp", [](I in, A a) { return hg::clamp(in[0], number(a, "min"), number(a, "max")); }},
       {"relu", [](I in, A) { return hg::relu(in[0]); }},
+      {"leaky_relu", [](I in, A a) { return hg::leaky_relu(in[0], number(a, "negative_slope")); }},
       {"gelu", [](I in, A) { return hg::gelu(in[0]); }},
       {"silu", [](I in, A) { return hg::silu(in[0]); }},
       {"sigmoid", [](I in, A) { return hg::sigmoid(in[0]); }},

@@ -11,6 +11,15 @@ struct Relu {
   template <class A> HG_HD static A bwd(A x, A g) { return x > A(0) ? g : A(0); }
 };
 
+// relu with a slope for x < 0 (PyTorch's leaky_relu, ONNX LeakyRelu). Unlike relu it has a
+// parameter, so fwd/bwd are members, not static. NaN stays NaN: NaN * slope is NaN. The backward
+// is PyTorch's: the slope at x <= 0 (x = 0 included), g where x > 0.
+struct LeakyRelu {
+  double negative_slope = 0.01;
+  template <class A> HG_HD A fwd(A x) const { return x > A(0) ? x : x * A(negative_slope); }
+  template <class A> HG_HD A bwd(A x, A g) const { return x > A(0) ? g : g * A(negative_slope); }
+};
+
 struct Sigmoid {
   template <class A> HG_HD static A fwd(A x) { return A(1) / (A(1) + std::exp(-x)); }
   template <class A> HG_HD static A bwd_from_y(A y, A g) { return g * y * (A(1) - y); }
@@ -42,15 +51,20 @@ struct Gelu {
 }  // namespace hg::math
 
 namespace hg::math {
-// Adapters that turn an activation's static fwd/bwd into the functors the elementwise kernels
-// take (CPU: ops/elementwise_kernel.h, CUDA: ops/cuda/elementwise.cu).
+// Adapters that turn an activation's fwd/bwd into the functors the elementwise kernels take
+// (CPU: ops/elementwise_kernel.h, CUDA: ops/cuda/elementwise.cu). They hold the activation, so
+// one with a parameter (LeakyRelu's slope) travels into the kernel with it; `Forward<Relu>{}`
+// holds an empty Relu.
 template <class Op> struct Forward {
-  template <class A> HG_HD A operator()(A x) const { return Op::fwd(x); }
+  Op op;
+  template <class A> HG_HD A operator()(A x) const { return op.fwd(x); }
 };
 template <class Op> struct BackwardFromInput {
-  template <class A> HG_HD A operator()(A x, A g) const { return Op::bwd(x, g); }
+  Op op;
+  template <class A> HG_HD A operator()(A x, A g) const { return op.bwd(x, g); }
 };
 template <class Op> struct BackwardFromOutput {
-  template <class A> HG_HD A operator()(A y, A g) const { return Op::bwd_from_y(y, g); }
+  Op op;
+  template <class A> HG_HD A operator()(A y, A g) const { return op.bwd_from_y(y, g); }
 };
 }  // namespace hg::math

@@ -147,11 +147,13 @@ template void cuda_map_elementwise<1, math::Clamp>(const Tensor&, const std::arr
 namespace hg::detail {
 // Activations (ops/activation.cpp).
 template void cuda_map_elementwise<1, math::Forward<math::Relu>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::Relu>&);
+template void cuda_map_elementwise<1, math::Forward<math::LeakyRelu>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::LeakyRelu>&);
 template void cuda_map_elementwise<1, math::Forward<math::Gelu>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::Gelu>&);
 template void cuda_map_elementwise<1, math::Forward<math::Silu>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::Silu>&);
 template void cuda_map_elementwise<1, math::Forward<math::Sigmoid>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::Sigmoid>&);
 template void cuda_map_elementwise<1, math::Forward<math::Tanh>>(const Tensor&, const std::array<Tensor, 1>&, const math::Forward<math::Tanh>&);
 template void cuda_map_elementwise<2, math::BackwardFromInput<math::Relu>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromInput<math::Relu>&);
+template void cuda_map_elementwise<2, math::BackwardFromInput<math::LeakyRelu>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromInput<math::LeakyRelu>&);
 template void cuda_map_elementwise<2, math::BackwardFromInput<math::Gelu>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromInput<math::Gelu>&);
 template void cuda_map_elementwise<2, math::BackwardFromInput<math::Silu>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromInput<math::Silu>&);
 template void cuda_map_elementwise<2, math::BackwardFromOutput<math::Sigmoid>>(const Tensor&, const std::array<Tensor, 2>&, const math::BackwardFromOutput<math::Sigmoid>&);

@@ -276,6 +276,9 @@ def activation():
     f = Family("activation")
     x = lambda g: [randn(g, (3, 37), 2.0)]
     f.case("relu", "relu", ALL, lambda g: [signed(g, (3, 37), 0.05, 4)], lambda x: torch.relu(x[0]), [0])
+    for name, slope in [("leaky_relu", 0.01), ("leaky_relu_0_2", 0.2)]:
+        f.case(name, "leaky_relu", WITH_F64, lambda g: [signed(g, (3, 37), 0.05, 4)],
+               lambda x, s=slope: F.leaky_relu(x[0], s), [0], args={"negative_slope": slope})
     f.case("gelu", "gelu", WITH_F64, x, lambda x: F.gelu(x[0]), [0])
     f.case("silu", "silu", WITH_F64, x, lambda x: F.silu(x[0]), [0])
     f.case("sigmoid", "sigmoid", ALL, x, lambda x: torch.sigmoid(x[0]), [0])
