@@ -520,7 +520,8 @@ TEST_CASE("cuda.scenario10_mixing_cpu_and_cuda_tensors_is_an_error" * SKIP_WITHO
       {"cross_entropy cpu targets", [&] { return hg::cross_entropy(xg, targets); }},
       {"cross_entropy cpu logits", [&] { return hg::cross_entropy(x, targets_g); }},
   };
-  for (const auto& [name, call] : calls) {
+  for (const auto& [name_binding, call] : calls) {
+    const std::string& name = name_binding;  // (clang 14 cannot capture a structured binding in INFO)
     INFO(name);
     std::string message;
     try {
@@ -1252,7 +1253,8 @@ TEST_CASE("cuda.reductions_slice_long_rows_and_columns_and_stay_deterministic" *
       {"argmax over dim 0 of (300001, 5)", {300001, 5}, OP(hg::argmax(in[0], 0))},
   };
   for (hg::DType dt : {hg::f32, hg::f16}) {
-    for (const auto& [name, shape, op] : cases) {
+    for (const auto& [name_binding, shape, op] : cases) {
+      const auto& name = name_binding;  // (clang 14 cannot capture a structured binding in INFO)
       INFO(name, " in ", name_of(dt));
       const Tensor x = hg::randn(shape).to(dt), xg = x.to(gpu());
       const Tensor expected = op({x}), first = op({xg}), second = op({xg});

@@ -168,7 +168,9 @@ TEST_CASE("nn.module.to_dtype_converts_in_place") {
     CHECK(net.offset.dtype() == dtype);
     CHECK(bn.running_var.dtype() == dtype);
     CHECK(bn.num_batches_tracked.dtype() == hg::i64);  // integer buffers stay integer
-    for (const auto& [name, t] : net.named_parameters()) {
+    for (const auto& entry : net.named_parameters()) {  // (no structured binding: clang 14 cannot capture one in INFO)
+      const auto& name = entry.first;
+      const auto& t = entry.second;
       INFO(name);
       CHECK(t.dtype() == dtype);
       CHECK(t.requires_grad());
@@ -205,7 +207,9 @@ TEST_CASE("nn.state_dict.round_trip") {
   for (const auto& [name, t] : state) CHECK_FALSE(t.requires_grad());
   CHECK_FALSE(bitwise_equal(b.fc1.weight.detach(), a.fc1.weight.detach()));
   b.load_state_dict(state);
-  for (const auto& [name, t] : b.state_dict()) {
+  for (const auto& entry : b.state_dict()) {  // (no structured binding: clang 14 cannot capture one in INFO)
+    const auto& name = entry.first;
+    const auto& t = entry.second;
     INFO(name);
     CHECK(bitwise_equal(t, state.at(name)));
   }
@@ -555,7 +559,9 @@ TEST_CASE("nn.serialize.save_load_round_trip") {
   nn::Sequential b{nn::Conv2d(1, 2, 3), nn::BatchNorm2d(2), nn::ReLU(), nn::Flatten(), nn::Linear(8, 3)};
   CHECK_FALSE(bitwise_equal(b.state_dict().at("0.weight"), a.state_dict().at("0.weight")));
   nn::load(b, path);
-  for (const auto& [name, t] : a.state_dict()) {
+  for (const auto& entry : a.state_dict()) {  // (no structured binding: clang 14 cannot capture one in INFO)
+    const auto& name = entry.first;
+    const auto& t = entry.second;
     INFO(name);
     CHECK(bitwise_equal(b.state_dict().at(name), t));
   }

@@ -81,7 +81,9 @@ TEST_CASE("ops.scenario01.binary_elementwise_with_broadcasting_match_reference")
       {{}, {}},         {{1}, {7}},        {{3, 5}, {3, 5}},          {{3, 1, 4}, {5, 4}}, {{257}, {}},
       {{13, 1}, {1, 17}}, {{2, 3, 31}, {3, 1}}, {{1031}, {1031}}, {{40009}, {1}},      {{}, {2, 3, 31}},
   };
-  for (const auto& [sa, sb] : shapes) {
+  for (const auto& entry : shapes) {  // (no structured binding: clang 14 cannot capture one in INFO)
+    const auto& sa = entry.first;
+    const auto& sb = entry.second;
     CAPTURE(sa);
     CAPTURE(sb);
     const Tensor a = normal(sa, 2.0), b = normal(sb, 2.0), q = positive(sb, 0.5);
@@ -141,7 +143,9 @@ TEST_CASE("ops.scenario01.matmul_matches_reference") {
       {{2, 3, 5}, {2, 5, 4}}, {{3, 4, 6}, {6, 5}},    {{5, 7}, {2, 7, 3}},   {{1, 3, 4}, {4, 4, 2}},
       {{4, 9, 33}, {1, 33, 17}}, {{129, 1}, {1, 131}},
   };
-  for (const auto& [sa, sb] : shapes) {
+  for (const auto& entry : shapes) {  // (no structured binding: clang 14 cannot capture one in INFO)
+    const auto& sa = entry.first;
+    const auto& sb = entry.second;
     CAPTURE(sa);
     CAPTURE(sb);
     const Tensor a = normal(sa), b = normal(sb);
@@ -168,7 +172,8 @@ TEST_CASE("ops.scenario01.sixteen_bit_matmul_matches_the_exact_product_of_its_in
     return column_major ? view.t() : view;
   };
   for (const hg::DType dtype : {hg::f16, hg::bf16})
-    for (const auto& [sa, sb] : shapes)
+    for (const auto& [sa_binding, sb_binding] : shapes) {
+      const hg::Shape &sa = sa_binding, &sb = sb_binding;  // (clang 14: no binding in CAPTURE)
       for (int layout = 0; layout < 8; ++layout) {
         CAPTURE(dtype);
         CAPTURE(sa);
@@ -180,6 +185,7 @@ TEST_CASE("ops.scenario01.sixteen_bit_matmul_matches_the_exact_product_of_its_in
         CHECK(y.dtype() == dtype);
         CHECK_MATCHES_REF(y, ref::matmul(ref::of(a), ref::of(b)), hg_test::tolerance_for(dtype));
       }
+    }
 }
 
 TEST_CASE("ops.scenario01.linear_matches_reference") {
@@ -210,7 +216,9 @@ TEST_CASE("ops.scenario01.softmax_and_log_softmax_match_reference") {
   const std::pair<hg::Shape, int> cases[] = {{{}, 0},         {{1}, 0},       {{7}, 0},       {{3, 5}, 0},
                                              {{3, 5}, 1},     {{3, 5}, -1},   {{2, 3, 31}, 1}, {{2, 3, 31}, 0},
                                              {{4, 257}, -1},  {{1031}, 0},    {{33, 2, 17}, -2}};
-  for (const auto& [shape, dim] : cases) {
+  for (const auto& entry : cases) {  // (no structured binding: clang 14 cannot capture one in INFO)
+    const auto& shape = entry.first;
+    const auto& dim = entry.second;
     CAPTURE(shape);
     CAPTURE(dim);
     const Tensor x = normal(shape, 3.0);
@@ -222,7 +230,9 @@ TEST_CASE("ops.scenario01.softmax_and_log_softmax_match_reference") {
 TEST_CASE("ops.scenario01.losses_match_reference") {
   hg::manual_seed(107);
   const std::pair<int64_t, int64_t> sizes[] = {{1, 1}, {5, 7}, {33, 257}, {3, 2}};
-  for (const auto& [N, C] : sizes) {
+  for (const auto& entry : sizes) {  // (no structured binding: clang 14 cannot capture one in INFO)
+    const auto& N = entry.first;
+    const auto& C = entry.second;
     CAPTURE(N);
     CAPTURE(C);
     const Tensor logits = normal({N, C}, 3.0);
@@ -384,7 +394,9 @@ TEST_CASE("ops.scenario01.layer_norm_matches_reference") {
   hg::manual_seed(112);
   const std::pair<hg::Shape, hg::Shape> cases[] = {
       {{3, 7}, {7}}, {{2, 3, 31}, {3, 31}}, {{5, 257}, {257}}, {{1, 1}, {1}}, {{4, 2, 3, 5}, {3, 5}}};
-  for (const auto& [shape, normalized] : cases) {
+  for (const auto& entry : cases) {  // (no structured binding: clang 14 cannot capture one in INFO)
+    const auto& shape = entry.first;
+    const auto& normalized = entry.second;
     CAPTURE(shape);
     CAPTURE(normalized);
     const int64_t D = ref::numel(normalized);

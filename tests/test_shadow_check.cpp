@@ -147,7 +147,7 @@ TEST_CASE("amp.shadow.print_csv_and_cost") {
 }
 
 TEST_CASE("amp.shadow.misuse_is_an_error") {
-  CHECK_THROWS_HG(hg::amp::ShadowCheck(hg::f32), "the autocast dtype must be f16 or bf16, got f32");
+  CHECK_THROWS_HG(hg::amp::ShadowCheck{hg::f32}, "the autocast dtype must be f16 or bf16, got f32");
   const Tensor x = hg::randn({2, 2});
   int calls = 0;
   hg::amp::ShadowCheck check(hg::bf16);
