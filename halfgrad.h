@@ -36,14 +36,14 @@
 #include "core/tensor.h"
 
 #include "autograd/anomaly.h"
-#include "autograd/function.h"
+#include "ops/function.h"
 #include "autograd/grad_mode.h"
 #include "autograd/gradcheck.h"
 #include "autograd/node.h"
 
 #include "ops/activation.h"
 #include "ops/conv.h"
-#include "ops/cuda/gemm_settings.h"
+#include "core/cuda/gemm_settings.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
@@ -57,12 +57,12 @@
 #include "ops/softmax.h"
 
 #include "amp/autocast.h"
-#include "amp/grad_scaler.h"
-#include "amp/gradient_histogram.h"
+#include "amp/tools/grad_scaler.h"
+#include "amp/tools/gradient_histogram.h"
 #include "amp/op_table.h"
 #include "amp/precision_report.h"
 #include "amp/policy.h"
-#include "amp/shadow_check.h"
+#include "amp/tools/shadow_check.h"
 
 #include "nn/nn.h"
 #include "optim/optim.h"

@@ -40,14 +40,14 @@ bool active();  // autocast on, or a PrecisionReport recording: prepare has work
 void prepare_inputs(Op op, std::span<Tensor> inputs);                // a built-in op
 void prepare_inputs(std::string_view op, std::span<Tensor> inputs);  // a custom op, by its name
 // The same with the policy given rather than looked up: a custom op that declares
-// `static constexpr CastPolicy policy` on its type (autograd/function.h).
+// `static constexpr CastPolicy policy` on its type (ops/function.h).
 void prepare_inputs(std::string_view op, std::span<Tensor> inputs, CastPolicy policy);
 // A custom op's declared cast_inputs: casts its floating inputs to `dtype` (autocast is on) and
 // records the row ("cast_inputs" policy) in an active PrecisionReport.
 void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype);
 size_t cache_size();  // entries in this thread's weight-cast cache (for tests)
 
-// amp::ShadowCheck's view of prepare (amp/shadow_check.cpp): it sees each op's floating inputs as
+// amp::ShadowCheck's view of prepare (amp/tools/shadow_check.cpp): it sees each op's floating inputs as
 // they arrive and may replace them (the f32 re-run feeds every op the inputs of its autocast
 // run), then sees them as the op will compute with them. While one is installed, prepare runs
 // even outside autocast.

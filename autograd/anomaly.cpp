@@ -10,7 +10,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "ops/reduce.h"
+#include "kernels/reduce.h"
 
 namespace hg::autograd {
 
@@ -33,11 +33,6 @@ std::string demangle_frame(const std::string& line) {
   return line.substr(0, open) + ": " + function + line.substr(plus, close - plus) + line.substr(close + 1);
 }
 
-bool holds_nan(const Tensor& t) {
-  if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) return false;
-  // amax propagates NaN: the maximum is NaN exactly when some element is (works on any device).
-  return std::isnan(amax(t.detach().flatten(), 0).item<double>());
-}
 }  // namespace
 
 bool AnomalyMode::is_enabled() { return g_enabled.load(std::memory_order_relaxed); }
@@ -65,7 +60,7 @@ std::string CreationTrace::describe() const {
 
 void check_gradients(const std::string& op, const std::vector<Tensor>& gradients, const CreationTrace* trace) {
   for (size_t i = 0; i < gradients.size(); ++i) {
-    if (!holds_nan(gradients[i])) continue;
+    if (!kernels::has_nan(gradients[i])) continue;
     std::ostringstream where;
     if (trace != nullptr)
       where << "The forward op '" << op << "' (op #" << trace->sequence

@@ -10,7 +10,7 @@
 #include "autograd/anomaly.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
-#include "ops/elementwise.h"
+#include "kernels/accumulate.h"
 
 namespace hg::autograd {
 
@@ -46,7 +46,7 @@ Tensor initial_gradient(const Tensor& root, const Tensor& grad) {
   HG_CHECK(grad.device() == root.device(), "backward: gradient on ", grad.device(), " for an output on ",
            root.device());
   // detach: the caller's tensor must never become (and later be accumulated into as) a .grad().
-  return grad.dtype() == root.dtype() ? grad.detach() : grad.to(root.dtype());
+  return grad.dtype() == root.dtype() ? grad.detach() : kernels::converted(grad, root.dtype());
 }
 
 // The gradients waiting at each node, one slot per output of the node; an arriving gradient is
@@ -57,7 +57,7 @@ void add_gradient(PendingGradients& pending, const Edge& edge, const Tensor& gra
   std::vector<Tensor>& slots = pending[edge.node.get()];
   if (slots.empty()) slots.resize(edge.node->num_outputs());
   Tensor& slot = slots[edge.output_nr];
-  slot = slot.defined() ? slot + grad : grad;
+  slot = slot.defined() ? kernels::added(slot, grad) : grad;
 }
 
 // The callbacks of the backward running on this thread (null outside one). A pointer to the

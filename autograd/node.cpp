@@ -3,11 +3,10 @@
 
 #include <utility>
 
-#include "ops/elementwise.h"
-
 #include "autograd/anomaly.h"
 #include "autograd/grad_mode.h"
 #include "core/copy.h"
+#include "kernels/accumulate.h"
 
 namespace hg {
 
@@ -95,14 +94,14 @@ AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)
 std::vector<Tensor> AccumulateGrad::apply(std::vector<Tensor> grad_outputs) {
   const Tensor& grad_output = grad_outputs[0];
   Tensor leaf(leaf_);
-  Tensor g = grad_output.dtype() == leaf.dtype() ? grad_output : grad_output.to(leaf.dtype());
+  Tensor g = grad_output.dtype() == leaf.dtype() ? grad_output : kernels::converted(grad_output, leaf.dtype());
   if (!leaf_->grad) {
     // Keep the incoming buffer when nobody else can see it; otherwise own a copy, so that later
     // accumulation in place never writes into a tensor the user holds.
     const bool exclusive = g.is_contiguous() && g.impl()->storage.use_count() == 1;
-    leaf_->grad = (exclusive ? g.detach() : g.clone()).impl_ptr();
+    leaf_->grad = (exclusive ? g.detach() : kernels::copied(g)).impl_ptr();
   } else {
-    Tensor(leaf_->grad).add_(g);
+    kernels::add_into(Tensor(leaf_->grad), g);
   }
   // Copied first: a hook may remove itself (or register another) while it runs.
   const auto hooks = leaf_->post_accumulate_grad_hooks;

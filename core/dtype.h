@@ -29,7 +29,7 @@ struct DTypeInfo {
   DType accumulate;
   // NOTE: the CUDA libraries' tags, stored as the plain integers of cuBLAS's cudaDataType_t
   // (CUDA_R_32F ...) and cuDNN's cudnnDataType_t (CUDNN_DATA_FLOAT ...), so that this header
-  // needs no CUDA header. ops/cuda/gemm.cpp and ops/cuda/conv.cpp static_assert that each equals
+  // needs no CUDA header. kernels/cuda/gemm.cpp and kernels/cuda/conv.cpp static_assert that each equals
   // the library's enumerator, so a wrong number here does not compile there.
   int cuda_data_type;
   int cudnn_data_type;

@@ -5,7 +5,7 @@
 //   hg::Tensor y = (x * x).sum() ... ;   y.backward();   x.grad();
 //
 // Methods that are ops (to, reshape, transpose, operators ...) are declared here for the familiar
-// spelling and defined with their op family in ops/ (e.g. Tensor::to in ops/cast.cpp).
+// spelling and defined with their op family in ops/ (e.g. Tensor::to in autograd/cast.cpp).
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -74,7 +74,7 @@ class Tensor {
   bool is_contiguous() const;
   TensorOptions options() const { return {dtype(), device(), false}; }
 
-  // ---- conversions and views (ops; defined in ops/cast.cpp and ops/shape.cpp) ----
+  // ---- conversions and views (ops; defined in autograd/cast.cpp and ops/shape.cpp) ----
   Tensor to(DType dtype) const;
   Tensor to(Device device) const;
   Tensor contiguous() const;

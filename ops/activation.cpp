@@ -5,7 +5,7 @@
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
-#include "ops/elementwise_kernel.h"
+#include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/activation.h"
 
 namespace hg {

@@ -20,9 +20,9 @@
 #include "core/parallel.h"
 #include "kernels/cpu/col2im.h"
 #include "kernels/cpu/gemm.h"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "ops/elementwise.h"
-#include "ops/elementwise_kernel.h"
+#include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/activation.h"
 
 namespace hg {
@@ -385,7 +385,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2d
   Tensor out = empty({g.N, g.O, g.OH, g.OW}, x.options());
   if (out.numel() > 0) {
     if (out.device().is_cuda()) {
-      cuda_ops::conv2d_forward(x, w, b, out, options.stride, options.padding);
+      cuda_kernels::conv2d_forward(x, w, b, out, options.stride, options.padding);
       if (relu) detail::cuda_map_elementwise<1>(out, {out}, math::Forward<math::Relu>{});
     } else {
       visit_floating(dtype, name, [&]<class T> {
@@ -405,7 +405,7 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2d
            Tensor gb = need_b ? empty({g.O}, x.options()) : Tensor();
            if (x.device().is_cuda()) {
              if (sy.defined()) gy = detail::map_to_new<2>(gy.shape(), {sy.get(), gy}, math::BackwardFromInput<math::Relu>{});
-             cuda_ops::conv2d_backward(x, sw.get(), gy, options.stride, options.padding, gx, gw, gb);
+             cuda_kernels::conv2d_backward(x, sw.get(), gy, options.stride, options.padding, gx, gw, gb);
            } else {
              const Tensor y = sy.get();
              visit_floating(x.dtype(), name, [&]<class T> {

@@ -7,7 +7,7 @@
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
-#include "ops/elementwise_kernel.h"
+#include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/elementwise.h"
 #include "ops/reduce.h"
 

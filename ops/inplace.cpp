@@ -8,9 +8,9 @@
 #include "core/convert.h"
 #include "core/copy.h"
 #include "core/cuda/cuda_copy.h"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "ops/elementwise.h"
-#include "ops/elementwise_kernel.h"
+#include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/elementwise.h"
 
 namespace hg {
@@ -39,7 +39,7 @@ Tensor& Tensor::fill_(double value) {
       const T converted = detail::convert_value<T>(value);
       std::memcpy(&bits, &converted, sizeof(T));
     });
-    cuda_ops::fill(*this, bits);
+    cuda_kernels::fill(*this, bits);
   } else {
     detail::copy_into(*this, scalar_tensor(value, dtype(), device()));
   }
@@ -64,26 +64,14 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   HG_CHECK(is_floating(dtype()) || !is_floating(other.dtype()), "add_: result type ", other.dtype(),
            " can't be cast to the desired output type ", dtype(), " (an in-place op cannot narrow a float into an integer)");
   const Tensor b = other.detach().to(dtype());
-  if (numel() > 0) {
-    if (device().is_cuda()) {
-      detail::cuda_map_elementwise<2>(*this, {*this, b}, math::AddScaled{alpha});
-    } else {
-      visit_dtype(dtype(), [&]<class T> { detail::map_elementwise<T, 2>(*this, {*this, b}, math::AddScaled{alpha}); });
-    }
-  }
+  detail::map_into<2>(*this, {*this, b}, math::AddScaled{alpha});
   impl()->storage->bump_version();
   return *this;
 }
 
 Tensor& Tensor::mul_(double factor) {
   check_writable(*this, "mul_");
-  if (numel() > 0) {
-    if (device().is_cuda()) {
-      detail::cuda_map_elementwise<1>(*this, {*this}, math::MulScalar{factor});
-    } else {
-      visit_dtype(dtype(), [&]<class T> { detail::map_elementwise<T, 1>(*this, {*this}, math::MulScalar{factor}); });
-    }
-  }
+  detail::map_into<1>(*this, {*this}, math::MulScalar{factor});
   impl()->storage->bump_version();
   return *this;
 }

@@ -1,14 +1,14 @@
 // matmul and linear: shape checks, batching and broadcasting around the GEMM of kernels/cpu/gemm.h
-// (ops/cuda/gemm.cpp sends the same calls to cuBLASLt). Backwards are matmuls of the gradient
+// (kernels/cuda/gemm.cpp sends the same calls to cuBLASLt). Backwards are matmuls of the gradient
 // with transposed views of the saved operands (no copies).
 #include "ops/linalg.h"
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "core/parallel.h"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "ops/elementwise.h"
-#include "ops/elementwise_kernel.h"
+#include "kernels/cpu/elementwise_loop.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/math/activation.h"
 #include "ops/reduce.h"
@@ -49,7 +49,7 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
                        (batched ? batch * t.strides()[0] * int64_t(element_size(t.dtype())) : 0);
     return kernels::cpu::matrix_view(base, t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]);
   };
-  if (out.device().is_cuda()) return cuda_ops::batched_gemm(a, b, out);
+  if (out.device().is_cuda()) return cuda_kernels::batched_gemm(a, b, out);
   const int64_t out_step = M * N * int64_t(element_size(out.dtype()));
   // NOTE: small matrices run one batch per thread; large ones let Eigen use the threads inside.
   const int64_t grain = M * N * K >= (int64_t(1) << 21) ? batches : 1;
@@ -149,7 +149,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Linear
   if (b.defined() && !fused_on_gpu) out.copy_(expand(b.detach(), {rows, out_features}));
   if (out.numel() > 0 && in > 0) {
     if (fused_on_gpu) {
-      cuda_ops::linear_forward(x2, w, b, out);
+      cuda_kernels::linear_forward(x2, w, b, out);
     } else {
       kernels::cpu::gemm(dtype, kernels::cpu::matrix_view(x2), kernels::cpu::matrix_view(wt), out.raw_data(),
                          /*accumulate=*/b.defined());
@@ -158,12 +158,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Linear
   // The epilogue: y = relu(y) in place, with relu's own functor on both devices, so NaN stays NaN
   // everywhere. NOTE: not cuBLASLt's RELU epilogue: it computes max(y, 0), which turns NaN into
   // 0 and would hide a diverged layer on the GPU only. The extra pass reads and writes y once.
-  if (relu && out.numel() > 0) {
-    if (out.device().is_cuda())
-      detail::cuda_map_elementwise<1>(out, {out}, math::Forward<math::Relu>{});
-    else
-      visit_floating(dtype, name, [&]<class T> { detail::map_elementwise<T, 1>(out, {out}, math::Forward<math::Relu>{}); });
-  }
+  if (relu) detail::map_into<1>(out, {out}, math::Forward<math::Relu>{});
   out = out.view(out_shape);
   record(std::string(name), out, {x, w, b},
          [sx = SavedTensor(w.requires_grad() ? x2 : Tensor(), name),
@@ -181,7 +176,7 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Linear
              // One cuBLASLt call: the weight gradient, and the bias gradient in its BGRADB epilogue.
              gw = empty({out_features, sx.get().shape()[1]}, sx.get().options());
              if (need_bias) gb = empty({out_features}, g2.options());
-             bias_done = cuda_ops::linear_weight_grad(g2, sx.get(), gw, need_bias ? gb : Tensor()) && need_bias;
+             bias_done = cuda_kernels::linear_weight_grad(g2, sx.get(), gw, need_bias ? gb : Tensor()) && need_bias;
            } else if (sx.defined()) {
              gw = matmul(g2.t(), sx.get());
            }

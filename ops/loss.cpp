@@ -11,7 +11,7 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "core/parallel.h"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "ops/elementwise.h"
 #include "kernels/math/cross_entropy.h"
 #include "ops/reduce.h"
@@ -75,7 +75,7 @@ void cross_entropy_backward(const T* logits, const int64_t* targets, int64_t N, 
 }
 
 // Checks every CPU target (scenario 12: every reduction) and returns how many are not ignored.
-// (CUDA targets are checked by the kernel, without a device assert: ops/cuda/loss.cu.)
+// (CUDA targets are checked by the kernel, without a device assert: kernels/cuda/loss.cu.)
 int64_t check_targets(const Tensor& targets, int64_t C, const CrossEntropyOptions& o) {
   const std::vector<int64_t> t = targets.to_vector<int64_t>();
   int64_t valid = 0;
@@ -111,7 +111,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, CrossEntrop
   Tensor out, valid_on_device;
   int64_t valid = 0;
   if (logits.device().is_cuda()) {
-    out = cuda_ops::cross_entropy_forward(logits, t, options.label_smoothing, options.ignore_index, valid_on_device);
+    out = cuda_kernels::cross_entropy_forward(logits, t, options.label_smoothing, options.ignore_index, valid_on_device);
   } else {
     valid = check_targets(targets, C, options);
     const double total = visit_floating(logits.dtype(), "cross_entropy", [&]<class T> {
@@ -125,7 +125,7 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, CrossEntrop
            const Tensor logits = sl.get(), targets = st.get();
            Tensor grad = empty(logits.shape(), logits.options());
            if (logits.device().is_cuda()) {
-             cuda_ops::cross_entropy_backward(logits, targets, g, options.label_smoothing, options.ignore_index,
+             cuda_kernels::cross_entropy_backward(logits, targets, g, options.label_smoothing, options.ignore_index,
                                               valid_on_device, grad);
              return {grad};
            }

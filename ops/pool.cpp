@@ -12,7 +12,7 @@
 #include "core/parallel.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/math/pool.h"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace hg {
 
@@ -191,7 +191,7 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
   Tensor where = empty(out.shape(), {.dtype = u8, .device = x.device()});
   if (out.numel() > 0) {
     if (x.device().is_cuda()) {
-      cuda_ops::max_pool2d_forward(x, out, where, kernel, stride);
+      cuda_kernels::max_pool2d_forward(x, out, where, kernel, stride);
     } else {
       visit_floating(x.dtype(), "max_pool2d", [&]<class T> {
         max_pool_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), where.data_ptr<uint8_t>(), g);
@@ -203,7 +203,7 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
     const Tensor grad = grad_in.contiguous(), where = sw.get();
     Tensor dx = empty(shape, grad.options());
     if (dx.device().is_cuda()) {
-      cuda_ops::max_pool2d_backward(grad, where, dx, kernel, stride);
+      cuda_kernels::max_pool2d_backward(grad, where, dx, kernel, stride);
     } else {
       visit_floating(grad.dtype(), "max_pool2d", [&]<class T> {
         max_pool_backward<T>(grad.data_ptr<T>(), where.data_ptr<uint8_t>(), dx.data_ptr<T>(), g);
@@ -221,7 +221,7 @@ Tensor avg_pool2d(const Tensor& input, int kernel, int stride) {
   Tensor out = empty({x.shape()[0], x.shape()[1], g.OH, g.OW}, x.options());
   if (out.numel() > 0) {
     if (x.device().is_cuda()) {
-      cuda_ops::avg_pool2d_forward(x, out, kernel, stride);
+      cuda_kernels::avg_pool2d_forward(x, out, kernel, stride);
     } else {
       visit_floating(x.dtype(), "avg_pool2d", [&]<class T> { avg_pool_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), g); });
     }
@@ -230,7 +230,7 @@ Tensor avg_pool2d(const Tensor& input, int kernel, int stride) {
     const Tensor grad = grad_in.contiguous();
     Tensor dx = empty(shape, grad.options());
     if (dx.device().is_cuda()) {
-      cuda_ops::avg_pool2d_backward(grad, dx, kernel, stride);
+      cuda_kernels::avg_pool2d_backward(grad, dx, kernel, stride);
     } else {
       visit_floating(grad.dtype(), "avg_pool2d", [&]<class T> { avg_pool_backward<T>(grad.data_ptr<T>(), dx.data_ptr<T>(), g); });
     }

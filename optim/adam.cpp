@@ -3,7 +3,7 @@
 
 #include <cmath>
 
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/optimizer_step.h"
 #include "optim/update_loop.h"
 
@@ -43,7 +43,7 @@ void Adam::update_cuda(DeviceGroup& group, const amp::StepControl& control) {
     m.push_back(exp_avg);
     v.push_back(exp_avg_sq);
   }
-  cuda_ops::adam_update(group.weights, group.params, group.grads, m, v, group.steps,
+  cuda_kernels::adam_update(group.weights, group.params, group.grads, m, v, group.steps,
                         {group.lr, options.beta1, options.beta2, options.eps, options.weight_decay, decoupled_},
                         control.found_inf, control.scale);
 }

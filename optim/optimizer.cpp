@@ -9,7 +9,7 @@
 
 #include "autograd/grad_mode.h"
 #include "core/state_dict.h"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "ops/elementwise.h"
 
 namespace hg::optim {
@@ -110,7 +110,7 @@ void Optimizer::step_cuda(const amp::StepControl& control) {
       Tensor& count = state.tensors["step"];
       if (!count.defined()) {  // the count's bits as a fill value: exact for any int64, and no copy
         count = empty({}, {.dtype = i64, .device = param.device()});
-        cuda_ops::fill(count, uint64_t(state.step));
+        cuda_kernels::fill(count, uint64_t(state.step));
       }
       dg.steps.push_back(count);
       dg.states.push_back(&state);
@@ -123,7 +123,7 @@ void Optimizer::step_cuda(const amp::StepControl& control) {
   // One more applied step (and per-parameter count) unless found_inf: counted on the device.
   const Device device = groups_.front().params.front().device();
   if (!steps_applied_cuda_.defined()) steps_applied_cuda_ = zeros({}, {.dtype = i64, .device = device});
-  cuda_ops::advance_step_counts(steps, flags, steps_applied_cuda_, control.found_inf);
+  cuda_kernels::advance_step_counts(steps, flags, steps_applied_cuda_, control.found_inf);
 }
 
 int64_t Optimizer::steps_applied() const {

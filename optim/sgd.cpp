@@ -1,7 +1,7 @@
 // SGD (see sgd.h).
 #include "optim/sgd.h"
 
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/optimizer_step.h"
 #include "optim/update_loop.h"
 
@@ -51,7 +51,7 @@ void SGD::update_cuda(DeviceGroup& group, const amp::StepControl& control) {
     buffers.push_back(buffer);
     ready.push_back(state.momentum_ready);
   }
-  cuda_ops::sgd_update(group.weights, group.params, group.grads, buffers, ready,
+  cuda_kernels::sgd_update(group.weights, group.params, group.grads, buffers, ready,
                        {group.lr, options.momentum, options.dampening, options.weight_decay, options.nesterov},
                        control.found_inf, control.scale);
 }

@@ -7,7 +7,7 @@
 #
 # The Release build is the portable one (-DHG_NATIVE=OFF: baseline x86-64 / aarch64 plus the SIMD
 # kernels picked at run time), as a binary package would be; the sanitizer build is -march=native.
-# About 40 minutes on 2 cores (docs/results.md section 8 has each stage's time).
+# About 31 minutes on 2 cores (docs/results.md section 8 has each stage's time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh

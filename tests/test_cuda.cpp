@@ -1236,7 +1236,7 @@ TEST_CASE("cuda.factories_fill_matmul_and_plain_optimizer_steps_do_not_wait" * S
 
 // ---- reductions -------------------------------------------------------------------------------------------
 
-// Shapes that take every path of ops/cuda/reduce.cu: one output sliced over thousands of warps,
+// Shapes that take every path of kernels/cuda/reduce.cu: one output sliced over thousands of warps,
 // columns sliced over blocks, many short rows, permuted dims; amax/argmax along rows and columns.
 // Sums accumulate in double on both devices (T(dtype)); every result is bitwise the same when run
 // again (fixed combination order).

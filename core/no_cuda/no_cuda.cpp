@@ -4,7 +4,7 @@
 #include "core/error.h"
 #include "core/copy.h"
 #include "core/storage.h"
-#include "ops/cuda/gemm_settings.h"
+#include "core/cuda/gemm_settings.h"
 
 namespace hg {
 

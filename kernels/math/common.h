@@ -1,5 +1,5 @@
 // HG_HD marks the scalar math functors in kernels/math/ as callable from CPU kernels and from CUDA
-// kernels (ops/cuda/), so both backends share one definition of every formula.
+// kernels (kernels/cuda/), so both backends share one definition of every formula.
 #pragma once
 #include <cmath>
 

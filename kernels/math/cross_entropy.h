@@ -1,6 +1,6 @@
 // cross_entropy's per-row formulas (fused log-softmax + negative log-likelihood with label
 // smoothing), the one definition the CPU loops (ops/loss.cpp) and the CUDA kernels
-// (ops/cuda/loss.cu) both run. For a row x of C logits with target t and smoothing eps:
+// (kernels/cuda/loss.cu) both run. For a row x of C logits with target t and smoothing eps:
 //   lse  = max + log sum exp(x - max)                       (max-subtracted: exp() <= 1)
 //   loss = (1 - eps) * (lse - x[t]) + eps * (lse - mean(x))
 //   dloss/dx[c] = exp(x[c] - lse) - ((1 - eps) * [c == t] + eps / C)

@@ -1,4 +1,4 @@
-// Scalar formulas of the elementwise ops (ops/elementwise.cpp, ops/cuda/elementwise.cu).
+// Scalar formulas of the elementwise ops (ops/elementwise.cpp, kernels/cuda/elementwise.cu).
 // A is the compute type: float for f32/f16/bf16 storage, double for f64.
 #pragma once
 #include <type_traits>

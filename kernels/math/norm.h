@@ -1,5 +1,5 @@
 // batch_norm's and layer_norm's formulas, the one definition the CPU loops (ops/norm.cpp) and the
-// CUDA kernels (ops/cuda/norm.cu) both run, in double. A group of M values (a channel over the
+// CUDA kernels (kernels/cuda/norm.cu) both run, in double. A group of M values (a channel over the
 // batch, or a row) is normalised as xhat = (x - mean) * rstd, then y = xhat * w + b. With
 // gh = g * w, the training-mode backward is
 //   dx = rstd / M * (M * gh - sum(gh) - xhat * sum(gh * xhat)),   dw = sum(g * xhat),   db = sum(g)

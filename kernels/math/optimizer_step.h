@@ -1,6 +1,6 @@
 // The optimizers' per-element update rules, the one definition both the CPU loop (optim/sgd.cpp,
 // optim/adam.cpp through optim/update_loop.h) and the CUDA multi-tensor kernels
-// (ops/cuda/optim.cu) call. A is the compute type (f32 for 16-bit and f32 weights, f64 for f64).
+// (kernels/cuda/optim.cu) call. A is the compute type (f32 for 16-bit and f32 weights, f64 for f64).
 // The rules are PyTorch's (torch.optim.SGD / Adam / AdamW, non-foreach, non-fused).
 #pragma once
 #include "kernels/math/common.h"

@@ -1,5 +1,5 @@
 // The pooling windows' rules, the one definition the CPU loops (ops/pool.cpp, kernels/cpu/pool.cpp)
-// and the CUDA kernels (ops/cuda/pool.cu) both run.
+// and the CUDA kernels (kernels/cuda/pool.cu) both run.
 #pragma once
 #include "kernels/math/common.h"
 

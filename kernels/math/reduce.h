@@ -1,5 +1,5 @@
 // Reduction steps shared by the CPU loops and the CUDA kernels (kernels/math/softmax.h,
-// kernels/math/cross_entropy.h, the CUDA warp reductions in ops/cuda/warp_reduce.cuh).
+// kernels/math/cross_entropy.h, the CUDA warp reductions in kernels/cuda/warp_reduce.cuh).
 #pragma once
 #include <cstdint>
 

@@ -1,5 +1,5 @@
 // GradScaler's update of the loss scale after each step (PyTorch's _amp_update_scale_), the one
-// definition the host (amp/grad_scaler.cpp) and the CUDA kernel (ops/cuda/amp.cu) both run.
+// definition the host (amp/tools/grad_scaler.cpp) and the CUDA kernel (kernels/cuda/amp.cu) both run.
 #pragma once
 #include <cstdint>
 

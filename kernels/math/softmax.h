@@ -1,5 +1,5 @@
 // The formulas of softmax and log_softmax along one line of D values, the one definition the CPU
-// loops (ops/softmax.cpp) and the CUDA kernels (ops/cuda/softmax.cu) both run; the drivers only
+// loops (ops/softmax.cpp) and the CUDA kernels (kernels/cuda/softmax.cu) both run; the drivers only
 // decide who walks the line (a CPU thread, a CUDA thread or a warp) and how partial results meet.
 //
 //   forward, three passes:  max = nan_max over x          (so exp() <= 1: logits of +-1e4 never overflow)

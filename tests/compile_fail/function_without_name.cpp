@@ -1,7 +1,7 @@
 // Must NOT compile: a custom op without `name`. CTest (autograd.function.missing_name_is_a_compile_error)
 // compiles this file and passes when the compiler prints Function<T>'s static_assert, which says
 // what to add.
-#include "autograd/function.h"
+#include "ops/function.h"
 
 struct Nameless : hg::autograd::Function<Nameless> {
   static hg::Tensor forward(hg::autograd::Context&, const hg::Tensor& x) { return x; }

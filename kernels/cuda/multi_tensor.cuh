@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "core/cuda/device_math.cuh"
-#include "ops/cuda/launch.cuh"
+#include "kernels/cuda/launch.cuh"
 
 namespace hg::cuda_detail {
 

@@ -3,10 +3,10 @@
 // exactly the CPU's mask (same bits, same double comparison) with no state to share.
 #include "core/cuda/device_math.cuh"
 #include "core/philox.h"
-#include "ops/cuda/launch.cuh"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/cuda_kernels.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -61,4 +61,4 @@ void dropout(const Tensor& in, const Tensor& out, double p, uint64_t seed, uint6
   HG_CHECK_LAUNCH("dropout_kernel");
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

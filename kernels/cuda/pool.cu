@@ -4,11 +4,11 @@
 // overlapping windows (stride < kernel) need no atomics and the result is deterministic -- and
 // bitwise the CPU's, which adds the same values in the same order.
 #include "core/cuda/device_math.cuh"
-#include "ops/cuda/launch.cuh"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/pool.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -171,4 +171,4 @@ void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, int kernel, i
   });
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

@@ -1,15 +1,15 @@
 // GPU AMP: the GradScaler's fused unscale-and-check over many gradients, and its scale update,
 // as kernels that read and write device flags only -- a training step never waits for the GPU.
-// (CPU twins: amp/grad_scaler.cpp.) The unscale pass is a multi-tensor launch (multi_tensor.cuh):
+// (CPU twins: amp/tools/grad_scaler.cpp.) The unscale pass is a multi-tensor launch (multi_tensor.cuh):
 // its grid follows the gradients' sizes.
 #include "core/cuda/device_math.cuh"
-#include "ops/cuda/launch.cuh"
-#include "ops/cuda/multi_tensor.cuh"
-#include "ops/cuda/warp_reduce.cuh"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/multi_tensor.cuh"
+#include "kernels/cuda/warp_reduce.cuh"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/scale_update.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -124,4 +124,4 @@ void scaler_update(const Tensor& scale, const Tensor& growth_tracker, const Tens
   HG_CHECK_LAUNCH("scaler_update_kernel");
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

@@ -9,12 +9,12 @@
 
 #include "core/cuda/device_error.h"
 #include "core/cuda/device_math.cuh"
-#include "ops/cuda/launch.cuh"
-#include "ops/cuda/warp_reduce.cuh"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/warp_reduce.cuh"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/cross_entropy.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -170,4 +170,4 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   });
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

@@ -13,11 +13,11 @@
 #include <limits>
 
 #include "core/cuda/device_math.cuh"
-#include "ops/cuda/launch.cuh"
-#include "ops/cuda/warp_reduce.cuh"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/warp_reduce.cuh"
+#include "kernels/cuda/cuda_kernels.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -233,4 +233,4 @@ void reduce(ReduceKind kind, const Tensor& x, const Tensor& out, int64_t outer, 
   });
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

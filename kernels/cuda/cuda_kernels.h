@@ -1,5 +1,5 @@
 // The CUDA kernels' entry points that the op families call when a tensor is on a GPU. Defined in
-// ops/cuda/*.cu in a CUDA build; in a CPU-only build (core/no_cuda/) each throws
+// kernels/cuda/*.cu in a CUDA build; in a CPU-only build (core/no_cuda/) each throws
 // hg::Error("... built without CUDA").
 #pragma once
 #include <cstdint>
@@ -7,14 +7,15 @@
 
 #include "core/tensor.h"
 #include "kernels/math/optimizer_step.h"
+#include "kernels/reduce.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 // Writes `bits` (one element of t's dtype, in its low element_size bytes) into every element of
 // t, any strides: Tensor::fill_ on a GPU, with the value as a kernel argument (no copy, no wait).
 void fill(const Tensor& t, uint64_t bits);
 
-enum class ReduceKind { Sum, Mean, Max, ArgMax };
+using kernels::ReduceKind;
 // x viewed as contiguous (outer, reduce, inner) -> out (outer, inner).
 void reduce(ReduceKind kind, const Tensor& x, const Tensor& out, int64_t outer, int64_t reduce, int64_t inner);
 
@@ -116,4 +117,4 @@ void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weig
 void embedding_forward(const Tensor& indices, const Tensor& weight, const Tensor& out);
 void embedding_backward(const Tensor& indices, const Tensor& grad, const Tensor& grad_weight);
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

@@ -8,11 +8,11 @@
 #include <utility>
 
 #include "core/cuda/device_math.cuh"
-#include "ops/cuda/launch.cuh"
-#include "ops/cuda/multi_tensor.cuh"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/multi_tensor.cuh"
+#include "kernels/cuda/cuda_kernels.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -242,4 +242,4 @@ void advance_step_counts(const std::vector<Tensor>& steps, const std::vector<Ten
   } while (first < n);
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

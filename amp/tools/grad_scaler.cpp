@@ -1,6 +1,6 @@
 // The GradScaler: its per-optimizer state machine, the fused unscale-and-check pass (CPU here,
-// CUDA in ops/cuda/amp.cu) and the scale update rule (PyTorch's _amp_update_scale_).
-#include "amp/grad_scaler.h"
+// CUDA in kernels/cuda/amp.cu) and the scale update rule (PyTorch's _amp_update_scale_).
+#include "amp/tools/grad_scaler.h"
 
 #include <cmath>
 #include <sstream>
@@ -9,7 +9,7 @@
 #include "core/cuda/cuda_copy.h"
 #include "core/parallel.h"
 #include "core/state_dict.h"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "ops/elementwise.h"
 #include "kernels/math/scale_update.h"
 #include "ops/shape.h"
@@ -158,7 +158,7 @@ void GradScaler::unscale_(Scalable& optimizer) {
   nonfinite_flags_ = zeros({int64_t(grads.size())}, {.dtype = i32, .device = device});
   tiny_count_ = zeros({}, {.dtype = i64, .device = device});
   if (device.is_cuda()) {
-    cuda_ops::unscale_and_check(grads, check_only, scale_, s.found_inf, nonfinite_flags_, tiny_count_);
+    cuda_kernels::unscale_and_check(grads, check_only, scale_, s.found_inf, nonfinite_flags_, tiny_count_);
   } else {
     const double scale = double(scale_.item<float>());
     bool found = false;
@@ -245,7 +245,7 @@ void GradScaler::update() {
     found = found.defined() ? found + s.found_inf : s.found_inf;
   }
   if (scale_.device().is_cuda()) {
-    cuda_ops::scaler_update(scale_, growth_tracker_, skipped_in_a_row_, found, options_.growth_factor,
+    cuda_kernels::scaler_update(scale_, growth_tracker_, skipped_in_a_row_, found, options_.growth_factor,
                             options_.backoff_factor, options_.growth_interval, options_.min_scale, options_.max_scale,
                             static_cast<int32_t*>(skipped_mirror_->device));
     // The stuck detector reads the kernel's copy of the counter in mapped host memory: no wait.

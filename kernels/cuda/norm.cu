@@ -6,12 +6,12 @@
 #include <optional>
 
 #include "core/cuda/device_math.cuh"
-#include "ops/cuda/launch.cuh"
-#include "ops/cuda/warp_reduce.cuh"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/warp_reduce.cuh"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/norm.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -371,4 +371,4 @@ void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weig
   HG_CHECK_LAUNCH("layer_norm_weight_grad_kernel");
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "amp/grad_scaler.h"
+#include "amp/tools/grad_scaler.h"
 
 namespace hg::amp {
 

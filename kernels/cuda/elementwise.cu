@@ -3,9 +3,9 @@
 // operands take a plain grid-stride loop; broadcast or strided ones go through the indexer.
 // Explicit instantiations at the end: one line per functor of kernels/math/ that ops use.
 #include "core/cuda/device_math.cuh"
-#include "ops/cuda/launch.cuh"
-#include "ops/cuda_ops.h"
-#include "ops/elementwise_kernel.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/activation.h"
 #include "kernels/math/elementwise.h"
 
@@ -162,7 +162,7 @@ template void cuda_map_elementwise<2, math::BackwardFromOutput<math::Tanh>>(cons
 
 // ---- fill_ ----------------------------------------------------------------------------------------
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -212,4 +212,4 @@ void fill(const Tensor& t, uint64_t bits) {
   else launch_fill<uint64_t>(t, bits);
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

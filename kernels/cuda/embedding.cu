@@ -8,10 +8,10 @@
 #include "core/cuda/device_error.h"
 #include "core/cuda/device_math.cuh"
 #include "core/determinism.h"
-#include "ops/cuda/launch.cuh"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/cuda_kernels.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -104,4 +104,4 @@ void embedding_backward(const Tensor& indices, const Tensor& grad, const Tensor&
   });
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

@@ -1,9 +1,9 @@
-// The op families' CUDA entry points (ops/cuda_ops.h) in a CPU-only build: each one says that
+// The op families' CUDA entry points (kernels/cuda/cuda_kernels.h) in a CPU-only build: each one says that
 // halfgrad was built without CUDA.
 #include "core/cuda/cuda_copy.h"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/cuda_kernels.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 void fill(const Tensor& t, uint64_t) { detail::check_cuda_device(t.device(), "fill_"); }
 
@@ -96,4 +96,4 @@ void layer_norm_backward(const Tensor& x, const Tensor&, const Tensor&, const Te
 void embedding_forward(const Tensor& i, const Tensor&, const Tensor&) { detail::check_cuda_device(i.device(), "embedding"); }
 void embedding_backward(const Tensor& i, const Tensor&, const Tensor&) { detail::check_cuda_device(i.device(), "embedding"); }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

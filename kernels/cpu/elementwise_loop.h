@@ -99,7 +99,7 @@ void map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, con
   });
 }
 
-// The CUDA twin (ops/cuda/elementwise.cu instantiates it for every functor in kernels/math/). A
+// The CUDA twin (kernels/cuda/elementwise.cu instantiates it for every functor in kernels/math/). A
 // CPU-only build gets a version that throws "built without CUDA".
 #if defined(HG_WITH_CUDA)
 template <size_t N, class F>
@@ -111,14 +111,21 @@ void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>&, const
 }
 #endif
 
+// out = f(inputs...) into an existing tensor (inputs broadcast to its shape, all of its dtype),
+// on its device. An input may be out itself (in-place ops): element i is read before it is written.
+template <size_t N, class F>
+void map_into(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f) {
+  if (out.numel() == 0) return;
+  if (out.device().is_cuda()) cuda_map_elementwise<N>(out, inputs, f);
+  else visit_dtype(out.dtype(), [&]<class T> { map_elementwise<T, N>(out, inputs, f); });
+}
+
 // out = f(inputs...) into a new tensor of `shape` (inputs broadcast to it), on the inputs'
 // device, in inputs[0]'s dtype: the entry point the op families use.
 template <size_t N, class F>
 Tensor map_to_new(const Shape& shape, const std::array<Tensor, N>& inputs, const F& f) {
   Tensor out = empty(shape, inputs[0].options());
-  if (out.numel() == 0) return out;
-  if (out.device().is_cuda()) cuda_map_elementwise<N>(out, inputs, f);
-  else visit_dtype(out.dtype(), [&]<class T> { map_elementwise<T, N>(out, inputs, f); });
+  map_into<N>(out, inputs, f);
   return out;
 }
 

@@ -22,18 +22,17 @@
 #include <string>
 #include <vector>
 
-#include "autograd/grad_mode.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_copy.h"
 #include "core/determinism.h"
-#include "ops/cuda/gemm_settings.h"
-#include "ops/cuda/library_check.h"
-#include "ops/cuda_ops.h"
-#include "ops/elementwise_kernel.h"
+#include "core/cuda/gemm_settings.h"
+#include "kernels/cuda/library_check.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/elementwise.h"
-#include "ops/reduce.h"
+#include "kernels/reduce.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -407,11 +406,11 @@ void add_bias(DnnCall&, const ConvShape& s, const Tensor& bias, const Tensor& ou
   detail::cuda_map_elementwise<2>(out, {out, b}, math::Add{});
 }
 
-// grad_bias (O) = dy summed over N, OH, OW (halfgrad's deterministic reduction).
+// grad_bias (O) = dy summed over N, OH, OW (halfgrad's deterministic reduction kernel).
 void bias_backward(DnnCall&, const ConvShape&, const Tensor& dy, const Tensor& grad_bias) {
   if (dy.numel() == 0) return fill_zeros(grad_bias);
-  NoGradGuard no_grad;
-  Tensor(grad_bias).copy_(sum(dy, {0, 2, 3}));
+  const Tensor sums = kernels::reduce(kernels::ReduceKind::Sum, kernels::plan_reduction(dy, {0, 2, 3}, "conv2d"), false);
+  detail::copy_into(grad_bias, sums);
 }
 
 }  // namespace
@@ -503,4 +502,4 @@ void conv2d_backward(const Tensor& x_in, const Tensor& w_in, const Tensor& grad,
   }
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

@@ -25,9 +25,9 @@
 
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_copy.h"
-#include "ops/cuda/gemm_settings.h"
-#include "ops/cuda/library_check.h"
-#include "ops/cuda_ops.h"
+#include "core/cuda/gemm_settings.h"
+#include "kernels/cuda/library_check.h"
+#include "kernels/cuda/cuda_kernels.h"
 
 namespace hg {
 
@@ -41,7 +41,7 @@ void allow_tf32(bool allow) { tf32_flag.store(allow); }
 bool tf32_allowed() { return tf32_flag.load(); }
 }  // namespace cuda
 
-namespace cuda_ops {
+namespace cuda_kernels {
 
 namespace {
 
@@ -417,6 +417,6 @@ bool linear_weight_grad(const Tensor& g2, const Tensor& x2, const Tensor& grad_w
   return false;
 }
 
-}  // namespace cuda_ops
+}  // namespace cuda_kernels
 
 }  // namespace hg

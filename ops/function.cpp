@@ -1,5 +1,5 @@
-// Context and the checks of custom Functions' outputs and gradients (autograd/function.h).
-#include "autograd/function.h"
+// Context and the checks of custom Functions' outputs and gradients (ops/function.h).
+#include "ops/function.h"
 
 #include <cstdlib>
 #if __has_include(<cxxabi.h>)

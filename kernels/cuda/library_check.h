@@ -1,4 +1,4 @@
-// What the cuBLASLt and cuDNN wrappers (ops/cuda/gemm.cpp, ops/cuda/conv.cpp) share: the
+// What the cuBLASLt and cuDNN wrappers (kernels/cuda/gemm.cpp, kernels/cuda/conv.cpp) share: the
 // HG_CUBLAS_CHECK / HG_CUDNN_CHECK macros, which turn a failed library call into an hg::Error with
 // the file, the line, the library's own status text and the call (never an abort), like
 // HG_CUDA_CHECK does for the runtime; and the allocation of the libraries' workspaces.

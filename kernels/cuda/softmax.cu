@@ -6,12 +6,12 @@
 #include <cmath>
 
 #include "core/cuda/device_math.cuh"
-#include "ops/cuda/launch.cuh"
-#include "ops/cuda/warp_reduce.cuh"
-#include "ops/cuda_ops.h"
+#include "kernels/cuda/launch.cuh"
+#include "kernels/cuda/warp_reduce.cuh"
+#include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/softmax.h"
 
-namespace hg::cuda_ops {
+namespace hg::cuda_kernels {
 
 namespace {
 
@@ -135,4 +135,4 @@ void softmax_backward(const Tensor& y, const Tensor& g, const Tensor& dx, int64_
   HG_CHECK_LAUNCH(inner == 1 ? "softmax_backward_rows_kernel" : "softmax_backward_lines_kernel");
 }
 
-}  // namespace hg::cuda_ops
+}  // namespace hg::cuda_kernels

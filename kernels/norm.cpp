@@ -1,0 +1,256 @@
+#include "kernels/norm.h"
+
+#include <cmath>
+
+#include "core/copy.h"
+#include "core/parallel.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/math/norm.h"
+
+namespace hg::kernels {
+
+namespace {
+
+std::vector<double> values_or(const Tensor& t, int64_t n, double fallback) {
+  return t.defined() ? t.to_vector<double>() : std::vector<double>(static_cast<size_t>(n), fallback);
+}
+
+// Per-channel results in `dtype`, converted straight from the double statistics.
+Tensor vector_tensor(const std::vector<double>& v, DType dtype, Device device) {
+  return from_vector(v, {int64_t(v.size())}, {.dtype = dtype, .device = device});
+}
+
+// ---- batch_norm: groups are channels of x viewed as (N, C, S) -------------------------------------
+
+struct ChannelLayout {
+  int64_t N, C, S;
+  int64_t count() const { return N * S; }
+};
+
+template <class T>
+void channel_stats(const T* x, const ChannelLayout& l, std::vector<double>& mean, std::vector<double>& var) {
+  parallel_for(0, l.C, grain_for(2 * l.count()), [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      double total = 0, squares = 0;
+      for (int64_t n = 0; n < l.N; ++n)
+        for (int64_t s = 0; s < l.S; ++s) total += double(Acc<T>(x[(n * l.C + c) * l.S + s]));
+      const double m = total / double(l.count());
+      for (int64_t n = 0; n < l.N; ++n)
+        for (int64_t s = 0; s < l.S; ++s) {
+          const double d = double(Acc<T>(x[(n * l.C + c) * l.S + s])) - m;
+          squares += d * d;
+        }
+      mean[size_t(c)] = m;
+      var[size_t(c)] = squares / double(l.count());
+    }
+  });
+}
+
+// y = x * scale[c] + shift[c], with scale = w * rstd and shift = b - mean * scale.
+template <class T>
+void channel_affine(const T* x, T* y, const ChannelLayout& l, const std::vector<double>& scale,
+                    const std::vector<double>& shift) {
+  parallel_for(0, l.N * l.C, grain_for(l.S), [&](int64_t lo, int64_t hi) {
+    for (int64_t nc = lo; nc < hi; ++nc) {
+      const int64_t c = nc % l.C;
+      const Acc<T> a = Acc<T>(scale[size_t(c)]), b = Acc<T>(shift[size_t(c)]);
+      for (int64_t s = 0; s < l.S; ++s) y[nc * l.S + s] = T(Acc<T>(x[nc * l.S + s]) * a + b);
+    }
+  });
+}
+
+template <class T>
+void batch_norm_backward_kernel(const T* x, const T* g, const ChannelLayout& l, const std::vector<double>& mean,
+                                const std::vector<double>& rstd, const std::vector<double>& w, bool training, T* dx,
+                                std::vector<double>& dw, std::vector<double>& db) {
+  parallel_for(0, l.C, grain_for(3 * l.count()), [&](int64_t lo, int64_t hi) {
+    for (int64_t c = lo; c < hi; ++c) {
+      const double m = mean[size_t(c)], r = rstd[size_t(c)];
+      double sum_g = 0, sum_g_xhat = 0;
+      for (int64_t n = 0; n < l.N; ++n)
+        for (int64_t s = 0; s < l.S; ++s) {
+          const int64_t k = (n * l.C + c) * l.S + s;
+          const double gv = double(Acc<T>(g[k]));
+          sum_g += gv;
+          sum_g_xhat += gv * (double(Acc<T>(x[k])) - m) * r;
+        }
+      dw[size_t(c)] = sum_g_xhat;
+      db[size_t(c)] = sum_g;
+      if (dx == nullptr) continue;
+      const double M = double(l.count()), wc = w[size_t(c)];
+      for (int64_t n = 0; n < l.N; ++n)
+        for (int64_t s = 0; s < l.S; ++s) {
+          const int64_t k = (n * l.C + c) * l.S + s;
+          const double gv = double(Acc<T>(g[k]));
+          const double xhat = (double(Acc<T>(x[k])) - m) * r;
+          const double value = training ? math::Normalization::input_grad(wc, r, M, gv, xhat, sum_g, sum_g_xhat)
+                                        : gv * wc * r;
+          dx[k] = T(Acc<T>(value));
+        }
+    }
+  });
+}
+
+template <class T>
+void layer_norm_forward_kernel(const T* x, T* y, int64_t rows, int64_t D, double eps, const std::vector<double>& w,
+                               const std::vector<double>& b, std::vector<double>& mean, std::vector<double>& rstd) {
+  parallel_for(0, rows, grain_for(8 * D), [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const T* row = x + r * D;
+      double total = 0, squares = 0;
+      for (int64_t j = 0; j < D; ++j) total += double(Acc<T>(row[j]));
+      const double m = total / double(D);
+      for (int64_t j = 0; j < D; ++j) squares += (double(Acc<T>(row[j])) - m) * (double(Acc<T>(row[j])) - m);
+      const double rs = math::Normalization::rstd(squares / double(D), eps);
+      mean[size_t(r)] = m;
+      rstd[size_t(r)] = rs;
+      for (int64_t j = 0; j < D; ++j)
+        y[r * D + j] = T(Acc<T>((double(Acc<T>(row[j])) - m) * rs * w[size_t(j)] + b[size_t(j)]));
+    }
+  });
+}
+
+constexpr int64_t kRowsPerPartial = 64;  // fixed: dw/db partial sums do not depend on thread count
+
+template <class T>
+void layer_norm_backward_kernel(const T* x, const T* g, int64_t rows, int64_t D, const std::vector<double>& w,
+                                const std::vector<double>& mean, const std::vector<double>& rstd, T* dx,
+                                std::vector<double>& dw, std::vector<double>& db) {
+  const int64_t parts = (rows + kRowsPerPartial - 1) / kRowsPerPartial;
+  std::vector<std::vector<double>> pw(static_cast<size_t>(parts), std::vector<double>(static_cast<size_t>(D)));
+  std::vector<std::vector<double>> pb = pw;
+  parallel_chunks(rows, kRowsPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const double m = mean[size_t(r)], rs = rstd[size_t(r)];
+      double sum_gh = 0, sum_gh_xhat = 0;
+      for (int64_t j = 0; j < D; ++j) {
+        const double gv = double(Acc<T>(g[r * D + j])), xhat = (double(Acc<T>(x[r * D + j])) - m) * rs;
+        sum_gh += gv * w[size_t(j)];
+        sum_gh_xhat += gv * w[size_t(j)] * xhat;
+        pw[size_t(part)][size_t(j)] += gv * xhat;
+        pb[size_t(part)][size_t(j)] += gv;
+      }
+      for (int64_t j = 0; j < D; ++j) {
+        const double gv = double(Acc<T>(g[r * D + j])), xhat = (double(Acc<T>(x[r * D + j])) - m) * rs;
+        dx[r * D + j] = T(Acc<T>(math::Normalization::input_grad(1.0, rs, double(D), gv * w[size_t(j)], xhat, sum_gh, sum_gh_xhat)));
+      }
+    }
+  });
+  for (int64_t part = 0; part < parts; ++part)
+    for (int64_t j = 0; j < D; ++j) dw[size_t(j)] += pw[size_t(part)][size_t(j)], db[size_t(j)] += pb[size_t(part)][size_t(j)];
+}
+
+
+// The weight's values as doubles (1 without a weight), the dtype the parameter gradients take.
+std::vector<double> weight_values(const Tensor& weight, int64_t n) { return values_or(weight, n, 1.0); }
+DType parameter_dtype(const Tensor& weight) { return weight.defined() ? weight.dtype() : TensorOptions{}.dtype; }
+
+}  // namespace
+
+// ---- batch_norm ------------------------------------------------------------------------------------
+
+Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                          const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats) {
+  if (x.device().is_cuda()) {
+    Tensor out = cuda_kernels::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps,
+                                                  stats.mean_t, stats.rstd_t);
+    if (training)  // the kernel wrote the running statistics in place
+      for (const Tensor* t : {&running_mean, &running_var})
+        if (t->defined()) t->impl()->storage->bump_version();
+    return out;
+  }
+  const int64_t C = x.shape()[1];
+  int64_t spatial = 1;
+  for (int d = 2; d < x.dim(); ++d) spatial *= x.shape()[d];
+  const ChannelLayout l{x.shape()[0], C, spatial};
+  std::vector<double> mean(static_cast<size_t>(C)), var(static_cast<size_t>(C));
+  if (training) {
+    visit_floating(x.dtype(), "batch_norm", [&]<class T> { channel_stats<T>(x.data_ptr<T>(), l, mean, var); });
+    // The running statistics are buffers, updated in place.
+    const double unbiased = double(l.count()) / double(l.count() - 1);
+    const auto update = [&](const Tensor& running, const std::vector<double>& batch, double factor) {
+      if (!running.defined()) return;
+      std::vector<double> r = running.to_vector<double>();
+      for (int64_t c = 0; c < C; ++c) r[size_t(c)] = (1 - momentum) * r[size_t(c)] + momentum * batch[size_t(c)] * factor;
+      detail::copy_into(running, vector_tensor(r, running.dtype(), x.device()));
+      running.impl()->storage->bump_version();
+    };
+    update(running_mean, mean, 1.0);
+    update(running_var, var, unbiased);
+  } else {
+    mean = running_mean.to_vector<double>();
+    var = running_var.to_vector<double>();
+  }
+  const std::vector<double> w = weight_values(weight, C), b = values_or(bias, C, 0.0);
+  std::vector<double> rstd(static_cast<size_t>(C)), scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
+  for (int64_t c = 0; c < C; ++c) {
+    rstd[size_t(c)] = math::Normalization::rstd(var[size_t(c)], eps);
+    scale[size_t(c)] = w[size_t(c)] * rstd[size_t(c)];
+    shift[size_t(c)] = b[size_t(c)] - mean[size_t(c)] * scale[size_t(c)];
+  }
+  Tensor out = empty(x.shape(), x.options());
+  visit_floating(x.dtype(), "batch_norm", [&]<class T> { channel_affine<T>(x.data_ptr<T>(), out.data_ptr<T>(), l, scale, shift); });
+  stats.mean = std::move(mean);
+  stats.rstd = std::move(rstd);
+  return out;
+}
+
+NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
+                                  bool training) {
+  NormGradients out;
+  if (x.device().is_cuda()) {
+    cuda_kernels::batch_norm_backward(x, grad, weight, stats.mean_t, stats.rstd_t, training, out.dx, out.dw, out.db);
+    return out;
+  }
+  const int64_t C = x.shape()[1];
+  int64_t spatial = 1;
+  for (int d = 2; d < x.dim(); ++d) spatial *= x.shape()[d];
+  const ChannelLayout l{x.shape()[0], C, spatial};
+  const std::vector<double> w = weight_values(weight, C);
+  out.dx = empty(x.shape(), x.options());
+  std::vector<double> dw(static_cast<size_t>(C)), db(static_cast<size_t>(C));
+  visit_floating(x.dtype(), "batch_norm", [&]<class T> {
+    batch_norm_backward_kernel<T>(x.data_ptr<T>(), grad.data_ptr<T>(), l, stats.mean, stats.rstd, w, training,
+                                  out.dx.data_ptr<T>(), dw, db);
+  });
+  out.dw = vector_tensor(dw, parameter_dtype(weight), x.device());
+  out.db = vector_tensor(db, parameter_dtype(weight), x.device());
+  return out;
+}
+
+// ---- layer_norm ------------------------------------------------------------------------------------
+
+Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t D, double eps,
+                          NormStatistics& stats) {
+  if (x.device().is_cuda()) return cuda_kernels::layer_norm_forward(x, weight, bias, rows, D, eps, stats.mean_t, stats.rstd_t);
+  const std::vector<double> w = weight_values(weight, D);
+  const std::vector<double> b = values_or(bias, D, 0.0);
+  stats.mean.assign(static_cast<size_t>(rows), 0.0);
+  stats.rstd.assign(static_cast<size_t>(rows), 0.0);
+  Tensor out = empty(x.shape(), x.options());
+  visit_floating(x.dtype(), "layer_norm", [&]<class T> {
+    layer_norm_forward_kernel<T>(x.data_ptr<T>(), out.data_ptr<T>(), rows, D, eps, w, b, stats.mean, stats.rstd);
+  });
+  return out;
+}
+
+NormGradients layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
+                                  int64_t rows, int64_t D) {
+  NormGradients out;
+  if (x.device().is_cuda()) {
+    cuda_kernels::layer_norm_backward(x, grad, weight, stats.mean_t, stats.rstd_t, rows, D, out.dx, out.dw, out.db);
+    return out;
+  }
+  const std::vector<double> w = weight_values(weight, D);
+  out.dx = empty(x.shape(), x.options());
+  std::vector<double> dw(static_cast<size_t>(D)), db(static_cast<size_t>(D));
+  visit_floating(x.dtype(), "layer_norm", [&]<class T> {
+    layer_norm_backward_kernel<T>(x.data_ptr<T>(), grad.data_ptr<T>(), rows, D, w, stats.mean, stats.rstd,
+                                  out.dx.data_ptr<T>(), dw, db);
+  });
+  out.dw = vector_tensor(dw, parameter_dtype(weight), x.device());
+  out.db = vector_tensor(db, parameter_dtype(weight), x.device());
+  return out;
+}
+
+}  // namespace hg::kernels

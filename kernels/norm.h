@@ -1,0 +1,38 @@
+// The normalisation kernels: batch_norm and layer_norm, forward and backward, on the input's
+// device. The CPU loops run the formulas of kernels/math/norm.h (shared with the CUDA kernels) and
+// compute the statistics in double (two passes: the mean, then squared deviations) whatever the
+// input dtype; the output keeps the input dtype, so f16 activations stay f16 under autocast.
+#pragma once
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace hg::kernels {
+
+// What a forward keeps for its backward: each group's mean and 1/std -- f64 host vectors on the
+// CPU, f32 tensors on a GPU (so training never waits for the device).
+struct NormStatistics {
+  std::vector<double> mean, rstd;  // CPU
+  Tensor mean_t, rstd_t;           // CUDA
+};
+
+// dx in x's dtype; dw and db in the weight's dtype (f32 without a weight), flat.
+struct NormGradients {
+  Tensor dx, dw, db;
+};
+
+// x contiguous (N, C, ...), per-channel tensors defined or not. Training computes the batch
+// statistics and updates the running ones in place (unbiased variance, like PyTorch);
+// evaluation reads the running ones.
+Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
+                          const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats);
+NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
+                                  bool training);
+
+// x contiguous, viewed as (rows, D); weight and bias hold D values (or are undefined).
+Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t D, double eps,
+                          NormStatistics& stats);
+NormGradients layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
+                                  int64_t rows, int64_t D);
+
+}  // namespace hg::kernels
