@@ -135,15 +135,24 @@ thread_local OutputObserver* t_output_observer = nullptr;
 
 OutputObserver* set_output_observer(OutputObserver* observer) { return std::exchange(t_output_observer, observer); }
 
-void record(std::string name, Tensor& output, const std::vector<Tensor>& inputs, Node::Backward backward) {
-  if (t_output_observer != nullptr) t_output_observer->on_output(name, output);
-  if (!needs_grad(inputs)) return;
+namespace {
+// The node of one recorded op: an edge per input, the creation trace in anomaly mode.
+template <class Backward, class Outputs>
+std::shared_ptr<Node> make_node(std::string name, const std::vector<Tensor>& inputs, Backward backward,
+                                const Outputs& outputs) {
   std::vector<Edge> next;
   next.reserve(inputs.size());
   for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
-  auto node = std::make_shared<Node>(std::move(name), std::move(next), std::move(backward), output);
+  auto node = std::make_shared<Node>(std::move(name), std::move(next), std::move(backward), outputs);
   if (AnomalyMode::is_enabled()) node->set_creation_trace(detail::capture_creation_trace());
-  output.impl()->grad_fn = std::move(node);
+  return node;
+}
+}  // namespace
+
+void record(std::string name, Tensor& output, const std::vector<Tensor>& inputs, Node::Backward backward) {
+  if (t_output_observer != nullptr) t_output_observer->on_output(name, output);
+  if (!needs_grad(inputs)) return;
+  output.impl()->grad_fn = make_node(std::move(name), inputs, std::move(backward), output);
   output.impl()->output_nr = 0;
   output.impl()->requires_grad = true;
 }
@@ -152,11 +161,7 @@ void record(std::string name, std::vector<Tensor>& outputs, const std::vector<Te
             Node::MultiBackward backward) {
   if (t_output_observer != nullptr && !outputs.empty()) t_output_observer->on_output(name, outputs[0]);
   if (!needs_grad(inputs)) return;
-  std::vector<Edge> next;
-  next.reserve(inputs.size());
-  for (const Tensor& t : inputs) next.push_back(gradient_edge(t));
-  auto node = std::make_shared<Node>(std::move(name), std::move(next), std::move(backward), outputs);
-  if (AnomalyMode::is_enabled()) node->set_creation_trace(detail::capture_creation_trace());
+  const std::shared_ptr<Node> node = make_node(std::move(name), inputs, std::move(backward), outputs);
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].defined() || !is_floating(outputs[i].dtype())) continue;
     outputs[i].impl()->grad_fn = node;

@@ -198,6 +198,12 @@ std::map<amp::Op, std::function<Tensor(hg::DType)>> one_call_per_op() {
       {Op::Embedding, [=](D d) { return hg::embedding(targets, w.to(d)); }},
   };
 }
+
+// The first report row (PrecisionReport's or ShadowCheck's) named op, or rows.end().
+template <class Rows>
+auto row_named(const Rows& rows, const std::string& op) {
+  return std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.op == op; });
+}
 }  // namespace
 
 // Every row of the op table, from the table: under autocast each op computes in the dtype its
@@ -227,8 +233,7 @@ TEST_CASE("amp.op_table.every_op_runs_and_reports_as_its_row_says") {
         const hg::DType computed = row.op == amp::Op::BatchNorm ? hg::promote_types(compute, hg::f32) : compute;
         const hg::DType expected = amp::output_dtype(row.output, computed, compute);
         CHECK(dtype_of(out) == hg::dtype_name(expected));
-        const auto it = std::find_if(report.rows().begin(), report.rows().end(),
-                                     [&](const amp::PrecisionReport::Row& r) { return r.op == op; });
+        const auto it = row_named(report.rows(), op);
         REQUIRE_MESSAGE(it != report.rows().end(), "no PrecisionReport row named '", op, "'");
         CHECK(it->policy == amp::policy_name(row.policy));
         CHECK(it->compute == computed);
@@ -248,7 +253,7 @@ TEST_CASE("amp.op_table.shadow_check_sees_every_op_under_its_table_name") {
     amp::ShadowCheck check(hg::bf16);
     check.run([&] { return calls.at(row.op)(hg::f32); });
     const auto& rows = check.report().rows();
-    const auto it = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.op == op; });
+    const auto it = row_named(rows, op);
     REQUIRE(it != rows.end());
     // No output node of their own, so nothing to compare: argmax (not differentiable) and
     // mse_loss (composed of sub, pow and mean, each compared in its own row).
