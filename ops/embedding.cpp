@@ -6,7 +6,6 @@
 #include "autograd/node.h"
 #include "kernels/embedding.h"
 #include "ops/elementwise.h"
-#include "ops/shape.h"
 
 namespace hg {
 

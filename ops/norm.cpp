@@ -6,7 +6,6 @@
 #include "autograd/node.h"
 #include "kernels/norm.h"
 #include "ops/elementwise.h"  // check_same_device
-#include "ops/shape.h"
 
 namespace hg {
 
