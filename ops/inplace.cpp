@@ -2,16 +2,12 @@
 // accumulation and initialisation, so autograd does not record them: on a tensor that requires
 // grad they are an error while grad mode is on (wrap them in NoGradGuard). Each bumps the
 // storage's version counter, which is how backward notices a saved tensor was overwritten.
-#include <cstring>
-
 #include "autograd/grad_mode.h"
-#include "core/convert.h"
 #include "core/copy.h"
-#include "core/cuda/cuda_copy.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "ops/elementwise.h"
 #include "kernels/cpu/elementwise_loop.h"
+#include "kernels/fill.h"
 #include "kernels/math/elementwise.h"
+#include "ops/elementwise.h"
 
 namespace hg {
 
@@ -21,28 +17,11 @@ void check_writable(const Tensor& t, std::string_view op) {
            "grad (shape ", t.shape(), "); wrap it in hg::NoGradGuard, or use the out-of-place op");
 }
 
-// A 0-d tensor holding `value` converted to `dtype`, on `device`.
-Tensor scalar_tensor(double value, DType dtype, Device device) {
-  Tensor s = empty({}, {.dtype = dtype});
-  visit_dtype(dtype, [&]<class T> { *s.data_ptr<T>() = detail::convert_value<T>(value); });
-  return s.to(device);
-}
 }  // namespace
 
 Tensor& Tensor::fill_(double value) {
   check_writable(*this, "fill_");
-  if (device().is_cuda()) {
-    // The value travels as a kernel argument (its bytes in the tensor's dtype), not through a
-    // host->device copy: a copy from host memory would wait for every kernel queued before it.
-    uint64_t bits = 0;
-    visit_dtype(dtype(), [&]<class T> {
-      const T converted = detail::convert_value<T>(value);
-      std::memcpy(&bits, &converted, sizeof(T));
-    });
-    cuda_kernels::fill(*this, bits);
-  } else {
-    detail::copy_into(*this, scalar_tensor(value, dtype(), device()));
-  }
+  kernels::fill(*this, value);
   impl()->storage->bump_version();
   return *this;
 }

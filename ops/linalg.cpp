@@ -1,18 +1,15 @@
-// matmul and linear: shape checks, batching and broadcasting around the GEMM of kernels/cpu/gemm.h
-// (kernels/cuda/gemm.cpp sends the same calls to cuBLASLt). Backwards are matmuls of the gradient
+// matmul and linear: shape checks, batching and broadcasting around the GEMM kernels of
+// kernels/matmul.h (the packed CPU GEMM, or cuBLASLt on a GPU). Backwards are matmuls of the gradient
 // with transposed views of the saved operands (no copies).
 #include "ops/linalg.h"
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
-#include "core/parallel.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "ops/elementwise.h"
 #include "kernels/cpu/elementwise_loop.h"
-#include "kernels/cpu/gemm.h"
 #include "kernels/math/activation.h"
+#include "kernels/matmul.h"
+#include "ops/elementwise.h"
 #include "ops/reduce.h"
-#include "ops/shape.h"
 
 namespace hg {
 
@@ -30,34 +27,7 @@ std::string dims_text(const Tensor& t) {
   return s;
 }
 
-// A GEMM operand: `t` itself when its rows or columns are contiguous, else a contiguous copy.
-Tensor gemm_operand(const Tensor& t) {
-  const int n = t.dim();
-  return kernels::cpu::gemm_ready(t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]) ? t
-                                                                                                         : t.contiguous();
-}
-
-// out[b] = a[b] @ b[b] for every batch b (a size-1 or missing batch dim broadcasts).
-void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const int64_t batches = out.dim() == 3 ? out.shape()[0] : 1;
-  const int64_t M = out.shape()[out.dim() - 2], N = out.shape()[out.dim() - 1];
-  const int64_t K = a.shape()[a.dim() - 1];
-  const auto view_of = [](const Tensor& t, int64_t batch) {
-    const int n = t.dim();
-    const bool batched = n == 3 && t.shape()[0] > 1;
-    const char* base = static_cast<const char*>(t.raw_data()) +
-                       (batched ? batch * t.strides()[0] * int64_t(element_size(t.dtype())) : 0);
-    return kernels::cpu::matrix_view(base, t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]);
-  };
-  if (out.device().is_cuda()) return cuda_kernels::batched_gemm(a, b, out);
-  const int64_t out_step = M * N * int64_t(element_size(out.dtype()));
-  // NOTE: small matrices run one batch per thread; large ones let Eigen use the threads inside.
-  const int64_t grain = M * N * K >= (int64_t(1) << 21) ? batches : 1;
-  parallel_for(0, batches, grain, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i)
-      kernels::cpu::gemm(out.dtype(), view_of(a, i), view_of(b, i), static_cast<char*>(out.raw_data()) + i * out_step, false);
-  });
-}
+using kernels::gemm_operand;
 
 }  // namespace
 
@@ -100,7 +70,7 @@ Tensor matmul_prepared(const Tensor& a0, const Tensor& b0) {
   // that must give 0, not garbage.
   const bool empty_sum = a.shape()[a.dim() - 1] == 0;
   Tensor out = empty_sum ? zeros(shape, a.options()) : empty(shape, a.options());
-  if (out.numel() > 0 && !empty_sum) batched_gemm(a, b, out);
+  if (out.numel() > 0 && !empty_sum) kernels::batched_gemm(a, b, out);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   record("matmul", out, {a, b},
          [sa = SavedTensor(need_b ? a : Tensor(), "matmul"), sb = SavedTensor(need_a ? b : Tensor(), "matmul"),
@@ -138,23 +108,9 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Linear
   int64_t rows = 1;  // the product of the leading dims (not numel / in: in may be 0)
   for (int d = 0; d + 1 < x.dim(); ++d) rows *= x.shape()[d];
   const Tensor x2 = gemm_operand(x.reshape({rows, in}));
-  const Tensor wt = gemm_operand(w.t());
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  // A fresh output (never a view of the bias). The CPU GEMM accumulates onto the broadcast bias
-  // or overwrites (no bias); cuBLASLt adds the bias in its epilogue, overwriting the output. Only
-  // in_features == 0 (an empty sum) needs zeros first.
-  const bool fused_on_gpu = x.device().is_cuda() && in > 0;
-  Tensor out = in > 0 ? empty({rows, out_features}, x.options()) : zeros({rows, out_features}, x.options());
-  if (b.defined() && !fused_on_gpu) out.copy_(expand(b.detach(), {rows, out_features}));
-  if (out.numel() > 0 && in > 0) {
-    if (fused_on_gpu) {
-      cuda_kernels::linear_forward(x2, w, b, out);
-    } else {
-      kernels::cpu::gemm(dtype, kernels::cpu::matrix_view(x2), kernels::cpu::matrix_view(wt), out.raw_data(),
-                         /*accumulate=*/b.defined());
-    }
-  }
+  Tensor out = kernels::linear(x2, w, b);  // a fresh output, never a view of the bias
   // The epilogue: y = relu(y) in place, with relu's own functor on both devices, so NaN stays NaN
   // everywhere. NOTE: not cuBLASLt's RELU epilogue: it computes max(y, 0), which turns NaN into
   // 0 and would hide a diverged layer on the GPU only. The extra pass reads and writes y once.
@@ -169,18 +125,10 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Linear
            if (sy.defined())  // relu's derivative: the gradient passes where the output is positive
              g2 = detail::map_to_new<2>(g2.shape(), {sy.get().reshape({rows, out_features}), g2},
                                         math::BackwardFromInput<math::Relu>{});
-           Tensor gx, gw, gb;
+           Tensor gx;
            if (sw.defined()) gx = matmul(g2, sw.get()).reshape(x_shape);
-           bool bias_done = false;
-           if (sx.defined() && g2.device().is_cuda() && g2.is_contiguous()) {
-             // One cuBLASLt call: the weight gradient, and the bias gradient in its BGRADB epilogue.
-             gw = empty({out_features, sx.get().shape()[1]}, sx.get().options());
-             if (need_bias) gb = empty({out_features}, g2.options());
-             bias_done = cuda_kernels::linear_weight_grad(g2, sx.get(), gw, need_bias ? gb : Tensor()) && need_bias;
-           } else if (sx.defined()) {
-             gw = matmul(g2.t(), sx.get());
-           }
-           if (need_bias && !bias_done) gb = sum(g2, {0});
+           if (!sx.defined()) return {gx, Tensor(), need_bias ? sum(g2, {0}) : Tensor()};
+           auto [gw, gb] = kernels::linear_weight_grads(g2, sx.get(), need_bias);
            return {gx, gw, gb};
          });
   return out;

@@ -1,240 +1,46 @@
-// max_pool2d and avg_pool2d (no padding). One task per (n, c) plane. max_pool2d remembers, per
-// output, which element of its window was the maximum: a u8 index tensor (1 byte per output,
-// instead of saving the input, or PyTorch's 8-byte plane indices) that the backward uses to
-// route the gradient; avg_pool2d spreads each gradient evenly over its window.
+// max_pool2d and avg_pool2d (no padding): checks, autocast, the kernels of kernels/pool.h and
+// one autograd node each. max_pool2d saves only the u8 window index of each maximum.
 #include "ops/pool.h"
-
-#include <algorithm>
-#include <cmath>
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
-#include "core/parallel.h"
-#include "kernels/cpu/pool.h"
-#include "kernels/math/pool.h"
-#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/pool.h"
 
 namespace hg {
 
 using autograd::record;
 using autograd::SavedTensor;
 
-namespace detail {
-struct PoolGeometry {
-  int64_t planes, H, W, OH, OW, kernel, stride;
-};
-}  // namespace detail
-
 namespace {
 
-using detail::PoolGeometry;
-
-PoolGeometry check_pool(const char* op, const Tensor& x, int kernel, int stride) {
+void check_pool(const char* op, const Tensor& x, int kernel, int stride) {
   HG_CHECK(x.dim() == 4, op, ": input must be 4-D (N, C, H, W), got ", x.shape());
   HG_CHECK(is_floating(x.dtype()), op, ": expected a floating tensor, got ", x.dtype());
   HG_CHECK(kernel >= 1 && stride >= 1, op, ": kernel and stride must be >= 1, got ", kernel, " and ", stride);
   HG_CHECK(kernel <= 16, op, ": kernels larger than 16x16 are not supported (got ", kernel, ")");
   const int64_t H = x.shape()[2], W = x.shape()[3];
   HG_CHECK(H >= kernel && W >= kernel, op, ": input ", H, "x", W, " is smaller than the ", kernel, "x", kernel, " window");
-  return {x.shape()[0] * x.shape()[1], H, W, (H - kernel) / stride + 1, (W - kernel) / stride + 1, kernel, stride};
-}
-
-// ---- kernels --------------------------------------------------------------------------------------
-
-// Each output row is built window position by window position, across all its outputs at once:
-// the inner loop is a branch-free select over `OW` outputs that the compiler vectorises (the
-// common strides 1 and 2 are compile-time constants so the loads need no gathers).
-// NOTE: `at` is int32, not uint8: stores through a char type may alias anything, which would
-// force the compiler to reload every loop bound after each store (a 4x slower loop).
-template <class T, int kStride>
-void max_pool_row(const T* top, int64_t W, int64_t OW, int64_t kernel, int64_t stride_runtime, Acc<T>* __restrict best,
-                  int32_t* __restrict at) {
-  using A = Acc<T>;
-  const int64_t stride = kStride > 0 ? kStride : stride_runtime;
-  for (int64_t ow = 0; ow < OW; ++ow) best[ow] = A(top[ow * stride]), at[ow] = 0;
-  for (int64_t i = 0; i < kernel; ++i)
-    for (int64_t j = 0; j < kernel; ++j) {
-      if (i == 0 && j == 0) continue;
-      const T* row = top + i * W + j;
-      const int32_t index = int32_t(i * kernel + j);
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        const A v = A(row[ow * stride]), b = best[ow];
-        const bool take = math::max_pool_takes(b, v);
-        best[ow] = take ? v : b;
-        at[ow] = take ? index : at[ow];
-      }
-    }
-}
-
-// The 2x2, stride-2 pool of every CNN, with the SIMD row kernel of kernels/cpu/pool.h: both
-// rows of each window at once. 16-bit rows are widened, pooled and rounded back (exact: max
-// picks an input).
-template <class T>
-void max_pool_2x2(const T* x, T* y, uint8_t* where, const PoolGeometry& g, int64_t lo, int64_t hi) {
-  std::vector<float> rows(std::is_same_v<T, float> ? 0 : static_cast<size_t>(2 * g.W)),
-      out(std::is_same_v<T, float> ? 0 : static_cast<size_t>(g.OW));
-  for (int64_t p = lo; p < hi; ++p)
-    for (int64_t oh = 0; oh < g.OH; ++oh) {
-      const T* r0 = x + (p * g.H + 2 * oh) * g.W;
-      T* yo = y + (p * g.OH + oh) * g.OW;
-      uint8_t* wo = where + (p * g.OH + oh) * g.OW;
-      if constexpr (std::is_same_v<T, float>) {
-        kernels::cpu::max_pool_2x2_row(r0, r0 + g.W, yo, wo, g.OW);
-      } else {
-        convert_to_float(r0, rows.data(), size_t(2 * g.W));
-        kernels::cpu::max_pool_2x2_row(rows.data(), rows.data() + g.W, out.data(), wo, g.OW);
-        convert_from_float(out.data(), yo, size_t(g.OW));
-      }
-    }
-}
-
-template <class T>
-void max_pool_forward(const T* x, T* y, uint8_t* where, const PoolGeometry& g) {
-  using A = Acc<T>;
-  if constexpr (!std::is_same_v<T, double>) {  // (f64 takes the general path)
-    if (g.kernel == 2 && g.stride == 2) {
-      parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) { max_pool_2x2<T>(x, y, where, g, lo, hi); });
-      return;
-    }
-  }
-  parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
-    std::vector<A> best(static_cast<size_t>(g.OW));
-    std::vector<int32_t> at(static_cast<size_t>(g.OW));
-    for (int64_t p = lo; p < hi; ++p) {
-      const T* plane = x + p * g.H * g.W;
-      for (int64_t oh = 0; oh < g.OH; ++oh) {
-        const T* top = plane + oh * g.stride * g.W;
-        if (g.stride == 2) max_pool_row<T, 2>(top, g.W, g.OW, g.kernel, 2, best.data(), at.data());
-        else if (g.stride == 1) max_pool_row<T, 1>(top, g.W, g.OW, g.kernel, 1, best.data(), at.data());
-        else max_pool_row<T, 0>(top, g.W, g.OW, g.kernel, g.stride, best.data(), at.data());
-        const int64_t out = (p * g.OH + oh) * g.OW;
-        for (int64_t ow = 0; ow < g.OW; ++ow) y[out + ow] = T(best[size_t(ow)]), where[out + ow] = uint8_t(at[size_t(ow)]);
-      }
-    }
-  });
-}
-
-template <class T>
-void max_pool_backward(const T* grad, const uint8_t* where, T* dx, const PoolGeometry& g) {
-  using A = Acc<T>;
-  // Where each window index lands in the plane, relative to the window's corner: a table, not a
-  // division and a modulo per element.
-  std::vector<int64_t> offset(static_cast<size_t>(g.kernel * g.kernel));
-  for (int64_t at = 0; at < g.kernel * g.kernel; ++at) offset[size_t(at)] = at / g.kernel * g.W + at % g.kernel;
-  const int64_t out_plane = g.OH * g.OW, in_plane = g.H * g.W;
-  parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
-    std::vector<A> plane(static_cast<size_t>(in_plane)), widened(std::is_same_v<T, A> ? 0 : static_cast<size_t>(out_plane));
-    for (int64_t p = lo; p < hi; ++p) {
-      const A* g_p = nullptr;
-      if constexpr (std::is_same_v<T, A>) {
-        g_p = grad + p * out_plane;
-      } else {  // 16-bit: widened and rounded back in bulk (SIMD), not one value at a time
-        convert_to_float(grad + p * out_plane, widened.data(), size_t(out_plane));
-        g_p = widened.data();
-      }
-      const uint8_t* w_p = where + p * out_plane;
-      std::fill(plane.begin(), plane.end(), A(0));
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const int64_t out = oh * g.OW + ow;
-          plane[size_t(oh * g.stride * g.W + ow * g.stride + offset[w_p[out]])] += g_p[out];
-        }
-      if constexpr (std::is_same_v<T, A>) std::copy(plane.begin(), plane.end(), dx + p * in_plane);
-      else convert_from_float(plane.data(), dx + p * in_plane, size_t(in_plane));
-    }
-  });
-}
-
-template <class T>
-void avg_pool_forward(const T* x, T* y, const PoolGeometry& g) {
-  const Acc<T> inv = math::avg_pool_weight<Acc<T>>(g.kernel);
-  parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
-    for (int64_t p = lo; p < hi; ++p)
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          Acc<T> total = 0;
-          for (int64_t i = 0; i < g.kernel; ++i)
-            for (int64_t j = 0; j < g.kernel; ++j)
-              total += Acc<T>(x[p * g.H * g.W + (oh * g.stride + i) * g.W + ow * g.stride + j]);
-          y[(p * g.OH + oh) * g.OW + ow] = T(total * inv);
-        }
-  });
-}
-
-template <class T>
-void avg_pool_backward(const T* grad, T* dx, const PoolGeometry& g) {
-  const Acc<T> inv = math::avg_pool_weight<Acc<T>>(g.kernel);
-  parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
-    std::vector<Acc<T>> plane(static_cast<size_t>(g.H * g.W));
-    for (int64_t p = lo; p < hi; ++p) {
-      std::fill(plane.begin(), plane.end(), Acc<T>(0));
-      for (int64_t oh = 0; oh < g.OH; ++oh)
-        for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const Acc<T> share = Acc<T>(grad[(p * g.OH + oh) * g.OW + ow]) * inv;
-          for (int64_t i = 0; i < g.kernel; ++i)
-            for (int64_t j = 0; j < g.kernel; ++j) plane[size_t((oh * g.stride + i) * g.W + ow * g.stride + j)] += share;
-        }
-      for (int64_t k = 0; k < g.H * g.W; ++k) dx[p * g.H * g.W + k] = T(plane[size_t(k)]);
-    }
-  });
 }
 
 }  // namespace
 
-// ---- the ops --------------------------------------------------------------------------------------
-
 Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
   auto [x0] = amp::prepare(amp::Op::MaxPool2d, input);
-  const PoolGeometry g = check_pool("max_pool2d", x0, kernel, stride);
+  check_pool("max_pool2d", x0, kernel, stride);
   const Tensor x = x0.contiguous();
-  Tensor out = empty({x.shape()[0], x.shape()[1], g.OH, g.OW}, x.options());
-  Tensor where = empty(out.shape(), {.dtype = u8, .device = x.device()});
-  if (out.numel() > 0) {
-    if (x.device().is_cuda()) {
-      cuda_kernels::max_pool2d_forward(x, out, where, kernel, stride);
-    } else {
-      visit_floating(x.dtype(), "max_pool2d", [&]<class T> {
-        max_pool_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), where.data_ptr<uint8_t>(), g);
-      });
-    }
-  }
-  record("max_pool2d", out, {x}, [sw = SavedTensor(where, "max_pool2d"), shape = x.shape(), g, kernel, stride](const Tensor& grad_in)
-         -> std::vector<Tensor> {
-    const Tensor grad = grad_in.contiguous(), where = sw.get();
-    Tensor dx = empty(shape, grad.options());
-    if (dx.device().is_cuda()) {
-      cuda_kernels::max_pool2d_backward(grad, where, dx, kernel, stride);
-    } else {
-      visit_floating(grad.dtype(), "max_pool2d", [&]<class T> {
-        max_pool_backward<T>(grad.data_ptr<T>(), where.data_ptr<uint8_t>(), dx.data_ptr<T>(), g);
-      });
-    }
-    return {dx};
-  });
+  auto [out, where] = kernels::max_pool2d(x, kernel, stride);
+  record("max_pool2d", out, {x}, [sw = SavedTensor(where, "max_pool2d"), shape = x.shape(), kernel, stride](const Tensor& grad)
+         -> std::vector<Tensor> { return {kernels::max_pool2d_backward(grad.contiguous(), sw.get(), shape, kernel, stride)}; });
   return out;
 }
 
 Tensor avg_pool2d(const Tensor& input, int kernel, int stride) {
   auto [x0] = amp::prepare(amp::Op::AvgPool2d, input);
-  const PoolGeometry g = check_pool("avg_pool2d", x0, kernel, stride);
+  check_pool("avg_pool2d", x0, kernel, stride);
   const Tensor x = x0.contiguous();
-  Tensor out = empty({x.shape()[0], x.shape()[1], g.OH, g.OW}, x.options());
-  if (out.numel() > 0) {
-    if (x.device().is_cuda()) {
-      cuda_kernels::avg_pool2d_forward(x, out, kernel, stride);
-    } else {
-      visit_floating(x.dtype(), "avg_pool2d", [&]<class T> { avg_pool_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), g); });
-    }
-  }
-  record("avg_pool2d", out, {x}, [shape = x.shape(), g, kernel, stride](const Tensor& grad_in) -> std::vector<Tensor> {
-    const Tensor grad = grad_in.contiguous();
-    Tensor dx = empty(shape, grad.options());
-    if (dx.device().is_cuda()) {
-      cuda_kernels::avg_pool2d_backward(grad, dx, kernel, stride);
-    } else {
-      visit_floating(grad.dtype(), "avg_pool2d", [&]<class T> { avg_pool_backward<T>(grad.data_ptr<T>(), dx.data_ptr<T>(), g); });
-    }
-    return {dx};
+  Tensor out = kernels::avg_pool2d(x, kernel, stride);
+  record("avg_pool2d", out, {x}, [shape = x.shape(), kernel, stride](const Tensor& grad) -> std::vector<Tensor> {
+    return {kernels::avg_pool2d_backward(grad.contiguous(), shape, kernel, stride)};
   });
   return out;
 }

@@ -1,5 +1,5 @@
 // CUDA cross_entropy: one warp per row of logits (N, C), running the row formulas of
-// kernels/math/cross_entropy.h (the CPU loops in ops/loss.cpp run the same), in double. The mean over the valid rows is a second, one-block kernel
+// kernels/math/cross_entropy.h (the CPU loops in kernels/cross_entropy.cpp run the same), in double. The mean over the valid rows is a second, one-block kernel
 // that sums the row losses in a fixed order (deterministic) and counts the valid rows on the
 // device; the backward reads that count and the incoming gradient from device memory, so neither
 // direction waits for the GPU. Targets are checked here, not on the host: a target outside [0, C)

@@ -1,5 +1,5 @@
-// CUDA max_pool2d and avg_pool2d (no padding), the twins of ops/pool.cpp on contiguous NCHW
-// tensors. The forwards give each output its own thread. The backwards give each *input* element
+// CUDA max_pool2d and avg_pool2d (no padding), the device side of kernels/pool.h on contiguous
+// NCHW tensors. The forwards give each output its own thread. The backwards give each *input* element
 // its own thread, which gathers from the windows that contain it (in the CPU's window order), so
 // overlapping windows (stride < kernel) need no atomics and the result is deterministic -- and
 // bitwise the CPU's, which adds the same values in the same order.
@@ -18,10 +18,7 @@ using cuda_detail::to_acc;
 
 // ---- math -----------------------------------------------------------------------------------------
 
-struct PoolGeometry {
-  int64_t planes, H, W, OH, OW;
-  int kernel, stride;
-};
+using math::PoolGeometry;
 
 // The windows that contain row (or column) h: oh in [first, last], those with
 // oh * stride <= h < oh * stride + kernel, clipped to [0, OH).
@@ -29,7 +26,7 @@ struct WindowRange {
   int64_t first, last;
 };
 
-__device__ __forceinline__ WindowRange windows_containing(int64_t h, int64_t OH, int kernel, int stride) {
+__device__ __forceinline__ WindowRange windows_containing(int64_t h, int64_t OH, int64_t kernel, int64_t stride) {
   const int64_t first = h < kernel ? 0 : (h - kernel) / stride + 1;
   const int64_t last = min(h / stride, OH - 1);
   return {first, last};
@@ -125,8 +122,8 @@ __global__ void avg_pool_backward_kernel(const T* grad, T* dx, PoolGeometry g) {
 PoolGeometry geometry(const Tensor& input, const Tensor& output, int kernel, int stride) {
   HG_CHECK(input.dim() == 4 && output.dim() == 4 && input.is_contiguous() && output.is_contiguous(),
            "pool2d: expected contiguous 4-D tensors, got ", input.shape(), " and ", output.shape());
-  return {input.shape()[0] * input.shape()[1], input.shape()[2], input.shape()[3], output.shape()[2], output.shape()[3],
-          kernel, stride};
+  const Shape& x = input.shape();
+  return math::pool_geometry(x[0], x[1], x[2], x[3], kernel, stride);
 }
 
 // The four entry points differ only in their kernel: check the device, skip empty work, launch

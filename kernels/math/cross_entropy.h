@@ -1,5 +1,5 @@
 // cross_entropy's per-row formulas (fused log-softmax + negative log-likelihood with label
-// smoothing), the one definition the CPU loops (ops/loss.cpp) and the CUDA kernels
+// smoothing), the one definition the CPU loops (kernels/cross_entropy.cpp) and the CUDA kernels
 // (kernels/cuda/loss.cu) both run. For a row x of C logits with target t and smoothing eps:
 //   lse  = max + log sum exp(x - max)                       (max-subtracted: exp() <= 1)
 //   loss = (1 - eps) * (lse - x[t]) + eps * (lse - mean(x))

@@ -1,9 +1,21 @@
-// The pooling windows' rules, the one definition the CPU loops (ops/pool.cpp, kernels/cpu/pool.cpp)
-// and the CUDA kernels (kernels/cuda/pool.cu) both run.
+// The pooling windows' geometry and rules, the one definition the CPU loops (kernels/pool.cpp,
+// kernels/cpu/pool.cpp) and the CUDA kernels (kernels/cuda/pool.cu) both run.
 #pragma once
+#include <cstdint>
+
 #include "kernels/math/common.h"
 
 namespace hg::math {
+
+// One pooling without padding: planes = N * C, input H x W, output OH x OW with
+// OH = (H - kernel) / stride + 1 (the same for W).
+struct PoolGeometry {
+  int64_t planes, H, W, OH, OW, kernel, stride;
+};
+
+inline PoolGeometry pool_geometry(int64_t N, int64_t C, int64_t H, int64_t W, int kernel, int stride) {
+  return {N * C, H, W, (H - kernel) / stride + 1, (W - kernel) / stride + 1, kernel, stride};
+}
 
 // max_pool2d scans a window in order and keeps the best value and its index: value v replaces
 // the best b if larger or NaN (v != v only for NaN), and once the best is NaN (b != b) nothing

@@ -1,0 +1,370 @@
+// The conv2d kernels. On the CPU: im2col + GEMM, one image per task. im2col lays the receptive field of
+// every output pixel out as a column, so the convolution of one image is a single GEMM:
+//
+//   out_n (O, OH*OW) = W (O, C*kh*kw) @ cols_n (C*kh*kw, OH*OW)   (+ bias per row)
+//
+// One image's columns (a few hundred KB at most for hg-train's CNN) stay in L2 while the GEMM
+// reads them, and the result is written straight into the output tensor.
+// Backward: dcols = W^T @ g_n, scattered back to the image (col2im); dW = sum_n g_n @ cols_n^T,
+// recomputing cols_n instead of saving it (memory); db = sum of g over n, h, w. 16-bit tensors
+// are widened to f32 as they are laid out, so the GEMM always runs in f32.
+// On a GPU, cuDNN (kernels/cuda/conv.cpp).
+#include "kernels/conv.h"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "core/parallel.h"
+#include "kernels/cpu/col2im.h"
+#include "kernels/cpu/elementwise_loop.h"
+#include "kernels/cpu/gemm.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/math/activation.h"
+
+namespace hg::kernels {
+
+namespace {
+
+using detail::sum_as_double;
+
+// Images per partial sum of dW and db: fixed, so the result does not depend on the thread count.
+constexpr int64_t kImagesPerPartial = 8;
+
+// ---- geometry ------------------------------------------------------------------------------------
+
+// Division rounding down / up (C++ rounds toward zero, wrong for negative numerators).
+int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+// The output columns ow whose input column iw = ow*stride - pad + j lies inside the image, for
+// kernel column j: [begin, end). The rest read the zero padding.
+struct ValidColumns {
+  int64_t begin, end;
+};
+ValidColumns valid_columns(const ConvGeometry& g, int64_t j) {
+  const int64_t begin = std::clamp<int64_t>(ceil_div(g.pad - j, g.stride), 0, g.OW);
+  const int64_t end = std::clamp<int64_t>(floor_div(g.W - 1 + g.pad - j, g.stride) + 1, begin, g.OW);
+  return {begin, end};
+}
+
+// Calls f(c, i, j, tap) for every row of the column matrix: input channel c and kernel tap
+// (i, j), the row's index `tap`.
+template <class F>
+void for_each_tap(const ConvGeometry& g, F&& f) {
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t i = 0; i < g.kh; ++i)
+      for (int64_t j = 0; j < g.kw; ++j) f(c, i, j, (c * g.kh + i) * g.kw + j);
+}
+
+// ---- stride-1 layout kernels ---------------------------------------------------------------------
+//
+// With stride 1, the im2col row of tap (i, j) at output row oh is the zero-padded input row
+// oh + i read from column j on: a plain copy once the image is padded. Each run is copied in
+// whole 64-byte blocks (one vector move each, no masks or scalar edges); a block's excess lands
+// in the next run, which is written after it, or in the slack at the end of the buffers.
+// col2im with stride 1 is a SIMD kernel per CPU level (kernels/cpu/col2im.h).
+
+constexpr int64_t kCopyBlock = 64;  // bytes
+
+// Extra elements after an im2col buffer for the block copies.
+template <class S>
+constexpr int64_t kColumnSlack = kCopyBlock / int64_t(sizeof(S));
+
+// The padded image holds the column type S: 16-bit inputs are widened once per image here.
+template <class T, class S>
+void im2col_stride1(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vector<S>& padded) {
+  const int64_t Hp = g.H + 2 * g.pad, Wp = g.W + 2 * g.pad, block = kColumnSlack<S>;
+  padded.assign(static_cast<size_t>(g.C * Hp * Wp + block), S(0));
+  for (int64_t c = 0; c < g.C; ++c)
+    for (int64_t h = 0; h < g.H; ++h) {
+      const T* src = x + (c * g.H + h) * g.W;
+      S* dst = padded.data() + (c * Hp + h + g.pad) * Wp + g.pad;
+      if constexpr (std::is_same_v<T, S>) std::copy_n(src, g.W, dst);
+      else convert_to_float(src, dst, size_t(g.W));
+    }
+  const int64_t blocks = (g.OW + block - 1) / block;
+  for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const S* src = padded.data() + (c * Hp + oh + i) * Wp + j;
+      S* dst = cols + tap * pitch + oh * g.OW;
+      for (int64_t b = 0; b < blocks; ++b) std::memcpy(dst + b * block, src + b * block, kCopyBlock);
+    }
+  });
+}
+
+
+// ---- im2col and col2im --------------------------------------------------------------------------
+
+// Image x (C, H, W) -> columns (C*kh*kw rows, OH*OW columns) at `cols`, rows `pitch` apart;
+// `cols` has kColumnSlack<S> elements to spare at its end, `padded` is scratch.
+template <class T, class S>
+void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vector<S>& padded) {
+  if (g.stride == 1) return im2col_stride1(x, g, cols, pitch, padded);
+  for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
+    S* row = cols + tap * pitch;
+    const auto [ow_begin, ow_end] = valid_columns(g, j);
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      S* dst = row + oh * g.OW;
+      const int64_t ih = oh * g.stride - g.pad + i;
+      if (ih < 0 || ih >= g.H) {
+        for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = S(0);
+        continue;
+      }
+      const T* src = x + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
+      for (int64_t ow = 0; ow < ow_begin; ++ow) dst[ow] = S(0);
+      for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = S(Acc<T>(src[(ow - ow_begin) * g.stride]));
+      for (int64_t ow = ow_end; ow < g.OW; ++ow) dst[ow] = S(0);
+    }
+  });
+}
+
+// The inverse: image (C, H, W) = the sum of every column entry over the pixel it was read from.
+template <class S>
+void col2im(const S* cols, int64_t pitch, const ConvGeometry& g, S* image) {
+  if constexpr (std::is_same_v<S, float>) {
+    if (g.stride == 1)
+      return cpu::col2im_stride1(cols, pitch, {g.C, g.H, g.W, g.kh, g.kw, g.pad, g.OH, g.OW}, image);
+  }
+  std::fill(image, image + g.C * g.H * g.W, S(0));
+  for_each_tap(g, [&](int64_t c, int64_t i, int64_t j, int64_t tap) {
+    const S* row = cols + tap * pitch;
+    const auto [ow_begin, ow_end] = valid_columns(g, j);
+    for (int64_t oh = 0; oh < g.OH; ++oh) {
+      const int64_t ih = oh * g.stride - g.pad + i;
+      if (ih < 0 || ih >= g.H) continue;
+      S* dst = image + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
+      const S* src = row + oh * g.OW + ow_begin;
+      for (int64_t k = 0; k < ow_end - ow_begin; ++k) dst[k * g.stride] += src[k];
+    }
+  });
+}
+
+// relu's derivative applied to a gradient: out = g where y > 0, else 0 (NaN in y gives 0).
+// Branch-free: y's sign is random, and a branch per element would mispredict half the time.
+// 16-bit gradients are selected as raw bits (the struct types would not vectorise).
+template <class T, class P>
+void pass_where_positive(const T* y, const P* g, int64_t n, P* out) {
+  alignas(64) Acc<T> y_chunk[detail::kChunk];
+  for (int64_t j = 0; j < n; j += detail::kChunk) {
+    const int64_t m = std::min(detail::kChunk, n - j);
+    const Acc<T>* yv = detail::load_chunk<T>(reinterpret_cast<const char*>(y + j), sizeof(T), m, y_chunk);
+    if constexpr (sizeof(P) == 2) {
+      const auto* g_bits = reinterpret_cast<const uint16_t*>(g + j);
+      auto* out_bits = reinterpret_cast<uint16_t*>(out + j);
+      for (int64_t k = 0; k < m; ++k) out_bits[k] = yv[k] > Acc<T>(0) ? g_bits[k] : uint16_t(0);
+    } else {
+      for (int64_t k = 0; k < m; ++k) out[j + k] = yv[k] > Acc<T>(0) ? g[j + k] : P(0);
+    }
+  }
+}
+
+template <class T>
+void store(const Acc<T>* values, int64_t n, T* out) {
+  if constexpr (std::is_same_v<T, Acc<T>>) std::copy(values, values + n, out);
+  else convert_from_float(values, out, size_t(n));
+}
+
+cpu::MatrixView dense(const void* data, int64_t rows, int64_t cols) { return {data, rows, cols, cols, 1}; }
+cpu::MatrixView dense_transposed(const void* data, int64_t rows, int64_t cols) {  // of a (cols, rows) matrix
+  return {data, rows, cols, 1, rows};
+}
+
+// Grows a per-thread scratch buffer to at least n elements (never shrinks or re-zeroes it).
+template <class V>
+void grow(V& buffer, int64_t n) {
+  if (buffer.size() < size_t(n)) buffer.resize(size_t(n));
+}
+
+// ---- the GEMM operand type ---------------------------------------------------------------------
+
+// GEMM operands are laid out in a panel type P: bf16 stays bf16 on CPUs with AVX512-BF16 (the
+// GEMM multiplies bf16 pairs natively, accumulating in f32, at twice the f32 rate); every other
+// dtype is widened to its compute type. Results (S = Acc<T>) are always f32 or f64.
+template <class T, class P>
+const P* as_panel(const T* data, int64_t n, std::vector<P>& panel) {
+  if constexpr (std::is_same_v<T, P>) {
+    return data;
+  } else {
+    panel.resize(size_t(n));
+    convert_to_float(data, panel.data(), size_t(n));
+    return panel.data();
+  }
+}
+
+template <class P, class S>
+void panel_gemm(const cpu::MatrixView& a, const cpu::MatrixView& b, S* c, bool accumulate) {
+  if constexpr (std::is_same_v<P, bfloat16>) cpu::packed_gemm<bfloat16>(a, b, c, b.cols, accumulate);
+  else cpu::gemm_dense<S>(a, b, c, accumulate);
+}
+
+// ---- forward ------------------------------------------------------------------------------------
+
+template <class T, class P>
+void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const ConvGeometry& g, bool relu) {
+  using S = Acc<T>;
+  std::vector<P> w_panel;
+  const P* weight = as_panel<T, P>(w.data_ptr<T>(), g.O * g.ckk(), w_panel);
+  std::vector<S> bias(static_cast<size_t>(g.O), S(0));
+  if (b.defined()) {
+    const std::vector<double> values = b.to_vector<double>();
+    std::copy(values.begin(), values.end(), bias.begin());
+  }
+  const T* input = x.data_ptr<T>();
+  T* output = out.data_ptr<T>();
+  const int64_t image = g.C * g.H * g.W, plane = g.O * g.ohw();
+  // A 1x1 convolution with stride 1 and no padding: the image already is its column matrix.
+  const bool identity_columns = std::is_same_v<T, P> && g.kh == 1 && g.kw == 1 && g.stride == 1 && g.pad == 0;
+  parallel_for(0, g.N, 1, [&](int64_t lo, int64_t hi) {
+    // Per-thread scratch, kept between calls: im2col writes every element it uses, so growing
+    // it is all that is needed (zero-filling half a megabyte per task cost more than the copy).
+    thread_local std::vector<P> cols, padded;
+    thread_local std::vector<S> result;
+    if (!identity_columns) grow(cols, g.ckk() * g.ohw() + kColumnSlack<P>);
+    if (!std::is_same_v<T, S>) grow(result, plane);
+    for (int64_t n = lo; n < hi; ++n) {
+      const P* columns = nullptr;
+      if constexpr (std::is_same_v<T, P>) {
+        if (identity_columns) columns = input + n * image;
+      }
+      if (columns == nullptr) {
+        im2col(input + n * image, g, cols.data(), g.ohw(), padded);
+        columns = cols.data();
+      }
+      S* dst = std::is_same_v<T, S> ? reinterpret_cast<S*>(output + n * plane) : result.data();
+      for (int64_t o = 0; o < g.O; ++o) std::fill_n(dst + o * g.ohw(), g.ohw(), bias[size_t(o)]);
+      panel_gemm<P, S>(dense(weight, g.O, g.ckk()), dense(columns, g.ckk(), g.ohw()), dst, true);
+      if (relu)  // fused: the image's output is still in cache (NaN stays NaN, like relu)
+        for (int64_t k = 0; k < plane; ++k) dst[k] = dst[k] < S(0) ? S(0) : dst[k];
+      if constexpr (!std::is_same_v<T, S>) store<T>(result.data(), plane, output + n * plane);
+    }
+  });
+}
+
+// ---- backward -----------------------------------------------------------------------------------
+
+// relu_output: with the ReLU epilogue, the forward's output y; the incoming gradient passes only where
+// y > 0 (relu's derivative), applied while each image's gradient is gathered.
+template <class T, class P>
+void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T* relu_output, const ConvGeometry& g,
+                   Tensor* gx, Tensor* gw, Tensor* gb) {
+  using S = Acc<T>;
+  const T* input = x.data_ptr<T>();
+  const T* dy = grad.data_ptr<T>();
+  const int64_t image = g.C * g.H * g.W, plane = g.O * g.ohw(), wsize = g.O * g.ckk();
+  std::vector<P> w_panel;
+  const P* weight = gx ? as_panel<T, P>(w.data_ptr<T>(), wsize, w_panel) : nullptr;
+  const int64_t parts = (g.N + kImagesPerPartial - 1) / kImagesPerPartial;
+  // dW is (O, ckk); when its transpose fills the GEMM's register tiles better (conv1 of
+  // hg-train's CNN: 16 x 9 wastes most of a 12 x 32 tile, 9 x 16 half as much), the partial sums
+  // are computed as dW^T and transposed once at the end.
+  const bool dw_transposed = cpu::prefer_transposed_product(g.O, g.ckk());
+  std::vector<std::vector<S>> weight_partial(gw ? static_cast<size_t>(parts) : 0, std::vector<S>(size_t(wsize), S(0)));
+  std::vector<std::vector<double>> bias_partial(gb ? static_cast<size_t>(parts) : 0, std::vector<double>(size_t(g.O), 0.0));
+  parallel_chunks(g.N, kImagesPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
+    thread_local std::vector<P> cols, padded, g_panel;
+    thread_local std::vector<S> dcols, dimage;
+    grow(cols, g.ckk() * g.ohw() + kColumnSlack<P>);
+    if (gx) grow(dcols, g.ckk() * g.ohw());
+    if (gx && !std::is_same_v<T, S>) grow(dimage, image);
+    for (int64_t n = lo; n < hi; ++n) {
+      const P* g_n = as_panel<T, P>(dy + n * plane, plane, g_panel);  // (O, OH*OW)
+      if (relu_output != nullptr) {
+        g_panel.resize(size_t(plane));
+        pass_where_positive(relu_output + n * plane, g_n, plane, g_panel.data());
+        g_n = g_panel.data();
+      }
+      if (gb)
+        for (int64_t o = 0; o < g.O; ++o) bias_partial[size_t(part)][size_t(o)] += sum_as_double(g_n + o * g.ohw(), g.ohw());
+      if (gw) {
+        im2col(input + n * image, g, cols.data(), g.ohw(), padded);
+        S* partial = weight_partial[size_t(part)].data();
+        if (dw_transposed)  // dW^T (ckk, O) = cols_n @ g_n^T
+          panel_gemm<P, S>(dense(cols.data(), g.ckk(), g.ohw()), dense_transposed(g_n, g.ohw(), g.O), partial, true);
+        else  // dW (O, ckk) = g_n @ cols_n^T
+          panel_gemm<P, S>(dense(g_n, g.O, g.ohw()), dense_transposed(cols.data(), g.ohw(), g.ckk()), partial, true);
+      }
+      if (gx) {
+        panel_gemm<P, S>(dense_transposed(weight, g.ckk(), g.O), dense(g_n, g.O, g.ohw()), dcols.data(), false);
+        T* gx_n = gx->data_ptr<T>() + n * image;
+        if constexpr (std::is_same_v<T, S>) {
+          col2im(dcols.data(), g.ohw(), g, gx_n);  // straight into the gradient
+        } else {
+          col2im(dcols.data(), g.ohw(), g, dimage.data());
+          store<T>(dimage.data(), image, gx_n);
+        }
+      }
+    }
+  });
+  if (gw) {
+    std::vector<S> total(static_cast<size_t>(wsize), S(0));
+    for (const std::vector<S>& partial : weight_partial)
+      for (int64_t k = 0; k < wsize; ++k) total[size_t(k)] += partial[size_t(k)];
+    if (dw_transposed) {  // back to (O, ckk)
+      std::vector<S> transposed(total.size());
+      for (int64_t o = 0; o < g.O; ++o)
+        for (int64_t k = 0; k < g.ckk(); ++k) transposed[size_t(o * g.ckk() + k)] = total[size_t(k * g.O + o)];
+      total.swap(transposed);
+    }
+    store<T>(total.data(), wsize, gw->data_ptr<T>());
+  }
+  if (gb) {
+    std::vector<S> total(static_cast<size_t>(g.O), S(0));
+    for (int64_t o = 0; o < g.O; ++o) {
+      double sum = 0;
+      for (const std::vector<double>& partial : bias_partial) sum += partial[size_t(o)];
+      total[size_t(o)] = S(sum);
+    }
+    store<T>(total.data(), g.O, gb->data_ptr<T>());
+  }
+}
+
+// Runs body.template operator()<T, P>() with the panel type for T (see as_panel).
+template <class T, class Body>
+void with_panel_type(const Body& body) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    if (hg::cpu::has_native_bf16()) return body.template operator()<T, bfloat16>();
+  }
+  body.template operator()<T, Acc<T>>();
+}
+
+}  // namespace
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g, bool relu) {
+  Tensor out = empty({g.N, g.O, g.OH, g.OW}, x.options());
+  if (out.numel() == 0) return out;
+  if (out.device().is_cuda()) {
+    cuda_kernels::conv2d_forward(x, w, b, out, g.stride, g.pad);
+    // relu's own functor: NaN stays NaN (cuDNN's fused activation would not promise it).
+    if (relu) detail::map_into<1>(out, {out}, math::Forward<math::Relu>{});
+  } else {
+    visit_floating(x.dtype(), "conv2d", [&]<class T> {
+      with_panel_type<T>([&]<class U, class P> { conv_forward<U, P>(x, w, b, out, g, relu); });
+    });
+  }
+  return out;
+}
+
+Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const Tensor& y,
+                            const ConvGeometry& g, bool need_x, bool need_w, bool need_b) {
+  Conv2dGrads r;
+  if (need_x) r.x = empty(x.shape(), x.options());
+  if (need_w) r.w = empty({g.O, g.C, g.kh, g.kw}, x.options());
+  if (need_b) r.b = empty({g.O}, x.options());
+  Tensor gy = grad.contiguous();
+  if (x.device().is_cuda()) {
+    if (y.defined()) gy = detail::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
+    cuda_kernels::conv2d_backward(x, w, gy, g.stride, g.pad, r.x, r.w, r.b);
+    return r;
+  }
+  visit_floating(x.dtype(), "conv2d", [&]<class T> {
+    with_panel_type<T>([&]<class U, class P> {
+      conv_backward<U, P>(x, need_x ? w : Tensor(), gy, y.defined() ? y.data_ptr<U>() : nullptr, g,
+                          need_x ? &r.x : nullptr, need_w ? &r.w : nullptr, need_b ? &r.b : nullptr);
+    });
+  });
+  return r;
+}
+
+}  // namespace hg::kernels

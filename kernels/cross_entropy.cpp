@@ -1,0 +1,111 @@
+#include "kernels/cross_entropy.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/parallel.h"
+#include "kernels/cuda/cuda_kernels.h"
+#include "kernels/math/cross_entropy.h"
+
+namespace hg::kernels {
+
+namespace {
+
+// log sum exp of one row (kernels/math/cross_entropy.h).
+template <class T>
+double row_log_sum_exp(const T* row, int64_t C) {
+  double max = -std::numeric_limits<double>::infinity();
+  for (int64_t c = 0; c < C; ++c) max = math::nan_max(max, double(Acc<T>(row[c])));
+  double total = 0;
+  for (int64_t c = 0; c < C; ++c) total += math::CrossEntropy::exp_term(double(Acc<T>(row[c])), max);
+  return math::CrossEntropy::log_sum_exp(max, total);
+}
+
+template <class T>
+double cross_entropy_forward(const T* logits, const int64_t* targets, int64_t N, int64_t C, double smoothing,
+                             int64_t ignore_index) {
+  const math::CrossEntropy f{smoothing, C};
+  std::vector<double> row_loss(static_cast<size_t>(N), 0.0);
+  parallel_for(0, N, grain_for(4 * C), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      if (targets[i] == ignore_index) continue;
+      const T* row = logits + i * C;
+      const double lse = row_log_sum_exp(row, C);
+      double row_mean = 0;
+      if (smoothing > 0)
+        for (int64_t c = 0; c < C; ++c) row_mean += double(Acc<T>(row[c])) / double(C);
+      row_loss[size_t(i)] = f.loss(lse, double(Acc<T>(row[targets[i]])), row_mean);
+    }
+  });
+  double total = 0;  // summed in row order: the same for any thread count
+  for (double v : row_loss) total += v;
+  return total;
+}
+
+template <class T>
+void cross_entropy_backward(const T* logits, const int64_t* targets, int64_t N, int64_t C, double smoothing,
+                            int64_t ignore_index, double scale, T* grad) {
+  const math::CrossEntropy f{smoothing, C};
+  parallel_for(0, N, grain_for(4 * C), [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      T* g = grad + i * C;
+      if (targets[i] == ignore_index) {
+        std::fill(g, g + C, T(0.0f));
+        continue;
+      }
+      const T* row = logits + i * C;
+      const double lse = row_log_sum_exp(row, C);
+      for (int64_t c = 0; c < C; ++c) g[c] = T(Acc<T>(scale * f.grad(double(Acc<T>(row[c])), lse, c == targets[i])));
+    }
+  });
+}
+
+// Checks every CPU target (scenario 12: every reduction) and returns how many are not ignored.
+// (CUDA targets are checked by the kernel, without a device assert: kernels/cuda/loss.cu.)
+int64_t check_targets(const Tensor& targets, int64_t C, int64_t ignore_index) {
+  const std::vector<int64_t> t = targets.to_vector<int64_t>();
+  int64_t valid = 0;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] == ignore_index) continue;
+    HG_CHECK(t[i] >= 0 && t[i] < C, "cross_entropy: Target ", t[i], " is out of bounds (", C,
+             " classes; targets must be in [0, ", C, ") or ignore_index ", ignore_index, "), at position ", i);
+    ++valid;
+  }
+  return valid;
+}
+
+}  // namespace
+
+CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double smoothing, int64_t ignore_index) {
+  CrossEntropyResult r;
+  if (logits.device().is_cuda()) {
+    r.loss = cuda_kernels::cross_entropy_forward(logits, targets, smoothing, ignore_index, r.rows.on_device);
+    return r;
+  }
+  const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  r.rows.count = check_targets(targets, C, ignore_index);
+  const double total = visit_floating(logits.dtype(), "cross_entropy", [&]<class T> {
+    return cross_entropy_forward<T>(logits.data_ptr<T>(), targets.data_ptr<int64_t>(), N, C, smoothing, ignore_index);
+  });
+  r.loss = full({}, total / double(r.rows.count), logits.options());
+  return r;
+}
+
+Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, const Tensor& g, double smoothing,
+                              int64_t ignore_index, const CrossEntropyRows& rows) {
+  Tensor grad = empty(logits.shape(), logits.options());
+  if (logits.device().is_cuda()) {
+    cuda_kernels::cross_entropy_backward(logits, targets, g, smoothing, ignore_index, rows.on_device, grad);
+    return grad;
+  }
+  const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  const double scale = g.item<double>() / double(rows.count);
+  visit_floating(logits.dtype(), "cross_entropy", [&]<class T> {
+    cross_entropy_backward<T>(logits.data_ptr<T>(), targets.data_ptr<int64_t>(), N, C, smoothing, ignore_index, scale,
+                              grad.data_ptr<T>());
+  });
+  return grad;
+}
+
+}  // namespace hg::kernels

@@ -1,0 +1,26 @@
+// The GEMM kernels of matmul and linear, on the operands' device (halfgrad's packed CPU GEMM or
+// cuBLASLt). They record nothing; ops/linalg.cpp puts checks, autocast and the nodes around them.
+#pragma once
+#include "core/tensor.h"
+
+namespace hg::kernels {
+
+// A GEMM operand: `t` itself when its rows or columns are contiguous, else a contiguous copy.
+Tensor gemm_operand(const Tensor& t);
+
+// out[b] = a[b] @ b[b] for every batch b (a size-1 or missing batch dim broadcasts); a and b are
+// GEMM operands of out's dtype, out is contiguous and is overwritten.
+void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
+
+// linear's forward on a 2-D input: x2 (rows, in) @ w^T (+ b), a fresh (rows, out_features) tensor.
+Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b);
+
+// linear's parameter gradients from g2 (rows, out_features) and the saved input x2 (rows, in):
+// weight = g2^T @ x2 and, with need_bias, bias = the column sums of g2 (on a GPU one cuBLASLt
+// call writes both, the bias through its BGRADB epilogue).
+struct LinearWeightGrads {
+  Tensor weight, bias;
+};
+LinearWeightGrads linear_weight_grads(const Tensor& g2, const Tensor& x2, bool need_bias);
+
+}  // namespace hg::kernels
