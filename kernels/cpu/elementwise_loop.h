@@ -13,6 +13,7 @@
 #include "core/loops.h"
 #include "core/parallel.h"
 #include "core/tensor.h"
+#include "kernels/math/elementwise.h"
 
 namespace hg::detail {
 
@@ -99,12 +100,26 @@ void map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, con
   });
 }
 
-// The CUDA twin (kernels/cuda/elementwise.cu instantiates it for every functor in kernels/math/). A
-// CPU-only build gets a version that throws "built without CUDA".
-#if defined(HG_WITH_CUDA)
+}  // namespace hg::detail
+
+// The GPU side. nvcc compiling (a CUDA build compiles every library source that calls map_into
+// with nvcc): the launch template itself, instantiated right here for the functors this file
+// uses. A CPU-only build gets a version that throws "built without CUDA".
+#if defined(HG_WITH_CUDA) && defined(__CUDACC__)
+#include "kernels/cuda/elementwise.cuh"
+#endif
+
+namespace hg::detail {
+
+#if defined(HG_WITH_CUDA) && !defined(__CUDACC__)
+template <class F>
+inline constexpr bool kCompiledByNvcc = false;
 template <size_t N, class F>
-void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f);
-#else
+void cuda_map_elementwise(const Tensor&, const std::array<Tensor, N>&, const F&) {
+  static_assert(kCompiledByNvcc<F>, "this file launches an elementwise functor (map_into / map_to_new): in a "
+                                    "CUDA build it must be compiled by nvcc -- re-run cmake, which finds such files");
+}
+#elif !defined(HG_WITH_CUDA)
 template <size_t N, class F>
 void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>&, const F&) {
   check_cuda_device(out.device(), "elementwise op");
@@ -117,7 +132,12 @@ template <size_t N, class F>
 void map_into(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f) {
   if (out.numel() == 0) return;
   if (out.device().is_cuda()) cuda_map_elementwise<N>(out, inputs, f);
-  else visit_dtype(out.dtype(), [&]<class T> { map_elementwise<T, N>(out, inputs, f); });
+  else visit_dtype(out.dtype(), [&]<class T> {
+    if constexpr (!is_floating_type_v<T> && !math::kIntegerSafe<F>)
+      HG_FAIL("elementwise op: not defined for ", out.dtype(), " tensors");
+    else
+      map_elementwise<T, N>(out, inputs, f);
+  });
 }
 
 // out = f(inputs...) into a new tensor of `shape` (inputs broadcast to it), on the inputs'

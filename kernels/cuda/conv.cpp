@@ -403,7 +403,7 @@ void fill_zeros(const Tensor& t) {
 // their bf16 support is undocumented; the bias path is memory-bound either way.
 void add_bias(DnnCall&, const ConvShape& s, const Tensor& bias, const Tensor& out) {
   const Tensor b = bias.contiguous().view({1, s.o, 1, 1});
-  detail::cuda_map_elementwise<2>(out, {out, b}, math::Add{});
+  detail::map_into<2>(out, {out, b}, math::Add{});
 }
 
 // grad_bias (O) = dy summed over N, OH, OW (halfgrad's deterministic reduction kernel).

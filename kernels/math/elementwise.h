@@ -1,4 +1,4 @@
-// Scalar formulas of the elementwise ops (ops/elementwise.cpp, kernels/cuda/elementwise.cu).
+// Scalar formulas of the elementwise ops (ops/elementwise.cpp, kernels/cuda/elementwise.cuh).
 // A is the compute type: float for f32/f16/bf16 storage, double for f64.
 #pragma once
 #include <type_traits>
@@ -7,15 +7,34 @@
 
 namespace hg::math {
 
-struct Add { template <class A> HG_HD A operator()(A a, A b) const { return a + b; } };
-struct Sub { template <class A> HG_HD A operator()(A a, A b) const { return a - b; } };
-struct Mul { template <class A> HG_HD A operator()(A a, A b) const { return a * b; } };
+// A functor that makes sense on integer tensors says so with `static constexpr bool integer_safe
+// = true`; the others run on floating dtypes only (GELU's 1/sqrt(2), a division or exp have no
+// integer meaning here), and an integer tensor handed to them is an hg::Error on both devices.
+template <class F>
+inline constexpr bool kIntegerSafe = requires { requires F::integer_safe; };
+
+struct Add {
+  static constexpr bool integer_safe = true;
+  template <class A> HG_HD A operator()(A a, A b) const { return a + b; }
+};
+struct Sub {
+  static constexpr bool integer_safe = true;
+  template <class A> HG_HD A operator()(A a, A b) const { return a - b; }
+};
+struct Mul {
+  static constexpr bool integer_safe = true;
+  template <class A> HG_HD A operator()(A a, A b) const { return a * b; }
+};
 struct Div { template <class A> HG_HD A operator()(A a, A b) const { return a / b; } };
-struct Neg { template <class A> HG_HD A operator()(A a) const { return -a; } };
+struct Neg {
+  static constexpr bool integer_safe = true;
+  template <class A> HG_HD A operator()(A a) const { return -a; }
+};
 struct Exp { template <class A> HG_HD A operator()(A a) const { return std::exp(a); } };
 struct Log { template <class A> HG_HD A operator()(A a) const { return std::log(a); } };
 struct Sqrt { template <class A> HG_HD A operator()(A a) const { return std::sqrt(a); } };
 struct Abs {
+  static constexpr bool integer_safe = true;
   template <class A> HG_HD A operator()(A a) const {
     if constexpr (std::is_unsigned_v<A>) return a;
     else return a < A(0) ? -a : a;
@@ -23,14 +42,21 @@ struct Abs {
 };
 // Sign with sign(0) = 0 (the subgradient PyTorch uses for abs at 0). NaN stays NaN.
 struct Sign {
+  static constexpr bool integer_safe = true;
   template <class A> HG_HD A operator()(A a) const {
     if constexpr (std::is_unsigned_v<A>) return a > A(0) ? A(1) : A(0);
     else return a > A(0) ? A(1) : a < A(0) ? A(-1) : a * A(0);
   }
 };
 
-struct AddScalar { double s; template <class A> HG_HD A operator()(A a) const { return a + A(s); } };
-struct MulScalar { double s; template <class A> HG_HD A operator()(A a) const { return a * A(s); } };
+struct AddScalar {
+  static constexpr bool integer_safe = true;
+  double s; template <class A> HG_HD A operator()(A a) const { return a + A(s); }
+};
+struct MulScalar {
+  static constexpr bool integer_safe = true;
+  double s; template <class A> HG_HD A operator()(A a) const { return a * A(s); }
+};
 struct DivScalar { double s; template <class A> HG_HD A operator()(A a) const { return a / A(s); } };
 struct PowScalar {
   double exponent;
@@ -63,13 +89,17 @@ struct DivGradDenominator {
   template <class A> HG_HD A operator()(A a, A b, A g) const { return -g * a / (b * b); }
 };
 // 1.0 where a == b, else 0.0 (masks for amax's backward).
-struct Equal { template <class A> HG_HD A operator()(A a, A b) const { return a == b ? A(1) : A(0); } };
+struct Equal {
+  static constexpr bool integer_safe = true;
+  template <class A> HG_HD A operator()(A a, A b) const { return a == b ? A(1) : A(0); }
+};
 
 }  // namespace hg::math
 
 namespace hg::math {
 // a + alpha * b: the in-place accumulation behind Tensor::add_ (gradients, optimizers).
 struct AddScaled {
+  static constexpr bool integer_safe = true;
   double alpha;
   template <class A> HG_HD A operator()(A a, A b) const { return a + A(alpha) * b; }
 };
