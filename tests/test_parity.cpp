@@ -6,7 +6,6 @@
 // op x dtype cases ran and the worst relative errors seen.
 #include <algorithm>
 #include <cmath>
-#include <functional>
 #include <map>
 #include <set>
 #include <sstream>
@@ -16,18 +15,7 @@
 #include "amp/op_table.h"
 #include "core/json.h"
 #include "core/safetensors.h"
-#include "ops/activation.h"
-#include "ops/conv.h"
-#include "ops/elementwise.h"
-#include "ops/embedding.h"
-#include "ops/linalg.h"
-#include "ops/loss.h"
-#include "ops/norm.h"
-#include "ops/pool.h"
-#include "ops/reduce.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
-#include "test_support.h"
+#include "op_db.h"
 
 namespace {
 
@@ -35,99 +23,18 @@ using hg::Tensor;
 using Args = hg::json::Value;
 using Inputs = std::vector<Tensor>;
 
-// ---- a case's arguments (the "args" object of its metadata JSON) -------------------------------
+// ---- op name (as make_golden.py writes it) -> the halfgrad call: tests/op_db.h's entries -------
 
-const Args& arg(const Args& args, std::string_view key, Args::Kind kind) {
-  const Args* v = args.find(key);
-  HG_CHECK(v != nullptr && v->kind == kind, "parity: fixture argument \"", key, "\" missing or mistyped");
-  return *v;
-}
-double number(const Args& args, std::string_view key) { return std::stod(arg(args, key, Args::Kind::Number).text); }
-int64_t integer(const Args& args, std::string_view key) { return std::stoll(arg(args, key, Args::Kind::Number).text); }
-bool flag(const Args& args, std::string_view key) { return arg(args, key, Args::Kind::Bool).boolean; }
-hg::Shape integers(const Args& args, std::string_view key) {
-  hg::Shape out;
-  for (const Args& v : arg(args, key, Args::Kind::Array).items) out.push_back(std::stoll(v.text));
-  return out;
-}
+using hg_test::arg;
+using hg_test::integer;
+using hg_test::integers;
 
-// ---- op name (as make_golden.py writes it) -> the halfgrad call --------------------------------
-
-using OpFn = std::function<Tensor(const Inputs&, const Args&)>;
-
-// Inputs are [x, (running_mean, running_var)?, (weight, bias)?], as the "stats"/"affine" flags say.
-Tensor call_batch_norm(const Inputs& in, const Args& a) {
-  const bool stats = flag(a, "stats"), affine = flag(a, "affine");
-  const Tensor mean = stats ? in[1] : Tensor(), var = stats ? in[2] : Tensor();
-  const Tensor weight = affine ? in[in.size() - 2] : Tensor(), bias = affine ? in[in.size() - 1] : Tensor();
-  return hg::batch_norm(in[0], mean, var, weight, bias, flag(a, "training"), number(a, "momentum"), number(a, "eps"));
-}
-
-Tensor call_layer_norm(const Inputs& in, const Args& a) {
-  const bool affine = flag(a, "affine");
-  return hg::layer_norm(in[0], integers(a, "normalized_shape"), affine ? in[1] : Tensor(), affine ? in[2] : Tensor(),
-                        number(a, "eps"));
-}
-
-Tensor call_reduction(Tensor (*all)(const Tensor&), Tensor (*dims)(const Tensor&, hg::Shape, bool),
-                      const Inputs& in, const Args& a) {
-  return a.find("dims") ? dims(in[0], integers(a, "dims"), flag(a, "keepdim")) : all(in[0]);
-}
-
-Tensor optional_input(const Inputs& in, size_t i) { return in.size() > i ? in[i] : Tensor(); }
-
-const std::map<std::string, OpFn>& op_table() {
-  using A = const Args&;
-  using I = const Inputs&;
-  static const std::map<std::string, OpFn> table = {
-      {"add", [](I in, A) { return hg::add(in[0], in[1]); }},
-      {"sub", [](I in, A) { return hg::sub(in[0], in[1]); }},
-      {"mul", [](I in, A) { return hg::mul(in[0], in[1]); }},
-      {"div", [](I in, A) { return hg::div(in[0], in[1]); }},
-      {"add_scalar", [](I in, A a) { return hg::add(in[0], number(a, "scalar")); }},
-      {"sub_scalar", [](I in, A a) { return hg::sub(in[0], number(a, "scalar")); }},
-      {"mul_scalar", [](I in, A a) { return hg::mul(in[0], number(a, "scalar")); }},
-      {"div_scalar", [](I in, A a) { return hg::div(in[0], number(a, "scalar")); }},
-      {"neg", [](I in, A) { return hg::neg(in[0]); }},
-      {"exp", [](I in, A) { return hg::exp(in[0]); }},
-      {"log", [](I in, A) { return hg::log(in[0]); }},
-      {"sqrt", [](I in, A) { return hg::sqrt(in[0]); }},
-      {"abs", [](I in, A) { return hg::abs(in[0]); }},
-      {"pow", [](I in, A a) { return hg::pow(in[0], number(a, "exponent")); }},
-      {"clamp", [](I in, A a) { return hg::clamp(in[0], number(a, "min"), number(a, "max")); }},
-      {"relu", [](I in, A) { return hg::relu(in[0]); }},
-      {"leaky_relu", [](I in, A a) { return hg::leaky_relu(in[0], number(a, "negative_slope")); }},
-      {"gelu", [](I in, A) { return hg::gelu(in[0]); }},
-      {"silu", [](I in, A) { return hg::silu(in[0]); }},
-      {"sigmoid", [](I in, A) { return hg::sigmoid(in[0]); }},
-      {"tanh", [](I in, A) { return hg::tanh(in[0]); }},
-      {"sum", [](I in, A a) { return call_reduction(hg::sum, hg::sum, in, a); }},
-      {"mean", [](I in, A a) { return call_reduction(hg::mean, hg::mean, in, a); }},
-      {"amax", [](I in, A a) { return hg::amax(in[0], int(integer(a, "dim")), flag(a, "keepdim")); }},
-      {"argmax", [](I in, A a) { return hg::argmax(in[0], int(integer(a, "dim"))); }},
-      {"matmul", [](I in, A) { return hg::matmul(in[0], in[1]); }},
-      {"linear", [](I in, A) { return hg::linear(in[0], in[1], optional_input(in, 2)); }},
-      {"softmax", [](I in, A a) { return hg::softmax(in[0], int(integer(a, "dim"))); }},
-      {"log_softmax", [](I in, A a) { return hg::log_softmax(in[0], int(integer(a, "dim"))); }},
-      {"cross_entropy",
-       [](I in, A a) {
-         return hg::cross_entropy(in[0], in[1],
-                                  {.label_smoothing = number(a, "label_smoothing"),
-                                   .ignore_index = integer(a, "ignore_index")});
-       }},
-      {"mse_loss", [](I in, A) { return hg::mse_loss(in[0], in[1]); }},
-      {"conv2d",
-       [](I in, A a) {
-         return hg::conv2d(in[0], in[1], optional_input(in, 2),
-                           {.stride = integer(a, "stride"), .padding = integer(a, "padding")});
-       }},
-      {"max_pool2d", [](I in, A a) { return hg::max_pool2d(in[0], int(integer(a, "kernel")), int(integer(a, "stride"))); }},
-      {"avg_pool2d", [](I in, A a) { return hg::avg_pool2d(in[0], int(integer(a, "kernel")), int(integer(a, "stride"))); }},
-      {"batch_norm", call_batch_norm},
-      {"layer_norm", call_layer_norm},
-      {"embedding", [](I in, A) { return hg::embedding(in[0], in[1]); }},
-      {"cat", [](I in, A a) { return hg::cat(in, int(integer(a, "dim"))); }},
-  };
+const std::map<std::string, hg_test::OpCall>& op_table() {
+  static const std::map<std::string, hg_test::OpCall> table = [] {
+    std::map<std::string, hg_test::OpCall> calls;
+    for (const hg_test::OpEntry& entry : hg_test::op_db()) calls.emplace(entry.name, entry.call);
+    return calls;
+  }();
   return table;
 }
 
