@@ -13,22 +13,42 @@
 
 namespace hg::detail {
 
-template <class To, class From>
-inline To convert_value(From from) {
+#if defined(__CUDACC__)
+#define HG_CONVERT_HD __host__ __device__ __forceinline__
+#else
+#define HG_CONVERT_HD inline
+#endif
+
+// The rules, written once for host and device. `Io` reads an element into its compute type
+// (widen) and writes a float back into a 16-bit type (narrow): on the host hg::half's own
+// conversions (HostIo below), on a GPU CUDA's intrinsics (core/cuda/device_math.cuh).
+template <class To, class From, class Io>
+HG_CONVERT_HD To convert_value_with(From from) {
+  using std::trunc;  // (on the device the unqualified call finds CUDA's)
   if constexpr (std::is_same_v<To, From>) {
     return from;
   } else if constexpr (is_floating_type_v<From> && !is_floating_type_v<To>) {
-    const double x = double(Acc<From>(from));
-    if (std::isnan(x)) return To(0);
+    const double x = double(Io::widen(from));
+    if (x != x) return To(0);  // NaN
     // NOTE: compare in double; max() of int64 rounds up to 2^63, so >= catches the overflow.
     if (x >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
     if (x <= double(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
-    return To(std::trunc(x));
+    return To(trunc(x));
   } else if constexpr (std::is_same_v<To, half> || std::is_same_v<To, bfloat16>) {
-    return To(float(Acc<From>(from)));
+    return Io::template narrow<To>(float(Io::widen(from)));
   } else {
-    return static_cast<To>(Acc<From>(from));
+    return static_cast<To>(Io::widen(from));
   }
+}
+
+struct HostIo {
+  template <class T> static Acc<T> widen(T v) { return Acc<T>(v); }
+  template <class T> static T narrow(float v) { return T(v); }
+};
+
+template <class To, class From>
+inline To convert_value(From from) {
+  return convert_value_with<To, From, HostIo>(from);
 }
 
 }  // namespace hg::detail

@@ -39,9 +39,11 @@ HG_PHILOX_HD Block generate(uint64_t seed, uint64_t counter) {
 // Element i of a uniform tensor uses word i%4 of block i/4, keeping `bits` bits: the result is
 // a multiple of 2^-bits in [0, 1), exactly representable in the target dtype (24 bits for f32,
 // 11 for f16, 8 for bf16, 32 for f64), so rounding can never produce 1.0.
-HG_PHILOX_HD double uniform(uint64_t seed, uint64_t offset, uint64_t i, int bits) {
-  const uint32_t word = generate(seed, offset + i / 4).v[i % 4];
+HG_PHILOX_HD double uniform_of_word(uint32_t word, int bits) {
   return double(word >> (32 - bits)) * std::ldexp(1.0, -bits);
+}
+HG_PHILOX_HD double uniform(uint64_t seed, uint64_t offset, uint64_t i, int bits) {
+  return uniform_of_word(generate(seed, offset + i / 4).v[i % 4], bits);
 }
 
 // Element i of a normal tensor: Box-Muller on words (2*(i%2), 2*(i%2)+1) of block i/2, in

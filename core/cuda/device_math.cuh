@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include "core/convert.h"
 #include "core/half.h"
 #include "core/visit.h"
 
@@ -30,24 +31,15 @@ __device__ __forceinline__ T from_acc(acc_t<T> v) {
   else return v;
 }
 
-// The device twin of detail::convert_value (core/convert.h): same saturation and NaN rules.
+// detail::convert_value's rules (core/convert.h) with CUDA's 16-bit conversions.
+struct DeviceIo {
+  template <class T> __device__ static acc_t<T> widen(T v) { return to_acc(v); }
+  template <class T> __device__ static T narrow(float v) { return from_acc<T>(v); }
+};
+
 template <class To, class From>
 __device__ __forceinline__ To convert_value(From from) {
-  constexpr bool from_float = std::is_floating_point_v<acc_t<From>>;
-  constexpr bool to_float = std::is_floating_point_v<acc_t<To>>;
-  if constexpr (std::is_same_v<To, From>) {
-    return from;
-  } else if constexpr (from_float && !to_float) {
-    const double x = double(to_acc(from));
-    if (x != x) return To(0);
-    if (x >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
-    if (x <= double(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
-    return To(trunc(x));
-  } else if constexpr (std::is_same_v<To, half> || std::is_same_v<To, bfloat16>) {
-    return from_acc<To>(float(to_acc(from)));
-  } else {
-    return static_cast<To>(to_acc(from));
-  }
+  return detail::convert_value_with<To, From, DeviceIo>(from);
 }
 
 }  // namespace hg::cuda_detail
