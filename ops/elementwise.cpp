@@ -1,6 +1,6 @@
 // Elementwise arithmetic: add sub mul div (tensor and scalar), neg exp log sqrt pow abs clamp.
-// Each op: check -> amp::prepare -> kernel (map_elementwise over the functors in
-// kernels/math/elementwise.h, or the CUDA twin) -> record the backward written right below.
+// Each op: check -> amp::prepare -> kernel (detail::map_to_new over a functor of
+// kernels/math/elementwise.h, on the input's device) -> record the backward written right below.
 #include "ops/elementwise.h"
 
 #include <cmath>

@@ -10,8 +10,9 @@
 #include "core/parallel.h"
 #include "core/state_dict.h"
 #include "kernels/cuda/cuda_kernels.h"
-#include "ops/elementwise.h"
 #include "kernels/math/scale_update.h"
+#include "kernels/math/unscale.h"
+#include "ops/elementwise.h"
 #include "ops/shape.h"
 
 namespace hg::amp {
@@ -27,21 +28,20 @@ struct UnscaleResult {
 
 // One pass over a gradient: flag non-finite values, count f16 zeros/subnormals, and multiply by
 // 1/scale (unless check_only). Fixed chunks: the same result for any thread count.
-// NOTE: in the gradient's compute type Acc<T>: f32 for 16-bit and f32 gradients, f64 for f64 ones
-// (through f32, an f64 value above 3.4e38 would be flagged inf and the low bits lost), with 1/scale
-// computed in f64 and rounded once to that type (exact for powers of two), as PyTorch does.
+// The element rule (compute type, 1/scale's rounding) is kernels/math/unscale.h, shared with CUDA.
 template <class T>
 UnscaleResult unscale_cpu(T* g, int64_t n, double scale, bool check_only) {
-  const Acc<T> inv_scale = Acc<T>(1.0 / scale);
+  using Rule = math::Unscale<Acc<T>>;
+  const Rule unscale = Rule::of(scale);
   const int64_t chunks = (n + kUnscaleChunk - 1) / kUnscaleChunk;
   std::vector<UnscaleResult> partial(static_cast<size_t>(chunks));
   parallel_chunks(n, kUnscaleChunk, [&](int64_t c, int64_t lo, int64_t hi) {
     UnscaleResult r;
     for (int64_t i = lo; i < hi; ++i) {
       const Acc<T> v = Acc<T>(g[i]);
-      if (!std::isfinite(v)) r.found_inf = true;
-      if constexpr (std::is_same_v<T, half>) r.tiny += (g[i].bits & 0x7c00) == 0;  // exponent 0: zero or subnormal
-      if (!check_only) g[i] = T(v * inv_scale);
+      if (!Rule::finite(v)) r.found_inf = true;
+      if constexpr (std::is_same_v<T, half>) r.tiny += Rule::f16_tiny(v);
+      if (!check_only) g[i] = T(unscale(v));
     }
     partial[size_t(c)] = r;
   });

@@ -1,6 +1,6 @@
 // GPU AMP: the GradScaler's fused unscale-and-check over many gradients, and its scale update,
 // as kernels that read and write device flags only -- a training step never waits for the GPU.
-// (CPU twins: amp/tools/grad_scaler.cpp.) The unscale pass is a multi-tensor launch (multi_tensor.cuh):
+// (The element rules are kernels/math/unscale.h and scale_update.h, which the CPU runs too.) The unscale pass is a multi-tensor launch (multi_tensor.cuh):
 // its grid follows the gradients' sizes.
 #include "core/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
@@ -8,6 +8,7 @@
 #include "kernels/cuda/warp_reduce.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/scale_update.h"
+#include "kernels/math/unscale.h"
 
 namespace hg::cuda_kernels {
 
@@ -30,20 +31,14 @@ template <class T>
 using UnscaleTable = cuda_detail::ChunkTable<UnscaleMeta<T>, kUnscaleTensors>;
 static_assert(sizeof(UnscaleTable<double>) <= 4000, "kernel arguments must stay under 4 KiB");
 
-// NOTE: the smallest normal f16 is 2^-14: below it (in magnitude) a value is zero or subnormal,
-// the CPU's "exponent bits are 0" test, on the widened value.
-__device__ __forceinline__ bool f16_tiny(float v) { return fabsf(v) < 0x1p-14f; }
-
 template <class T>
 __global__ void unscale_kernel(UnscaleTable<T> table, const float* scale, float* found_inf, int32_t* nonfinite,
                                unsigned long long* tiny) {
   using A = acc_t<T>;  // f32 for 16-bit and f32 gradients, f64 for f64 ones
+  using Rule = math::Unscale<A>;  // the element rule, shared with the CPU loop
   const auto chunk = cuda_detail::block_chunk(table);
   T* g = chunk.meta.data + chunk.start;
-  // NOTE: 1/scale in f64, rounded once to the compute type (exact for powers of two), as on the
-  // CPU. An f64 gradient is checked and scaled in f64: through f32, values above 3.4e38 would be
-  // flagged inf and the low mantissa bits lost.
-  const A inv = A(1.0 / double(*scale));
+  const Rule unscale = Rule::of(double(*scale));
   const bool wide = cuda_detail::vec_aligned(g) && chunk.n % kVec == 0;
   bool bad = false;
   unsigned long long small = 0;
@@ -52,9 +47,9 @@ __global__ void unscale_kernel(UnscaleTable<T> table, const float* scale, float*
     cuda_detail::load_vec(g, i, chunk.n, wide, v);
     for (int j = 0; j < kVec; ++j) {
       if (i + j >= chunk.n) break;
-      bad |= !isfinite(v[j]);
-      if constexpr (std::is_same_v<T, half>) small += f16_tiny(v[j]);
-      v[j] *= inv;
+      bad |= !Rule::finite(v[j]);
+      if constexpr (std::is_same_v<T, half>) small += Rule::f16_tiny(v[j]);
+      v[j] = unscale(v[j]);
     }
     if (!chunk.meta.check_only) cuda_detail::store_vec(g, i, chunk.n, wide, v);
   }

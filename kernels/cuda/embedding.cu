@@ -1,4 +1,4 @@
-// CUDA embedding, the twin of ops/embedding.cpp: the forward gathers rows of the table; the
+// CUDA embedding, the device side of kernels/embedding.h: the forward gathers rows of the table; the
 // backward scatters each gradient row into the row it came from with atomicAdd. Floating-point
 // atomics make the summation order (and so the last bits of a row hit twice) vary between runs,
 // hence the alert_nondeterministic call. Indices (i64 or i32) are range-checked here rather than

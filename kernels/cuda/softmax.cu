@@ -46,7 +46,7 @@ __global__ void softmax_rows_kernel(const T* x, T* y, int64_t rows, int64_t D, b
   }
 }
 
-// One thread per (outer, inner) line, walking D with stride `inner`: the CPU loop verbatim.
+// One thread per (outer, inner) line, walking D with stride `inner`, as a CPU thread does.
 template <class T>
 __global__ void softmax_lines_kernel(const T* x, T* y, int64_t outer, int64_t D, int64_t inner, bool log) {
   using A = acc_t<T>;
