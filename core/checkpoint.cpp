@@ -5,6 +5,7 @@
 #include <set>
 #include <sstream>
 
+#include "core/copy.h"
 #include "core/rng.h"
 #include "core/state_dict.h"
 
@@ -47,7 +48,7 @@ std::string join(const std::vector<std::string>& items) {
 
 Checkpoint::StateDict cloned(const Checkpoint::StateDict& state) {
   Checkpoint::StateDict out;
-  for (const auto& [key, t] : state) out[key] = t.defined() ? t.detach().clone() : t;
+  for (const auto& [key, t] : state) out[key] = t.defined() ? detail::dense_copy(t) : t;
   return out;
 }
 

@@ -77,4 +77,28 @@ void copy_into(const Tensor& dst, const Tensor& src) {
   if (!landing.is_same(dst)) copy_into(dst, landing);
 }
 
+Tensor dense_copy(const Tensor& t) {
+  Tensor out = empty(t.shape(), t.options());
+  copy_into(out, t);
+  return out;
+}
+
+Tensor dense(const Tensor& t) { return t.is_contiguous() ? t : dense_copy(t); }
+
+Tensor dense_view(const Tensor& t, Shape shape) {
+  HG_CHECK(t.is_contiguous() && checked_numel(shape, "dense_view") == t.numel(), "internal error: dense_view of a ", t.shape(),
+           " tensor as ", shape);
+  Shape strides = contiguous_strides(shape);
+  return alias(t, std::move(shape), std::move(strides), t.storage_offset());
+}
+
+Tensor transposed_view(const Tensor& t) {
+  const int n = t.dim();
+  HG_CHECK(n >= 2, "internal error: transposed_view of a ", n, "-D tensor");
+  Shape shape = t.shape(), strides = t.strides();
+  std::swap(shape[n - 1], shape[n - 2]);
+  std::swap(strides[n - 1], strides[n - 2]);
+  return alias(t, std::move(shape), std::move(strides), t.storage_offset());
+}
+
 }  // namespace hg::detail

@@ -10,4 +10,12 @@ void copy_into(const Tensor& dst, const Tensor& src);
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
 // CUDA side (kernels/cuda/copy.cu): both tensors on the same CUDA device, same shape after broadcast.
 void cuda_copy_into(const Tensor& dst, const Tensor& src);
+
+// The layouts the kernels need, without an autograd node (Tensor::contiguous, view and
+// transpose are ops: they record one when their input requires grad, and a kernel records
+// nothing). All keep the dtype and device.
+Tensor dense_copy(const Tensor& t);                  // a fresh contiguous copy
+Tensor dense(const Tensor& t);                       // t when contiguous, else dense_copy(t)
+Tensor dense_view(const Tensor& t, Shape shape);     // a contiguous t seen with another shape
+Tensor transposed_view(const Tensor& t);             // the last two dims swapped (shares storage)
 }  // namespace hg::detail

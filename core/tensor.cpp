@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/copy.h"
+#include "core/fill.h"
 
 namespace hg {
 
@@ -51,6 +52,19 @@ void Tensor::set_data(const Tensor& other) const {
 
 namespace detail {
 
+void make_leaf_require_grad(Tensor& t) {
+  HG_CHECK(is_floating(t.dtype()), "requires_grad_: only floating tensors can require gradients, got a ", t.dtype(),
+           " tensor of shape ", t.shape());
+  t.impl()->requires_grad = true;
+}
+
+Tensor copy_with_options(const Tensor& t, TensorOptions options) {
+  Tensor out = empty(t.shape(), {.dtype = options.dtype, .device = options.device});
+  copy_into(out, t);
+  if (options.requires_grad) make_leaf_require_grad(out);
+  return out;
+}
+
 Tensor alias(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
   auto impl = std::make_shared<TensorImpl>();
   impl->storage = base.impl()->storage;
@@ -86,7 +100,7 @@ Tensor empty(Shape shape, TensorOptions options) {
   impl->shape = std::move(shape);
   impl->dtype = options.dtype;
   Tensor t(std::move(impl));
-  if (options.requires_grad) t.requires_grad_(true);
+  if (options.requires_grad) detail::make_leaf_require_grad(t);
   return t;
 }
 
@@ -94,8 +108,8 @@ Tensor full(Shape shape, double value, TensorOptions options) {
   const bool requires_grad = options.requires_grad;
   options.requires_grad = false;  // fill first: in-place writes are not allowed on grad tensors
   Tensor t = empty(std::move(shape), options);
-  t.fill_(value);
-  if (requires_grad) t.requires_grad_(true);
+  detail::fill(t, value);
+  if (requires_grad) detail::make_leaf_require_grad(t);
   return t;
 }
 

@@ -156,9 +156,14 @@ namespace detail {
 // A new handle on base's storage with the given geometry (no checks, no autograd history): the
 // one place views, detach() and as_strided build their TensorImpl.
 Tensor alias(const Tensor& base, Shape shape, Shape strides, int64_t offset);
+// A fresh tensor made a leaf that requires grad (the factories' `.requires_grad = true`; only
+// floating tensors can). The flag only: Tensor::requires_grad_ is autograd's.
+void make_leaf_require_grad(Tensor& t);
 void check_dtype_matches(const Tensor& t, DType expected, std::string_view what);
 // Copies the tensor to a contiguous CPU buffer of dtype `dtype` (for item/to_vector).
 Tensor to_cpu_contiguous(const Tensor& t, DType dtype);
+// A fresh tensor with `options` (dtype, device, requires_grad) holding t's values (for the factories).
+Tensor copy_with_options(const Tensor& t, TensorOptions options);
 }  // namespace detail
 
 template <class T> T* Tensor::data_ptr() const {
@@ -188,9 +193,7 @@ template <class T> Tensor from_vector(const std::vector<T>& values, Shape shape)
 }
 
 template <class T> Tensor from_vector(const std::vector<T>& values, Shape shape, TensorOptions options) {
-  Tensor t = from_vector(values, std::move(shape)).to(options.dtype).to(options.device);
-  if (options.requires_grad) t.requires_grad_(true);
-  return t;
+  return detail::copy_with_options(from_vector(values, std::move(shape)), options);
 }
 
 }  // namespace hg

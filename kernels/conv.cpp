@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/copy.h"
 #include "core/cpu_features.h"
 #include "core/parallel.h"
 #include "kernels/cpu/col2im.h"
@@ -352,7 +353,7 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad
   if (need_x) r.x = empty(x.shape(), x.options());
   if (need_w) r.w = empty({g.O, g.C, g.kh, g.kw}, x.options());
   if (need_b) r.b = empty({g.O}, x.options());
-  Tensor gy = grad.contiguous();
+  Tensor gy = detail::dense(grad);
   if (x.device().is_cuda()) {
     if (y.defined()) gy = detail::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
     cuda_kernels::conv2d_backward(x, w, gy, g.stride, g.pad, r.x, r.w, r.b);

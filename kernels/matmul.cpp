@@ -2,6 +2,7 @@
 // (kernels/cpu/gemm.h) or cuBLASLt (kernels/cuda/gemm.cpp). They record nothing.
 #include "kernels/matmul.h"
 
+#include "core/copy.h"
 #include "core/parallel.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -32,15 +33,19 @@ void batched_gemm_cpu(const Tensor& a, const Tensor& b, const Tensor& out) {
 }
 
 
+// A GEMM operand inside a kernel: t, or a contiguous copy (no autograd node: kernels record none).
+Tensor gemm_operand(const Tensor& t) { return gemm_ready(t) ? t : detail::dense_copy(t); }
+
 // The column sums of g2 (rows, out_features): linear's bias gradient.
 Tensor column_sums(const Tensor& g2) { return reduce(ReduceKind::Sum, plan_reduction(g2, {0}, "linear"), false); }
 
 }  // namespace
 
-Tensor gemm_operand(const Tensor& t) {
+bool gemm_ready(const Tensor& t) {
   const int n = t.dim();
-  return cpu::gemm_ready(t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]) ? t : t.contiguous();
+  return cpu::gemm_ready(t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]);
 }
+
 
 void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (out.device().is_cuda()) cuda_kernels::batched_gemm(a, b, out);
@@ -57,10 +62,10 @@ Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b) {
     return out;
   }
   // The CPU GEMM accumulates onto the broadcast bias, or overwrites (no bias).
-  if (b.defined()) out.copy_(b.detach());  // (copy_ broadcasts the row)
+  if (b.defined()) detail::copy_into(out, b);  // (copy_into broadcasts the row)
   if (out.numel() > 0 && in > 0)
-    cpu::gemm(x2.dtype(), cpu::matrix_view(x2), cpu::matrix_view(gemm_operand(w.t())), out.raw_data(),
-              /*accumulate=*/b.defined());
+    cpu::gemm(x2.dtype(), cpu::matrix_view(x2), cpu::matrix_view(gemm_operand(detail::transposed_view(w))),
+              out.raw_data(), /*accumulate=*/b.defined());
   return out;
 }
 
@@ -76,7 +81,8 @@ LinearWeightGrads linear_weight_grads(const Tensor& g2, const Tensor& x2, bool n
   } else {
     const bool empty_sum = g2.shape()[0] == 0;  // no rows: the gradient is 0, not garbage
     r.weight = empty_sum ? zeros({out_features, in}, x2.options()) : empty({out_features, in}, x2.options());
-    if (r.weight.numel() > 0 && !empty_sum) batched_gemm(gemm_operand(g2.t()), gemm_operand(x2), r.weight);
+    if (r.weight.numel() > 0 && !empty_sum)
+      batched_gemm(gemm_operand(detail::transposed_view(g2)), gemm_operand(x2), r.weight);
   }
   if (need_bias && !bias_done) r.bias = column_sums(g2);
   return r;

@@ -5,8 +5,10 @@
 
 namespace hg::kernels {
 
-// A GEMM operand: `t` itself when its rows or columns are contiguous, else a contiguous copy.
-Tensor gemm_operand(const Tensor& t);
+// Whether `t` can be a GEMM operand as it is: its rows or its columns are contiguous. (An op makes
+// a contiguous copy of one that cannot -- with autograd's contiguous(), as the copy is part of
+// the graph.)
+bool gemm_ready(const Tensor& t);
 
 // out[b] = a[b] @ b[b] for every batch b (a size-1 or missing batch dim broadcasts); a and b are
 // GEMM operands of out's dtype, out is contiguous and is overwritten.

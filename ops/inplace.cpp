@@ -4,8 +4,8 @@
 // storage's version counter, which is how backward notices a saved tensor was overwritten.
 #include "autograd/grad_mode.h"
 #include "core/copy.h"
+#include "core/fill.h"
 #include "kernels/cpu/elementwise_loop.h"
-#include "kernels/fill.h"
 #include "kernels/math/elementwise.h"
 #include "ops/elementwise.h"
 
@@ -21,7 +21,7 @@ void check_writable(const Tensor& t, std::string_view op) {
 
 Tensor& Tensor::fill_(double value) {
   check_writable(*this, "fill_");
-  kernels::fill(*this, value);
+  detail::fill(*this, value);
   impl()->storage->bump_version();
   return *this;
 }

@@ -27,7 +27,9 @@ std::string dims_text(const Tensor& t) {
   return s;
 }
 
-using kernels::gemm_operand;
+// A GEMM operand: `t` itself when its rows or columns are contiguous, else a contiguous copy
+// (a differentiable one: the copy is what the op records as its input).
+Tensor gemm_operand(const Tensor& t) { return kernels::gemm_ready(t) ? t : t.contiguous(); }
 
 }  // namespace
 

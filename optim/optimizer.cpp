@@ -8,6 +8,7 @@
 #include <set>
 
 #include "autograd/grad_mode.h"
+#include "core/fill.h"
 #include "core/state_dict.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "ops/elementwise.h"
@@ -110,7 +111,7 @@ void Optimizer::step_cuda(const amp::StepControl& control) {
       Tensor& count = state.tensors["step"];
       if (!count.defined()) {  // the count's bits as a fill value: exact for any int64, and no copy
         count = empty({}, {.dtype = i64, .device = param.device()});
-        cuda_kernels::fill(count, uint64_t(state.step));
+        detail::cuda_fill(count, uint64_t(state.step));
       }
       dg.steps.push_back(count);
       dg.states.push_back(&state);

@@ -3,6 +3,7 @@
 #include "core/cuda/cuda_copy.h"
 #include "core/error.h"
 #include "core/copy.h"
+#include "core/fill.h"
 #include "core/storage.h"
 #include "core/cuda/gemm_settings.h"
 
@@ -46,4 +47,5 @@ void release_mapped_slot(MappedSlot) {}
 
 namespace hg::detail {
 void cuda_copy_into(const Tensor& dst, const Tensor&) { check_cuda_device(dst.device(), "copy_"); }
+void cuda_fill(const Tensor& t, uint64_t) { check_cuda_device(t.device(), "fill_"); }
 }  // namespace hg::detail

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "core/copy.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_copy.h"
 #include "core/determinism.h"
@@ -381,7 +382,7 @@ constexpr uintptr_t kDnnAlignment = 16;
 bool dnn_aligned(const Tensor& t) {
   return !t.defined() || reinterpret_cast<uintptr_t>(t.raw_data()) % kDnnAlignment == 0;
 }
-Tensor realigned(const Tensor& t) { return dnn_aligned(t) ? t : t.clone(); }
+Tensor realigned(const Tensor& t) { return dnn_aligned(t) ? t : detail::dense_copy(t); }
 
 // An output cuDNN writes: the tensor itself when aligned, else fresh memory copied back by finish().
 struct DnnOutput {
@@ -389,7 +390,7 @@ struct DnnOutput {
   explicit DnnOutput(const Tensor& t) : target(t), work(dnn_aligned(t) ? t : empty(t.shape(), t.options())) {}
   void* data() const { return work.raw_data(); }
   void finish() const {
-    if (!work.is_same(target)) Tensor(target).copy_(work);
+    if (!work.is_same(target)) detail::copy_into(target, work);
   }
 };
 
@@ -402,7 +403,7 @@ void fill_zeros(const Tensor& t) {
 // NOTE: not cudnnAddTensor / cudnnConvolutionBackwardBias: both are deprecated in cuDNN 9 and
 // their bf16 support is undocumented; the bias path is memory-bound either way.
 void add_bias(DnnCall&, const ConvShape& s, const Tensor& bias, const Tensor& out) {
-  const Tensor b = bias.contiguous().view({1, s.o, 1, 1});
+  const Tensor b = detail::dense_view(detail::dense(bias), {1, s.o, 1, 1});
   detail::map_into<2>(out, {out, b}, math::Add{});
 }
 
@@ -437,7 +438,7 @@ void conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, 
   check_output("conv2d", out);
   detail::check_cuda_device(out.device(), "conv2d");
   if (out.numel() == 0) return;
-  const Tensor x = realigned(x_in.contiguous()), w = realigned(w_in.contiguous());
+  const Tensor x = realigned(detail::dense(x_in)), w = realigned(detail::dense(w_in));
   const ConvShape s = conv_shape(x, out, w.shape()[2], w.shape()[3], stride, padding);
   lint_tensor_cores(out.dtype(), s.c, s.o);
   DnnCall call(out.device(), out.dtype());
@@ -467,8 +468,8 @@ void conv2d_backward(const Tensor& x_in, const Tensor& w_in, const Tensor& grad,
   for (const Tensor* t : {&grad_x, &grad_w, &grad_bias}) check_output("conv2d backward", *t);
   HG_CHECK(!grad_x.defined() || w_in.defined(), "conv2d backward (CUDA): the input's gradient needs the weight");
   detail::check_cuda_device(grad.device(), "conv2d backward");
-  const Tensor dy = realigned(grad.contiguous()), x = realigned(x_in.contiguous());
-  const Tensor w = w_in.defined() ? realigned(w_in.contiguous()) : Tensor();
+  const Tensor dy = realigned(detail::dense(grad)), x = realigned(detail::dense(x_in));
+  const Tensor w = w_in.defined() ? realigned(detail::dense(w_in)) : Tensor();
   const Tensor& kernel = w.defined() ? w : grad_w;  // only its shape is needed
   const int64_t kh = kernel.defined() ? kernel.shape()[2] : 0, kw = kernel.defined() ? kernel.shape()[3] : 0;
   const ConvShape s = conv_shape(x, dy, kh, kw, stride, padding);

@@ -12,8 +12,6 @@
 namespace hg::cuda_kernels {
 
 // Writes `bits` (one element of t's dtype, in its low element_size bytes) into every element of
-// t, any strides: Tensor::fill_ on a GPU, with the value as a kernel argument (no copy, no wait).
-void fill(const Tensor& t, uint64_t bits);
 
 using kernels::ReduceKind;
 // x viewed as contiguous (outer, reduce, inner) -> out (outer, inner).

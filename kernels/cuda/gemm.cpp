@@ -23,6 +23,7 @@
 #include <optional>
 #include <string>
 
+#include "core/copy.h"
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_copy.h"
 #include "core/cuda/gemm_settings.h"
@@ -109,7 +110,7 @@ Operand operand_of(const Tensor& t, bool transposed, int64_t batch, Tensor& hold
                                         batched ? t.strides()[0] : 0);
   if (op) return *op;
   // Rare: matmul and linear already hand over gemm-ready operands. A contiguous copy is row-major.
-  holder = t.contiguous();
+  holder = detail::dense(t);
   op = layout_of(holder.raw_data(), holder.shape()[r], holder.shape()[c], holder.strides()[r], holder.strides()[c],
                  batched ? holder.strides()[0] : 0);
   HG_CHECK(op.has_value(), "matmul (CUDA): no GEMM layout for a contiguous operand of shape ", t.shape());
@@ -375,7 +376,7 @@ void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const
   g.m = rows, g.n = out_features, g.k = in;
   if (bias.defined()) {
     check_operands("linear", out, {&bias});
-    bias_packed = bias.contiguous();  // cuBLASLt wants a packed vector
+    bias_packed = detail::dense(bias);  // cuBLASLt wants a packed vector
     g.bias = bias_packed.raw_data();
     g.epilogue = CUBLASLT_EPILOGUE_BIAS;
   }

@@ -1,13 +1,12 @@
-#include "kernels/fill.h"
+#include "core/fill.h"
 
 #include <cstdint>
 #include <cstring>
 
 #include "core/convert.h"
 #include "core/copy.h"
-#include "kernels/cuda/cuda_kernels.h"
 
-namespace hg::kernels {
+namespace hg::detail {
 
 void fill(const Tensor& t, double value) {
   if (t.device().is_cuda()) {
@@ -15,16 +14,16 @@ void fill(const Tensor& t, double value) {
     // host->device copy: a copy from host memory would wait for every kernel queued before it.
     uint64_t bits = 0;
     visit_dtype(t.dtype(), [&]<class T> {
-      const T converted = detail::convert_value<T>(value);
+      const T converted = convert_value<T>(value);
       std::memcpy(&bits, &converted, sizeof(T));
     });
-    cuda_kernels::fill(t, bits);
+    cuda_fill(t, bits);
     return;
   }
   // A 0-d tensor holding the value, broadcast by copy_into (which also handles strided views).
   Tensor scalar = empty({}, {.dtype = t.dtype()});
-  visit_dtype(t.dtype(), [&]<class T> { *scalar.data_ptr<T>() = detail::convert_value<T>(value); });
-  detail::copy_into(t, scalar);
+  visit_dtype(t.dtype(), [&]<class T> { *scalar.data_ptr<T>() = convert_value<T>(value); });
+  copy_into(t, scalar);
 }
 
-}  // namespace hg::kernels
+}  // namespace hg::detail
