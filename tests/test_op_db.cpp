@@ -2,6 +2,7 @@
 // database name the same ops, f64 gradcheck, the naive reference in f64 and f32, the output dtype
 // under autocast as the op-table row says, and CPU against CUDA. A failure names the entry (`op`).
 // The PyTorch golden parity of the same calls is in tests/test_parity.cpp.
+#include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
@@ -190,21 +191,21 @@ hg::DType after_cast(CastPolicy policy, hg::DType autocast, hg::DType input, hg:
   return input;
 }
 
-// The output dtype the op-table row promises for these floating input dtypes (f16 and f32 only).
-hg::DType promised_dtype(const hg::amp::OpInfo& row, hg::DType autocast, const std::vector<hg::DType>& floating) {
+// What the op-table row promises for these floating input dtypes (f16 and f32 only): the dtype
+// the op computes in (the widest after the cast) and its output's.
+struct Promise {
+  hg::DType computed, output;
+};
+
+Promise promised(const hg::amp::OpInfo& row, hg::DType autocast, const std::vector<hg::DType>& floating) {
   bool any_f32 = false;
   for (hg::DType d : floating) any_f32 = any_f32 || d == hg::f32;
   const hg::DType widest = any_f32 ? hg::f32 : hg::f16;
   const hg::DType first = after_cast(row.policy, autocast, floating[0], widest);
-  hg::DType computed = first;  // the widest dtype after the cast
+  hg::DType computed = first;
   for (hg::DType d : floating)
     if (after_cast(row.policy, autocast, d, widest) == hg::f32) computed = hg::f32;
-  switch (row.output) {
-    case OutputDType::Computed: return computed;
-    case OutputDType::FirstInput: return first;
-    case OutputDType::Index: return hg::i64;
-  }
-  return computed;
+  return {computed, hg::amp::output_dtype(row.output, computed, first)};
 }
 
 // The three input mixes: all f32, all f16, and the first floating input f16 with the others f32
@@ -244,9 +245,75 @@ TEST_CASE("op_db.autocast_output_dtype") {
         CAPTURE(autocast);
         hg::amp::Autocast region(low);
         const Tensor out = run(entry, in, args);
-        CHECK(dtype_text(out.dtype()) == dtype_text(promised_dtype(row, low, floating)));
+        CHECK(dtype_text(out.dtype()) == dtype_text(promised(row, low, floating).output));
       }
     }
+  }
+}
+
+namespace {
+
+// The entry that carries an op-table row's own name (not a "<op>_scalar" form).
+bool is_the_rows_entry(const OpEntry& entry) { return entry.name == hg::amp::op_name(entry.op); }
+
+// The first report row (PrecisionReport's or ShadowCheck's) named op, or rows.end().
+template <class Rows>
+auto row_named(const Rows& rows, const std::string& op) {
+  return std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.op == op; });
+}
+
+}  // namespace
+
+// PrecisionReport's row of each op carries the op-table row's name and policy, and the dtypes it
+// promises -- ops name themselves by enum, so the report cannot drift from the table.
+TEST_CASE("op_db.precision_report_row_is_the_op_table_row") {
+  for (const OpEntry& entry : hg_test::op_db()) {
+    if (!is_the_rows_entry(entry)) continue;
+    const std::string op = entry.name;
+    CAPTURE(op);
+    const hg::amp::OpInfo& row = hg::amp::op_info(entry.op);
+    for (Mix mix : {Mix::AllF32, Mix::AllF16, Mix::FirstF16}) {
+      const Inputs in = mixed_inputs(entry, mix);
+      std::vector<hg::DType> floating;
+      for (const Tensor& t : in)
+        if (hg::is_floating(t.dtype())) floating.push_back(t.dtype());
+      for (hg::DType low : {hg::f16, hg::bf16}) {
+        const std::string autocast = dtype_text(low), first_input = dtype_text(floating[0]);
+        CAPTURE(autocast);
+        CAPTURE(first_input);
+        hg::amp::PrecisionReport report;
+        {
+          hg::amp::Autocast region(low);
+          run(entry, in, entry.args());
+        }
+        const auto it = row_named(report.rows(), op);
+        REQUIRE_MESSAGE(it != report.rows().end(), "no PrecisionReport row named '", op, "'");
+        const Promise promise = promised(row, low, floating);
+        CHECK(it->policy == hg::amp::policy_name(row.policy));
+        CHECK(it->compute == promise.computed);
+        CHECK(it->output == promise.output);
+      }
+    }
+  }
+}
+
+// ShadowCheck pairs an op's inputs (amp::prepare) with its output (autograd::record) by name: both
+// come from the op's table row, so every op that records an output gets its shadow error.
+TEST_CASE("op_db.shadow_check_sees_every_op_under_its_table_name") {
+  for (const OpEntry& entry : hg_test::op_db()) {
+    if (!is_the_rows_entry(entry)) continue;
+    const std::string op = entry.name;
+    CAPTURE(op);
+    const Inputs in = mixed_inputs(entry, Mix::AllF32);
+    hg::amp::ShadowCheck check(hg::bf16);
+    check.run([&] { return run(entry, in, entry.args()); });
+    const auto& rows = check.report().rows();
+    const auto it = row_named(rows, op);
+    REQUIRE(it != rows.end());
+    // No output node of their own, so nothing to compare: argmax (not differentiable) and
+    // mse_loss (composed of sub, pow and mean, each compared in its own row).
+    const bool records_an_output = entry.op != hg::amp::Op::Argmax && entry.op != hg::amp::Op::MseLoss;
+    CHECK(it->has_shadow == records_an_output);
   }
 }
 
