@@ -15,7 +15,8 @@
 # and the version the library itself reports (cudnnGetVersion); (c) configure a Release build in
 # build-gpu/ (-DHG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DHG_NATIVE=ON, tests and benchmarks on,
 # examples off), using .carry/ for every package the system lacks, and build gpu_bench, then
-# test_cuda; (d) ctest -R '^cuda\.' -- only when the library and test_cuda built completely, so
+# test_cuda and test_op_db; (d) ctest -R '^(cuda\.|op_db\.cpu_matches_cuda)' -- only when the
+# library and those tests built completely, so
 # no test runs against a stale or missing binary; (e) both benchmarks; (f) compute-sanitizer
 # --tool memcheck over the CUDA suite (without the cuda.large.* sizes) and --tool racecheck over
 # the cases whose kernels use shared memory -- each skipped with a message when compute-sanitizer
@@ -273,7 +274,7 @@ if ((configured)); then
     # shellcheck disable=SC2086
     build_targets build-targets "$build_cap" "$logs/build.log" $HG_CHECK_TARGETS
   else
-    build_targets build-test_cuda "$build_cap" "$logs/build-test_cuda.log" test_cuda && built_cuda_tests=1
+    build_targets build-test_cuda "$build_cap" "$logs/build-test_cuda.log" test_cuda test_op_db && built_cuda_tests=1
   fi
 else
   record build "skipped (configure failed)" 0
@@ -297,8 +298,9 @@ run_ctest() {
 }
 cuda_passed="-" cuda_failed="-"
 if ((built_cuda_tests)); then
-  banner "GPU tests: ctest -R '^cuda\\.'"
-  run_ctest tests-cuda 150 "$reserve_after_tests" "$logs/ctest-cuda.log" -R '^cuda\.' -j "$((jobs < 8 ? jobs : 8))"
+  banner "GPU tests: ctest -R '^(cuda\\.|op_db\\.cpu_matches_cuda)'"
+  run_ctest tests-cuda 150 "$reserve_after_tests" "$logs/ctest-cuda.log" -R '^(cuda\.|op_db\.cpu_matches_cuda)' \
+    -j "$((jobs < 8 ? jobs : 8))"
   cuda_passed=$(grep -cE 'Test +#[0-9]+: .* Passed' "$logs/ctest-cuda.log")
   cuda_failed=$(grep -cE 'Test +#[0-9]+: .*(\*\*\*|Failed|Not Run|Timeout|Exception)' "$logs/ctest-cuda.log")
 else
@@ -394,7 +396,7 @@ if ((built_cuda_tests)); then
   build_targets build-all "$build_cap" "$logs/build.log" all && built_all=1
   if ((built_all)); then
     banner "the rest of the suite (CPU tests; the cuda. tests ran above): ctest -j$jobs"
-    OMP_NUM_THREADS=2 run_ctest tests-rest 120 10 "$logs/ctest-rest.log" -E '^cuda\.' -j "$jobs"
+    OMP_NUM_THREADS=2 run_ctest tests-rest 120 10 "$logs/ctest-rest.log" -E '^(cuda\.|op_db\.cpu_matches_cuda)' -j "$jobs"
   else
     echo "the rest of the suite: not run (the build did not complete)"
   fi
