@@ -1,5 +1,5 @@
-// The conv2d kernels. On the CPU: im2col + GEMM, one image per task. im2col lays the receptive field of
-// every output pixel out as a column, so the convolution of one image is a single GEMM:
+// The conv2d kernels. On the CPU: im2col + GEMM, one image per task. im2col lays the receptive
+// field of every output pixel out as a column, so the convolution of one image is a single GEMM:
 //
 //   out_n (O, OH*OW) = W (O, C*kh*kw) @ cols_n (C*kh*kw, OH*OW)   (+ bias per row)
 //
@@ -7,8 +7,8 @@
 // reads them, and the result is written straight into the output tensor.
 // Backward: dcols = W^T @ g_n, scattered back to the image (col2im); dW = sum_n g_n @ cols_n^T,
 // recomputing cols_n instead of saving it (memory); db = sum of g over n, h, w. 16-bit tensors
-// are widened to f32 as they are laid out, so the GEMM always runs in f32.
-// On a GPU, cuDNN (kernels/cuda/conv.cpp).
+// are widened to f32 as they are laid out, so the GEMM always runs in f32 (or natively in bf16
+// where the CPU has AVX512-BF16). On a GPU: cuDNN (kernels/cuda/conv.cpp).
 #include "kernels/conv.h"
 
 #include <algorithm>
