@@ -4,8 +4,13 @@
 //   * op_db.every_op_table_row_has_an_entry  each amp::kOpTable row has an entry, and back;
 //   * op_db.gradcheck_f64                    backward against central finite differences (T64);
 //   * op_db.matches_the_naive_reference      the forward against `reference`, in f64 and in f32;
+//   * op_db.strided_inputs_match_contiguous  step-2, offset views of the inputs give the same
+//                                            output and gradients (f64);
 //   * op_db.autocast_output_dtype            under f16/bf16 autocast the output has the dtype the
 //                                            op-table row (cast policy, output rule) says;
+//   * op_db.precision_report_row_is_the_op_table_row, op_db.shadow_check_sees_every_op_under_its_table_name
+//                                            the PrecisionReport and ShadowCheck rows carry the row's
+//                                            name, policy and dtypes;
 //   * op_db.cpu_matches_cuda                 the forward on the GPU against the CPU (skips without one).
 // tests/test_parity.cpp runs the same `call` on the PyTorch golden fixtures, keyed by `name`.
 //

@@ -123,6 +123,69 @@ TEST_CASE("op_db.gradcheck_f64") {
   }
 }
 
+// ---- strided inputs give what their contiguous copies give -----------------------------------------
+
+namespace {
+
+// A copy of t whose memory is not row-major: every second element of a larger buffer, from
+// element 1 (a step-2, offset view, as a slice x[..., 1::2] makes). 0-d and empty tensors stay.
+Tensor strided_copy(const Tensor& t) {
+  if (t.dim() == 0 || t.numel() == 0) return t;
+  const Tensor base = hg::zeros({2 * t.numel() + 1}, t.options());
+  hg::Shape strides = hg::contiguous_strides(t.shape());
+  for (int64_t& s : strides) s *= 2;
+  Tensor view = hg::as_strided(base, t.shape(), strides, 1);
+  view.copy_(t);
+  return view.detach();
+}
+
+// The call on `in` (the entry's differentiated inputs made leaves), and the gradients of
+// sum(out * upstream) for a fixed upstream tensor.
+struct Outcome {
+  Tensor out;
+  Inputs grads;
+};
+Outcome forward_and_backward(const OpEntry& entry, Inputs in) {
+  for (int i : entry.grads) in[size_t(i)].requires_grad_(true);
+  Outcome o{run(entry, in, entry.args()), {}};
+  if (entry.grads.empty()) return o;
+  hg::manual_seed(5);
+  o.out.backward(hg::randn(o.out.shape(), {.dtype = o.out.dtype()}));
+  for (int i : entry.grads) o.grads.push_back(in[size_t(i)].grad());
+  return o;
+}
+
+}  // namespace
+
+// TESTING.md scenario 4 for every entry: the same values laid out with strides (every floating
+// input a step-2, offset view) give the same output and the same input gradients, in f64.
+// Kernels that read strides directly and kernels that copy first must agree.
+TEST_CASE("op_db.strided_inputs_match_contiguous") {
+  const Tolerance same{1e-12, 1e-12};  // f64: only a different summation order may show
+  for (const OpEntry& entry : hg_test::op_db()) {
+    const std::string op = entry.name;
+    CAPTURE(op);
+    const Inputs dense = make_inputs(entry, hg::f64, seed_of(entry));
+    Inputs strided;
+    for (const Tensor& t : dense) strided.push_back(hg::is_floating(t.dtype()) ? strided_copy(t) : t);
+    bool any_strided = false, any_to_stride = false;  // (a test that strides nothing tests nothing)
+    for (size_t i = 0; i < dense.size(); ++i) {
+      any_strided = any_strided || !strided[i].is_contiguous();
+      any_to_stride = any_to_stride || (hg::is_floating(dense[i].dtype()) && dense[i].numel() > 1);
+    }
+    CHECK(any_strided == any_to_stride);
+    const Outcome a = forward_and_backward(entry, dense), b = forward_and_backward(entry, strided);
+    CHECK_CLOSE_WITH(b.out, a.out, same);
+    REQUIRE(a.grads.size() == b.grads.size());
+    for (size_t k = 0; k < a.grads.size(); ++k) {
+      const int input = entry.grads[k];
+      CAPTURE(input);
+      REQUIRE(a.grads[k].defined() == b.grads[k].defined());
+      if (a.grads[k].defined()) CHECK_CLOSE_WITH(b.grads[k], a.grads[k], same);
+    }
+  }
+}
+
 // ---- the forward against the naive reference ----------------------------------------------------
 
 namespace {
