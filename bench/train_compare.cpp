@@ -1,7 +1,11 @@
 // train_compare: the same model, recipe and data trained by halfgrad and by LibTorch in one run,
 // printing samples/s of each and the ratio at 1 and 2 threads.
 //
-//   build/bench/train_compare [--steps 200] [--model mlp|cnn|both] [--busy N]
+//   build/bench/train_compare [--steps 200] [--model mlp|cnn|both] [--busy N] [--rounds 2]
+//
+// Each measurement is the best of 3 repeats; --rounds R measures both frameworks R times,
+// alternating which goes first, and keeps each one's best: on a shared machine a neighbour's
+// burst then slows both sides alike instead of deciding the ratio.
 //
 // --busy N starts N processes that spin for the whole run (a browser or a build on a laptop), to
 // measure how both frameworks cope when a core is taken. HG_CPU_ISA caps halfgrad's kernels
@@ -15,6 +19,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -183,12 +188,26 @@ std::string cap_torch_like_halfgrad(char** argv) {
 
 int main(int argc, char** argv) {
   const std::string torch_caps = cap_torch_like_halfgrad(argv);
-  int steps = 200, busy = 0;
+  int steps = 200, busy = 0, rounds = 2;
   std::string which = "both";
-  for (int i = 1; i + 1 < argc; ++i) {
-    if (std::strcmp(argv[i], "--steps") == 0) steps = std::atoi(argv[i + 1]);
-    if (std::strcmp(argv[i], "--model") == 0) which = argv[i + 1];
-    if (std::strcmp(argv[i], "--busy") == 0) busy = std::atoi(argv[i + 1]);
+  const char* usage = "usage: train_compare [--steps N] [--model mlp|cnn|both] [--busy N] [--rounds N]\n";
+  for (int i = 1; i < argc; ++i) {
+    const std::string flag = argv[i];
+    if (flag == "--help" || flag == "-h") {
+      std::printf("%s", usage);
+      return 0;
+    }
+    if (i + 1 >= argc || (flag != "--steps" && flag != "--model" && flag != "--busy" && flag != "--rounds")) {
+      std::fprintf(stderr, "train_compare: unknown or incomplete option '%s'\n%s", argv[i], usage);
+      return 2;
+    }
+    const char* value = argv[++i];
+    if (flag == "--model") which = value;
+    else (flag == "--steps" ? steps : flag == "--busy" ? busy : rounds) = std::atoi(value);
+  }
+  if (steps < 1 || busy < 0 || rounds < 1 || (which != "mlp" && which != "cnn" && which != "both")) {
+    std::fprintf(stderr, "train_compare: --steps and --rounds must be >= 1, --busy >= 0, --model mlp|cnn|both\n%s", usage);
+    return 2;
   }
   std::vector<pid_t> spinners;
   try {
@@ -201,9 +220,9 @@ int main(int argc, char** argv) {
       if (batches.size() == 64) break;
     }
     const std::string blas = torch_blas();
-    std::printf("train_compare: best of 3 x %d steps of batch 128 after 10 warm-up steps (LibTorch %s, %s, BLAS %s); "
-                "halfgrad CPU level %s; %d spinning process(es) running beside\n\n",
-                steps, TORCH_VERSION, at::hasMKL() ? "MKL" : "no MKL", blas.c_str(), hg::cpu::isa_summary().c_str(), busy);
+    std::printf("train_compare: best of %d rounds x 3 repeats x %d steps of batch 128 after 10 warm-up steps (LibTorch %s, "
+                "%s, BLAS %s); halfgrad CPU level %s; %d spinning process(es) running beside\n\n",
+                rounds, steps, TORCH_VERSION, at::hasMKL() ? "MKL" : "no MKL", blas.c_str(), hg::cpu::isa_summary().c_str(), busy);
     if (!torch_caps.empty()) std::printf("LibTorch capped to the same CPU level: %s\n\n", torch_caps.c_str());
     else if (std::getenv("HG_CPU_ISA") != nullptr)
       std::printf("LibTorch runs uncapped (its best kernels for this CPU): the ratios below are a lower bound\n\n");
@@ -235,14 +254,19 @@ int main(int argc, char** argv) {
     for (const std::string model : {"mlp", "cnn"}) {
       if (which != "both" && which != model) continue;
       for (int threads : {1, 2}) {
-        const double ours = measure([&] {
+        const auto run_ours = [&] {
           hg::set_num_threads(threads);
           return run_halfgrad(model, batches, steps);
-        });
-        const double theirs = measure([&] {
+        };
+        const auto run_theirs = [&] {
           at::set_num_threads(threads);
           return model == "mlp" ? run_torch<TorchMlp>(batches, steps) : run_torch<TorchCnn>(batches, steps);
-        });
+        };
+        double ours = 0, theirs = 0;
+        for (int round = 0; round < rounds; ++round) {
+          if (round % 2 == 0) ours = std::max(ours, measure(run_ours)), theirs = std::max(theirs, measure(run_theirs));
+          else theirs = std::max(theirs, measure(run_theirs)), ours = std::max(ours, measure(run_ours));
+        }
         std::printf("| %s | %d | %.0f | %.0f | %.2fx |\n", model.c_str(), threads, ours, theirs, ours / theirs);
         std::fflush(stdout);
       }

@@ -59,8 +59,9 @@ TEST_CASE("cpu.gemm_at_every_level_matches_the_reference") {
   struct Size {
     int64_t M, K, N;
   };
-  // Edge tiles of every microkernel (6x16, 12x32), depths across the 256-deep slices, odd sizes.
-  const Size sizes[] = {{1, 1, 1}, {7, 13, 5}, {13, 300, 37}, {64, 257, 65}, {130, 17, 100}, {6, 512, 16}};
+  // Edge tiles of every microkernel (6x16, 12x32), depths split into equal slices of at most 256
+  // (257 -> 136 + 121, 300 -> 152 + 148, 784 -> 4 x 196), odd sizes.
+  const Size sizes[] = {{1, 1, 1}, {7, 13, 5}, {13, 300, 37}, {64, 257, 65}, {130, 17, 100}, {6, 512, 16}, {9, 784, 20}};
   hg::manual_seed(3);
   at_every_level([&](Isa) {
     for (const Size& s : sizes)

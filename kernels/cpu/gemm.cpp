@@ -137,10 +137,14 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
   thread_local std::vector<float> wide;  // a 16-bit block widened to f32 before packing
   const int64_t K = a.cols, mr = kernel.mr, nr = kernel.nr;
   const bool native_bf16 = std::is_same_v<T, bfloat16> && kernel.tile_bf16 != nullptr;
+  // K in equal slices of at most kernel.kc (784 = 4 x 196, not 3 x 256 + 16): a thin last slice
+  // would pay a whole pass of C loads and stores for a few multiply-adds.
+  const int64_t slices = std::max<int64_t>(1, (K + kernel.kc - 1) / kernel.kc);
+  const int64_t slice_depth = round_up((K + slices - 1) / slices, 8);
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kernel.nc) {
     const int64_t nc = std::min(kernel.nc, j_end - j0), nc_padded = round_up(nc, nr);
-    for (int64_t k0 = 0; k0 < K; k0 += kernel.kc) {
-      const int64_t kc = std::min(kernel.kc, K - k0);
+    for (int64_t k0 = 0; k0 < K; k0 += slice_depth) {
+      const int64_t kc = std::min(slice_depth, K - k0);
       const bool overwrite = k0 == 0 && !accumulate;
       if (native_bf16) {  // panels stay bf16, in k pairs (half the bytes of f32 panels)
         const int64_t pairs = (kc + 1) / 2;
