@@ -74,7 +74,9 @@ Tensor amax(const Tensor& input, int dim, bool keepdim) {
            const Tensor gk = keepdim ? g : unsqueeze(g, dim);
            // Ties share the gradient equally (PyTorch's amax convention).
            const Tensor mask = eq(x, y);
-           return {mask * (gk / sum(mask, {dim}, true))};
+           const Tensor grad = mask * (gk / sum(mask, {dim}, true));
+           // A 0-d input was reduced as one element of a size-1 dim: the unsqueezes made it [1].
+           return {x.dim() == 0 ? grad.reshape(x.shape()) : grad};
          });
   return out;
 }

@@ -33,7 +33,7 @@ start=$(date +%s)
 host=$(uname -m)
 
 # The test programs that run under emulation: the CPU kernels, core, autograd, ops and AMP.
-emulated_tests=(test_core test_half test_cpu test_autograd test_ops_reference test_ops_layouts test_ops_numerics
+emulated_tests=(test_core test_half test_cpu test_autograd test_ops_reference test_op_db test_ops_layouts test_ops_numerics
                 test_autocast test_grad_scaler)
 
 # Runs each emulated test program: run_emulated <build dir> <excluded cases> <emulator command...>

@@ -1,9 +1,11 @@
 // The entries of the per-op test database (op_db.h), one per fixture op name, grouped by golden
-// fixture family. Each entry's reference is written on ref::Arrays from ops_test_helpers.h,
-// so a kernel bug cannot also be in its oracle.
+// fixture family, each with the samples (shapes, broadcasts, arguments) its op is run on. Each
+// entry's reference is written on ref::Arrays from ops_test_helpers.h, so a kernel bug cannot
+// also be in its oracle.
 #include "op_db.h"
 
 #include <cmath>
+#include <sstream>
 #include <utility>
 
 #include "ops/activation.h"
@@ -111,12 +113,20 @@ ref::Array cat(const Arrays& parts, int64_t dim) {
   return out;
 }
 
-// Training mode, no running statistics: normalised with the batch's own (biased) statistics.
+// Training normalises with the batch's own (biased) statistics: the output does not read the
+// running ones. Eval normalises with the running statistics (inputs 1 and 2).
 ref::Array batch_norm(const Arrays& x, A a) {
-  HG_CHECK(flag(a, "training") && !flag(a, "stats"), "op_db: the batch_norm reference covers training without stats");
   std::vector<double> mean, var;
-  ref::channel_stats(x[0], mean, var);
-  return ref::batch_norm(x[0], mean, var, optional_values(x, 1), optional_values(x, 2), number(a, "eps"));
+  if (flag(a, "training")) {
+    ref::channel_stats(x[0], mean, var);
+  } else {
+    HG_CHECK(flag(a, "stats"), "op_db: batch_norm in eval needs running statistics");
+    mean = x[1].v, var = x[2].v;
+  }
+  const bool affine = flag(a, "affine");
+  const std::vector<double> weight = affine ? x[x.size() - 2].v : std::vector<double>{};
+  const std::vector<double> bias = affine ? x[x.size() - 1].v : std::vector<double>{};
+  return ref::batch_norm(x[0], mean, var, weight, bias, number(a, "eps"));
 }
 
 ref::Array layer_norm(const Arrays& x, A a) {
@@ -124,17 +134,49 @@ ref::Array layer_norm(const Arrays& x, A a) {
                          optional_values(x, 2), number(a, "eps"));
 }
 
-// ---- entry builders for the one-input elementwise ops ------------------------------------------
+// ---- writing samples ---------------------------------------------------------------------------
 
 const hg::Shape kSmall{3, 4};
 
-// An elementwise op of one input whose reference is f(x, args) element by element.
+std::string json_list(const std::vector<int64_t>& values) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < values.size(); ++i) os << (i ? ", " : "") << values[i];
+  os << "]";
+  return os.str();
+}
+
+void append(std::vector<SampleSpec>& to, const std::vector<SampleSpec>& more) {
+  to.insert(to.end(), more.begin(), more.end());
+}
+
+// The elementwise shapes: 0-d, one element, odd and prime sizes, a 256-element chunk boundary
+// crossed, and one above the 32768-element grain where work is split across threads.
+const std::vector<hg::Shape> kElementwiseShapes = {{},    {1},   {7},        {3, 5}, {13, 17},
+                                                   {33},  {257}, {2, 3, 31}, {1031}, {40009}};
+
+// One input of each elementwise shape, with `args`: N(0, 9), far into the saturating tails, or for
+// ops defined on positive values uniform in [0.05, 4.05), close to 0 and well past 1.
+std::vector<SampleSpec> on_every_shape(Values values, const std::string& args = "") {
+  std::vector<SampleSpec> out;
+  for (const hg::Shape& shape : kElementwiseShapes) {
+    const InputSpec normal{.shape = shape, .stddev = 3};
+    const InputSpec positive{.shape = shape, .values = Values::Positive, .low = 0.05, .high = 4.05};
+    out.push_back({.inputs = {values == Values::Positive ? positive : normal}, .args = args});
+  }
+  return out;
+}
+
+// ---- the elementwise ops -----------------------------------------------------------------------
+
+// An elementwise op of one input whose reference is f(x, args) element by element, on a small
+// input and on every elementwise shape.
 OpEntry unary(Op op, std::string name, OpCall call, std::function<double(double, A)> f, std::string family,
               std::string args = "{}", Values values = Values::Normal) {
   Reference reference = [f](const Arrays& x, A a) { return ref::map(x[0], [&](double v) { return f(v, a); }); };
   return {.op = op, .name = std::move(name), .call = std::move(call), .default_args = std::move(args),
-          .inputs = {{kSmall, values}}, .reference = std::move(reference), .grads = {0}, .f32_tolerance = kF32,
-          .golden_family = std::move(family)};
+          .inputs = {{kSmall, values}}, .reference = std::move(reference), .f32_tolerance = kF32,
+          .golden_family = std::move(family), .more_samples = on_every_shape(values)};
 }
 
 // `x <op> scalar`, the fixtures' "<op>_scalar" cases.
@@ -144,13 +186,52 @@ OpEntry scalar_form(Op op, std::string name, Tensor (*call)(const Tensor&, doubl
       [f](double x, A a) { return f(x, number(a, "scalar")); }, "elementwise", R"({"scalar": -2.5})");
 }
 
-// `a <op> b` with broadcasting: (3, 1, 4) against (5, 4) -> (3, 5, 4).
+// Operand shapes that broadcast every way: 0-d against 0-d and against a tensor, size-1 dims on
+// either side, a missing leading dim, equal shapes, and the chunk and thread-grain sizes.
+const std::pair<hg::Shape, hg::Shape> kBroadcastPairs[] = {
+    {{}, {}},           {{1}, {7}},           {{3, 5}, {3, 5}},   {{3, 1, 4}, {5, 4}}, {{257}, {}},
+    {{13, 1}, {1, 17}}, {{2, 3, 31}, {3, 1}}, {{1031}, {1031}}, {{40009}, {1}},      {{}, {2, 3, 31}},
+};
+
+// The shape `a <op> b` broadcasts to.
+hg::Shape broadcast_shape(const hg::Shape& a, const hg::Shape& b) {
+  const size_t n = std::max(a.size(), b.size());
+  hg::Shape out(n, 1);
+  for (size_t d = 0; d < n; ++d) {
+    const int64_t da = d < n - a.size() ? 1 : a[d - (n - a.size())], db = d < n - b.size() ? 1 : b[d - (n - b.size())];
+    out[d] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+// `a <op> b`, the second operand N(0, std^2) or, as a denominator, positive in [low, high); an
+// operand smaller than the result is broadcast.
+std::vector<InputSpec> operands(const hg::Shape& a, const hg::Shape& b, Values second, double stddev, double low,
+                                double high) {
+  const hg::Shape out = broadcast_shape(a, b);
+  const InputSpec first{.shape = a, .stddev = stddev, .broadcast = a != out};
+  const InputSpec normal{.shape = b, .stddev = stddev, .broadcast = b != out};
+  const InputSpec positive{.shape = b, .values = Values::Positive, .low = low, .high = high, .broadcast = b != out};
+  return {first, second == Values::Positive ? positive : normal};
+}
+
+// `a <op> b` with broadcasting: (3, 1, 4) against (5, 4) -> (3, 5, 4), and each of kBroadcastPairs
+// both ways round (the operand order matters to sub and div), N(0, 4) against N(0, 4) or, for a
+// denominator, uniform in [0.5, 4.5).
 OpEntry binary(Op op, std::string name, Tensor (*call)(const Tensor&, const Tensor&), double (*f)(double, double),
                Values second = Values::Normal) {
+  std::vector<SampleSpec> samples;
+  for (const auto& shapes : kBroadcastPairs)
+    for (bool swapped : {false, true}) {
+      if (swapped && shapes.first == shapes.second) continue;
+      const hg::Shape& a = swapped ? shapes.second : shapes.first;
+      const hg::Shape& b = swapped ? shapes.first : shapes.second;
+      samples.push_back({.inputs = operands(a, b, second, 2, 0.5, 4.5)});
+    }
   return {.op = op, .name = std::move(name), .call = [call](I in, A) { return call(in[0], in[1]); },
-          .default_args = "{}", .inputs = {{{3, 1, 4}}, {{5, 4}, second}},
-          .reference = [f](const Arrays& x, A) { return ref::zip(x[0], x[1], f); }, .grads = {0, 1},
-          .f32_tolerance = kF32, .golden_family = "elementwise"};
+          .default_args = "{}", .inputs = operands({3, 1, 4}, {5, 4}, second, 1, 0.5, 1.5),
+          .reference = [f](const Arrays& x, A) { return ref::zip(x[0], x[1], f); }, .f32_tolerance = kF32,
+          .golden_family = "elementwise", .more_samples = std::move(samples)};
 }
 
 Tensor add(const Tensor& a, const Tensor& b) { return hg::add(a, b); }
@@ -167,6 +248,23 @@ double times(double a, double b) { return a * b; }
 double divided(double a, double b) { return a / b; }
 
 std::vector<OpEntry> elementwise_entries() {
+  OpEntry pow = unary(
+      Op::Pow, "pow", [](I in, A a) { return hg::pow(in[0], number(a, "exponent")); },
+      [](double x, A a) { return std::pow(x, number(a, "exponent")); }, "elementwise", R"({"exponent": 1.5})",
+      Values::Positive);
+  for (const char* integral : {R"({"exponent": 2})", R"({"exponent": 3})", R"({"exponent": 1})"})
+    append(pow.more_samples, on_every_shape(Values::Normal, integral));  // negative bases too
+  for (const char* fractional : {R"({"exponent": 0.5})", R"({"exponent": -0.5})", R"({"exponent": -1.5})"})
+    append(pow.more_samples, on_every_shape(Values::Positive, fractional));
+
+  OpEntry clamp = unary(
+      Op::Clamp, "clamp", [](I in, A a) { return hg::clamp(in[0], number(a, "min"), number(a, "max")); },
+      [](double x, A a) { return std::min(std::max(x, number(a, "min")), number(a, "max")); }, "elementwise",
+      R"({"min": -0.5, "max": 0.8})");
+  for (const char* bounds :
+       {R"({"min": -0.5, "max": 0.5})", R"({"min": -10, "max": 0.25})", R"({"min": -1, "max": 1.5})"})
+    append(clamp.more_samples, on_every_shape(Values::Normal, bounds));
+
   return {
       binary(Op::Add, "add", add, plus),
       binary(Op::Sub, "sub", sub, minus),
@@ -185,70 +283,177 @@ std::vector<OpEntry> elementwise_entries() {
             "elementwise", "{}", Values::Positive),
       unary(Op::Abs, "abs", [](I in, A) { return hg::abs(in[0]); }, [](double x, A) { return std::fabs(x); },
             "elementwise"),
-      unary(Op::Pow, "pow", [](I in, A a) { return hg::pow(in[0], number(a, "exponent")); },
-            [](double x, A a) { return std::pow(x, number(a, "exponent")); }, "elementwise", R"({"exponent": 1.5})",
-            Values::Positive),
-      unary(Op::Clamp, "clamp", [](I in, A a) { return hg::clamp(in[0], number(a, "min"), number(a, "max")); },
-            [](double x, A a) { return std::min(std::max(x, number(a, "min")), number(a, "max")); }, "elementwise",
-            R"({"min": -0.5, "max": 0.8})"),
+      pow,
+      clamp,
   };
 }
 
+// Gradients that op_db.f16_and_bf16_match_f32 cannot hold to one rounding of f32's.
+const char* const kFromSaved16BitOutput =
+    "it differentiates from its saved 16-bit output: near saturation 1 - y (or g - sum(g * y)) cancels and "
+    "amplifies that rounding far beyond T(f16) (PyTorch loosens these per op)";
+
 std::vector<OpEntry> activation_entries() {
+  // Without "negative_slope" the call takes the default, PyTorch's 0.01.
+  OpEntry leaky_relu = unary(
+      Op::LeakyRelu, "leaky_relu",
+      [](I in, A a) {
+        return a.find("negative_slope") ? hg::leaky_relu(in[0], number(a, "negative_slope")) : hg::leaky_relu(in[0]);
+      },
+      [](double x, A a) { return x >= 0 ? x : (a.find("negative_slope") ? number(a, "negative_slope") : 0.01) * x; },
+      "activation", R"({"negative_slope": 0.2})");
+  append(leaky_relu.more_samples, on_every_shape(Values::Normal, "{}"));
+  OpEntry sigmoid = unary(Op::Sigmoid, "sigmoid", [](I in, A) { return hg::sigmoid(in[0]); },
+                          [](double x, A) { return ref::sigmoid(x); }, "activation");
+  OpEntry tanh = unary(Op::Tanh, "tanh", [](I in, A) { return hg::tanh(in[0]); },
+                       [](double x, A) { return std::tanh(x); }, "activation");
+  sigmoid.no_16_bit_backward_because = tanh.no_16_bit_backward_because = kFromSaved16BitOutput;
   return {
       unary(Op::Relu, "relu", [](I in, A) { return hg::relu(in[0]); }, [](double x, A) { return std::max(x, 0.0); },
             "activation"),
-      unary(Op::LeakyRelu, "leaky_relu", [](I in, A a) { return hg::leaky_relu(in[0], number(a, "negative_slope")); },
-            [](double x, A a) { return x >= 0 ? x : number(a, "negative_slope") * x; }, "activation",
-            R"({"negative_slope": 0.2})"),
+      leaky_relu,
       unary(Op::Gelu, "gelu", [](I in, A) { return hg::gelu(in[0]); }, [](double x, A) { return ref::gelu(x); },
             "activation"),
       unary(Op::Silu, "silu", [](I in, A) { return hg::silu(in[0]); },
             [](double x, A) { return x * ref::sigmoid(x); }, "activation"),
-      unary(Op::Sigmoid, "sigmoid", [](I in, A) { return hg::sigmoid(in[0]); },
-            [](double x, A) { return ref::sigmoid(x); }, "activation"),
-      unary(Op::Tanh, "tanh", [](I in, A) { return hg::tanh(in[0]); }, [](double x, A) { return std::tanh(x); },
-            "activation"),
+      sigmoid,
+      tanh,
   };
 }
 
-std::vector<int64_t> dims_or_all(const ref::Array& x, A a) { return a.find("dims") ? integers(a, "dims") : ref::all_dims(x); }
+// ---- reductions --------------------------------------------------------------------------------
+
+// sum or mean in the reference: over "dims" (with "keepdim") or, without them, over every element.
+ref::Array reduce_like(ref::Array (*f)(const ref::Array&, std::vector<int64_t>, bool), const ref::Array& x, A a) {
+  return a.find("dims") ? f(x, integers(a, "dims"), flag(a, "keepdim")) : f(x, ref::all_dims(x), false);
+}
+
+// From 0-d to long rows: sum and mean accumulate in double, so they stay within T(f32) of the
+// exact result even over 40009 elements.
+const std::vector<hg::Shape> kReductionShapes = {{}, {1}, {7}, {3, 5}, {13, 17}, {2, 3, 31}, {257}, {5, 1031}, {40009}};
+
+// sum or mean of every reduction shape: over all elements, and over {0}, {-1}, {0, 1}, the
+// non-adjacent {0, 2} and the middle {1} and {-2}, as far as the shape has the dims, with and
+// without keepdim.
+std::vector<SampleSpec> sum_or_mean_samples() {
+  std::vector<SampleSpec> out;
+  for (const hg::Shape& shape : kReductionShapes) {
+    out.push_back({.inputs = {{shape}}, .args = "{}"});
+    std::vector<std::vector<int64_t>> dim_sets = {{0}, {-1}};
+    if (shape.ndim() >= 2) dim_sets.push_back({0, 1});
+    if (shape.ndim() == 3) dim_sets.insert(dim_sets.end(), {{0, 2}, {1}, {-2}});
+    for (const std::vector<int64_t>& dims : dim_sets)
+      for (const char* keepdim : {"false", "true"})
+        out.push_back({.inputs = {{shape}},
+                       .args = R"({"dims": )" + json_list(dims) + R"(, "keepdim": )" + keepdim + "}"});
+  }
+  return out;
+}
+
+// amax over every dim of every reduction shape (a 0-d tensor has dims 0 and -1), with and without
+// keepdim (the 0-d samples without keepdim found a backward that returned a [1] gradient).
+std::vector<SampleSpec> amax_samples() {
+  std::vector<SampleSpec> out;
+  for (const hg::Shape& shape : kReductionShapes) {
+    const int nd = std::max(shape.ndim(), 1);
+    for (int dim = -nd; dim < nd; ++dim)
+      for (const char* keepdim : {"false", "true"})
+        out.push_back({.inputs = {{shape}},
+                       .args = R"({"dim": )" + std::to_string(dim) + R"(, "keepdim": )" + keepdim + "}"});
+  }
+  return out;
+}
 
 std::vector<OpEntry> reduction_entries() {
+  // Ties: argmax gives the first maximal index, x = [[1, 5, 5], [2, 7, 0], [7, 7, -1]].
+  const InputSpec ties{.shape = {3, 3}, .given = {1, 5, 5, 2, 7, 0, 7, 7, -1}, .differentiable = false};
   return {
       {.op = Op::Sum, .name = "sum", .call = [](I in, A a) { return call_reduction(hg::sum, hg::sum, in, a); },
        .default_args = R"({"dims": [0, 2], "keepdim": false})", .inputs = {{{2, 3, 4}}},
-       .reference = [](const Arrays& x, A a) { return ref::sum(x[0], dims_or_all(x[0], a), flag(a, "keepdim")); },
-       .grads = {0}, .f32_tolerance = kF32, .golden_family = "reduce"},
+       .reference = [](const Arrays& x, A a) { return reduce_like(ref::sum, x[0], a); },
+       .f32_tolerance = kF32, .golden_family = "reduce", .more_samples = sum_or_mean_samples()},
       {.op = Op::Mean, .name = "mean", .call = [](I in, A a) { return call_reduction(hg::mean, hg::mean, in, a); },
        .default_args = R"({"dims": [-1], "keepdim": true})", .inputs = {{{2, 3, 4}}},
-       .reference = [](const Arrays& x, A a) { return ref::mean(x[0], dims_or_all(x[0], a), flag(a, "keepdim")); },
-       .grads = {0}, .f32_tolerance = kF32, .golden_family = "reduce"},
+       .reference = [](const Arrays& x, A a) { return reduce_like(ref::mean, x[0], a); },
+       .f32_tolerance = kF32, .golden_family = "reduce", .more_samples = sum_or_mean_samples()},
       // NOTE: random inputs have no ties, so amax's gradient (to the one maximum) is well defined.
+      // A maximum is one of its inputs: exact.
       {.op = Op::Amax, .name = "amax",
        .call = [](I in, A a) { return hg::amax(in[0], int(integer(a, "dim")), flag(a, "keepdim")); },
        .default_args = R"({"dim": 1, "keepdim": false})", .inputs = {{{3, 4, 2}}},
        .reference = [](const Arrays& x, A a) { return ref::amax(x[0], integer(a, "dim"), flag(a, "keepdim")); },
-       .grads = {0}, .f32_tolerance = kF32, .golden_family = "reduce"},
+       .f32_tolerance = kExact, .golden_family = "reduce", .more_samples = amax_samples()},
       {.op = Op::Argmax, .name = "argmax", .call = [](I in, A a) { return hg::argmax(in[0], int(integer(a, "dim"))); },
-       .default_args = R"({"dim": 1})", .inputs = {{{3, 5}}},
-       .reference = [](const Arrays& x, A a) { return argmax(x[0], integer(a, "dim")); }, .grads = {},
-       .f32_tolerance = kExact, .golden_family = "reduce"},
+       .default_args = R"({"dim": 1})", .inputs = {{.shape = {3, 5}, .differentiable = false}},
+       .reference = [](const Arrays& x, A a) { return argmax(x[0], integer(a, "dim")); }, .f32_tolerance = kExact,
+       .golden_family = "reduce",
+       .more_samples = {{.inputs = {ties}, .args = R"({"dim": 1})"}, {.inputs = {ties}, .args = R"({"dim": 0})"}}},
   };
+}
+
+// ---- matmul, linear, conv2d: GEMMs, whose f32 tolerance grows with the inner dimension ---------
+
+// The operands of a @ b: a 2-D operand against a batch, or a batch of 1 against a larger one, is
+// broadcast over the batch.
+std::vector<InputSpec> matmul_operands(const hg::Shape& a, const hg::Shape& b, bool b_differentiable = true) {
+  const int64_t batch_a = a.ndim() == 3 ? a[0] : 0, batch_b = b.ndim() == 3 ? b[0] : 0;  // 0: none
+  const int64_t batch = std::max(batch_a, batch_b);
+  return {{.shape = a, .broadcast = batch_a != batch},
+          {.shape = b, .differentiable = b_differentiable, .broadcast = batch_b != batch}};
+}
+
+SampleSpec matmul_sample(const hg::Shape& a, const hg::Shape& b, bool b_differentiable = true) {
+  return {.inputs = matmul_operands(a, b, b_differentiable), .f32_tolerance = gemm_tolerance(a.back())};
+}
+
+SampleSpec linear_sample(hg::Shape x, hg::Shape w, bool bias) {
+  const int64_t in = w[1], out = w[0];
+  std::vector<InputSpec> inputs{{std::move(x)}, {std::move(w)}};
+  if (bias) inputs.push_back({{out}});
+  return {.inputs = std::move(inputs), .f32_tolerance = gemm_tolerance(in)};
+}
+
+SampleSpec conv2d_sample(hg::Shape x, hg::Shape w, bool bias, int64_t stride, int64_t padding, double w_stddev = 1) {
+  const int64_t K = w[1] * w[2] * w[3], out = w[0];
+  std::vector<InputSpec> inputs{{std::move(x)}, {.shape = std::move(w), .stddev = w_stddev}};
+  if (bias) inputs.push_back({{out}});
+  return {.inputs = std::move(inputs),
+          .args = R"({"stride": )" + std::to_string(stride) + R"(, "padding": )" + std::to_string(padding) + "}",
+          .f32_tolerance = gemm_tolerance(K)};
 }
 
 std::vector<OpEntry> linalg_entries() {
   return {
       // A batched operand against a 2-D one: the 2-D side broadcasts over the batch.
       {.op = Op::Matmul, .name = "matmul", .call = [](I in, A) { return hg::matmul(in[0], in[1]); },
-       .default_args = "{}", .inputs = {{{2, 3, 4}}, {{4, 5}}},
-       .reference = [](const Arrays& x, A) { return ref::matmul(x[0], x[1]); }, .grads = {0, 1},
-       .f32_tolerance = gemm_tolerance(4), .golden_family = "linalg"},
+       .default_args = "{}", .inputs = matmul_operands({2, 3, 4}, {4, 5}),
+       .reference = [](const Arrays& x, A) { return ref::matmul(x[0], x[1]); },
+       .f32_tolerance = gemm_tolerance(4), .golden_family = "linalg",
+       .more_samples = {
+           // 2-D, batched, either side 2-D against a batch, a batch of 1 broadcast, K = 1, and
+           // sizes past the register tiles.
+           matmul_sample({3, 4}, {4, 2}), matmul_sample({2, 3, 4}, {2, 4, 2}), matmul_sample({3, 4}, {2, 4, 2}),
+           matmul_sample({1, 3, 4}, {2, 4, 2}), matmul_sample({1, 1}, {1, 1}), matmul_sample({3, 5}, {5, 7}),
+           matmul_sample({17, 33}, {33, 13}), matmul_sample({67, 65}, {65, 33}), matmul_sample({2, 3, 5}, {2, 5, 4}),
+           matmul_sample({3, 4, 6}, {6, 5}), matmul_sample({5, 7}, {2, 7, 3}), matmul_sample({1, 3, 4}, {4, 4, 2}),
+           matmul_sample({4, 9, 33}, {1, 33, 17}), matmul_sample({129, 1}, {1, 131}), matmul_sample({5, 67}, {67, 33}),
+           matmul_sample({3, 5, 17}, {3, 17, 4}),
+           matmul_sample({3, 4}, {4, 2}, false),  // only one operand differentiated
+       }},
       {.op = Op::Linear, .name = "linear",
        .call = [](I in, A) { return hg::linear(in[0], in[1], optional_input(in, 2)); }, .default_args = "{}",
        .inputs = {{{3, 4}}, {{2, 4}}, {{2}}},
        .reference = [](const Arrays& x, A) { return ref::linear(x[0], x[1], optional_values(x, 2)); },
-       .grads = {0, 1, 2}, .f32_tolerance = gemm_tolerance(4), .golden_family = "linalg"},
+       .f32_tolerance = gemm_tolerance(4), .golden_family = "linalg",
+       .more_samples = {
+           // Without a bias, 3-D and 1-D inputs, one row, 1 x 1, and sizes past the register tiles.
+           linear_sample({3, 4}, {2, 4}, false), linear_sample({2, 3, 4}, {2, 4}, true),
+           linear_sample({4}, {3, 4}, true), linear_sample({5, 7}, {3, 7}, true),
+           linear_sample({2, 3, 7}, {4, 7}, false), linear_sample({7}, {3, 7}, true),
+           linear_sample({1, 7}, {3, 7}, true), linear_sample({33, 65}, {17, 65}, true),
+           linear_sample({1, 1}, {1, 1}, true), linear_sample({2, 1, 5}, {6, 5}, true),
+           linear_sample({5, 67}, {9, 67}, true),
+       }},
       {.op = Op::Conv2d, .name = "conv2d",
        .call =
            [](I in, A a) {
@@ -260,21 +465,97 @@ std::vector<OpEntry> linalg_entries() {
            [](const Arrays& x, A a) {
              return ref::conv2d(x[0], x[1], optional_values(x, 2), integer(a, "stride"), integer(a, "padding"));
            },
-       .grads = {0, 1, 2}, .f32_tolerance = gemm_tolerance(2 * 3 * 3), .golden_family = "conv2d"},
+       .f32_tolerance = gemm_tolerance(2 * 3 * 3), .golden_family = "conv2d",
+       .more_samples = {
+           // Strides 1 to 3, padding 0 to 2, with and without a bias; 1 x 1, 2 x 2, 2 x 3, 4 x 4
+           // and 5 x 5 kernels; one channel to 17; small weights N(0, 0.09).
+           conv2d_sample({2, 3, 5, 5}, {4, 3, 3, 3}, true, 1, 0),
+           conv2d_sample({1, 2, 4, 4}, {2, 2, 3, 3}, false, 1, 1),
+           conv2d_sample({2, 2, 6, 5}, {3, 2, 2, 2}, false, 2, 0),
+           conv2d_sample({1, 1, 3, 3}, {2, 1, 1, 1}, true, 1, 0),
+           conv2d_sample({2, 3, 7, 7}, {4, 3, 3, 3}, true, 1, 0),
+           conv2d_sample({2, 3, 7, 7}, {4, 3, 3, 3}, true, 2, 1),
+           conv2d_sample({1, 1, 5, 5}, {1, 1, 1, 1}, false, 1, 0),
+           conv2d_sample({2, 5, 9, 11}, {6, 5, 3, 3}, false, 2, 0),
+           conv2d_sample({1, 2, 4, 4}, {3, 2, 4, 4}, true, 1, 1),
+           conv2d_sample({3, 17, 6, 5}, {5, 17, 2, 3}, true, 3, 2),
+           conv2d_sample({1, 3, 19, 23}, {2, 3, 5, 5}, true, 1, 2),
+           conv2d_sample({2, 3, 9, 9}, {4, 3, 3, 3}, true, 2, 1, 0.3),
+       }},
   };
+}
+
+// ---- softmax and losses ------------------------------------------------------------------------
+
+// Every position of the softmax dim (first, middle, last, negative), from 0-d to long rows, N(0, 9).
+std::vector<SampleSpec> softmax_samples() {
+  const std::pair<hg::Shape, int> cases[] = {{{}, 0},        {{1}, 0},       {{7}, 0},        {{3, 5}, 0},
+                                             {{3, 5}, 1},    {{3, 5}, -1},   {{2, 3, 31}, 1}, {{2, 3, 31}, 0},
+                                             {{4, 257}, -1}, {{1031}, 0},    {{33, 2, 17}, -2}, {{5, 67}, 0},
+                                             {{5, 67}, 1}};
+  std::vector<SampleSpec> out;
+  for (const auto& c : cases)
+    out.push_back({.inputs = {{.shape = c.first, .stddev = 3}},
+                   .args = R"({"dim": )" + std::to_string(c.second) + "}"});
+  return out;
+}
+
+std::string cross_entropy_args(double label_smoothing, int64_t ignore_index = -100) {
+  std::ostringstream os;
+  os << R"({"label_smoothing": )" << label_smoothing << R"(, "ignore_index": )" << ignore_index << "}";
+  return os.str();
+}
+
+// Targets for `rows` rows of `classes` classes with the first one ignored (-100): the others
+// spread over the classes.
+InputSpec first_target_ignored(int64_t rows, int64_t classes) {
+  std::vector<double> targets{-100};
+  for (int64_t r = 1; r < rows; ++r) targets.push_back(double((7 * r) % classes));
+  return {.shape = {rows}, .values = Values::ClassIndex, .classes = classes, .given = targets};
+}
+
+// Logits N(0, 9) of one row to many classes, with label smoothing 0, 0.1 and 1, and with some
+// targets ignored (under label smoothing too, and with another ignore_index).
+std::vector<SampleSpec> cross_entropy_samples() {
+  std::vector<SampleSpec> out;
+  const std::pair<int64_t, int64_t> sizes[] = {{1, 1}, {5, 7}, {33, 257}, {3, 2}};
+  for (const auto& size : sizes) {
+    const int64_t rows = size.first, classes = size.second;
+    const InputSpec logits{.shape = {rows, classes}, .stddev = 3};
+    const InputSpec targets{.shape = {rows}, .values = Values::ClassIndex, .classes = classes};
+    for (double label_smoothing : {0.0, 0.1, 1.0})
+      out.push_back({.inputs = {logits, targets}, .args = cross_entropy_args(label_smoothing)});
+    if (rows == 1) continue;
+    for (double label_smoothing : {0.0, 0.2})
+      out.push_back({.inputs = {logits, first_target_ignored(rows, classes)},
+                     .args = cross_entropy_args(label_smoothing)});
+  }
+  const InputSpec logits{{4, 5}};
+  const auto given = [](std::vector<double> targets) {
+    return InputSpec{.shape = {4}, .values = Values::ClassIndex, .classes = 5, .given = std::move(targets)};
+  };
+  out.push_back({.inputs = {logits, given({1, 0, 4, 2})}, .args = cross_entropy_args(0)});
+  out.push_back({.inputs = {logits, given({1, -100, 3, -100})}, .args = cross_entropy_args(0)});
+  out.push_back({.inputs = {logits, given({1, -100, 3, -100})}, .args = cross_entropy_args(0.2)});
+  out.push_back({.inputs = {logits, given({2, 0, 2, 4})}, .args = cross_entropy_args(0, 2)});
+  out.push_back(
+      {.inputs = {{.shape = {5, 67}, .stddev = 2}, {.shape = {5}, .values = Values::ClassIndex, .classes = 67}}});
+  return out;
 }
 
 std::vector<OpEntry> softmax_and_loss_entries() {
   return {
       {.op = Op::Softmax, .name = "softmax", .call = [](I in, A a) { return hg::softmax(in[0], int(integer(a, "dim"))); },
        .default_args = R"({"dim": -1})", .inputs = {{kSmall}},
-       .reference = [](const Arrays& x, A a) { return ref::softmax(x[0], integer(a, "dim"), false); }, .grads = {0},
-       .f32_tolerance = kF32, .golden_family = "softmax"},
+       .reference = [](const Arrays& x, A a) { return ref::softmax(x[0], integer(a, "dim"), false); },
+       .f32_tolerance = kF32, .golden_family = "softmax", .more_samples = softmax_samples(),
+       .no_16_bit_backward_because = kFromSaved16BitOutput},
       {.op = Op::LogSoftmax, .name = "log_softmax",
        .call = [](I in, A a) { return hg::log_softmax(in[0], int(integer(a, "dim"))); },
        .default_args = R"({"dim": 1})", .inputs = {{{2, 3, 4}}},
-       .reference = [](const Arrays& x, A a) { return ref::softmax(x[0], integer(a, "dim"), true); }, .grads = {0},
-       .f32_tolerance = kF32, .golden_family = "softmax"},
+       .reference = [](const Arrays& x, A a) { return ref::softmax(x[0], integer(a, "dim"), true); },
+       .f32_tolerance = kF32, .golden_family = "softmax", .more_samples = softmax_samples(),
+       .no_16_bit_backward_because = kFromSaved16BitOutput},
       {.op = Op::CrossEntropy, .name = "cross_entropy",
        .call =
            [](I in, A a) {
@@ -282,14 +563,13 @@ std::vector<OpEntry> softmax_and_loss_entries() {
                                       {.label_smoothing = number(a, "label_smoothing"),
                                        .ignore_index = integer(a, "ignore_index")});
            },
-       .default_args = R"({"label_smoothing": 0.1, "ignore_index": -100})",
-       .inputs = {{{4, 5}}, {{4}, Values::ClassIndex, 5}},
+       .default_args = cross_entropy_args(0.1), .inputs = {{{4, 5}}, {{4}, Values::ClassIndex, 5}},
        .reference =
            [](const Arrays& x, A a) {
              return ref::Array{{}, {ref::cross_entropy(x[0], as_indices(x[1]), number(a, "label_smoothing"),
                                                        integer(a, "ignore_index"))}};
            },
-       .grads = {0}, .f32_tolerance = kF32, .golden_family = "loss"},
+       .f32_tolerance = kF32, .golden_family = "loss", .more_samples = cross_entropy_samples()},
       {.op = Op::MseLoss, .name = "mse_loss", .call = [](I in, A) { return hg::mse_loss(in[0], in[1]); },
        .default_args = "{}", .inputs = {{kSmall}, {kSmall}},
        .reference =
@@ -297,51 +577,163 @@ std::vector<OpEntry> softmax_and_loss_entries() {
              const ref::Array squared = ref::zip(x[0], x[1], [](double a, double b) { return (a - b) * (a - b); });
              return ref::mean(squared, ref::all_dims(squared), false);
            },
-       .grads = {0, 1}, .f32_tolerance = kF32, .golden_family = "loss"},
+       .f32_tolerance = kF32, .golden_family = "loss",
+       .more_samples = {{.inputs = {{{1, 1}}, {{1, 1}}}}, {.inputs = {{{5, 7}}, {{5, 7}}}},
+                        {.inputs = {{{33, 257}}, {{33, 257}}}}, {.inputs = {{{3, 2}}, {{3, 2}}}},
+                        {.inputs = {{{5}}, {.shape = {5}, .differentiable = false}}},  // a constant target
+                        {.inputs = {{.shape = {5, 67}, .stddev = 2}, {.shape = {5, 67}, .stddev = 2}}}}},
   };
+}
+
+// ---- pooling and normalisation -----------------------------------------------------------------
+
+// (input shape, kernel, stride): windows that tile, overlap (stride < kernel) and skip (stride >
+// kernel), a window the size of the input, 1 x 1, and rows whose ends no window reaches.
+std::vector<SampleSpec> pool_samples() {
+  struct Case {
+    hg::Shape x;
+    int kernel, stride;
+  };
+  const Case cases[] = {{{1, 2, 4, 4}, 2, 2}, {{1, 1, 5, 5}, 3, 1}, {{2, 1, 6, 7}, 3, 2}, {{1, 2, 5, 5}, 2, 1},
+                        {{1, 2, 5, 5}, 3, 2}, {{2, 3, 7, 7}, 2, 2}, {{2, 3, 7, 7}, 3, 1}, {{1, 2, 9, 8}, 3, 2},
+                        {{1, 1, 4, 4}, 4, 1}, {{1, 1, 1, 1}, 1, 1}, {{3, 5, 17, 33}, 2, 3}, {{2, 3, 9, 9}, 3, 2}};
+  std::vector<SampleSpec> out;
+  for (const Case& c : cases)
+    out.push_back({.inputs = {{c.x}},
+                   .args = R"({"kernel": )" + std::to_string(c.kernel) + R"(, "stride": )" +
+                           std::to_string(c.stride) + "}"});
+  return out;
+}
+
+// x N(1, 4) (a mean for the normalisation to remove) of 2-D to 4-D shapes, one channel to many:
+// training with and without running statistics (the output does not read them), weight and bias;
+// eval, which normalises with the running statistics (held fixed, variances in [0.05, 4.05)).
+std::vector<SampleSpec> batch_norm_samples() {
+  const auto args = [](bool training, bool stats, bool affine, double eps) {
+    std::ostringstream os;
+    os << std::boolalpha << R"({"training": )" << training << R"(, "momentum": 0.1, "eps": )" << eps
+       << R"(, "stats": )" << stats << R"(, "affine": )" << affine << "}";
+    return os.str();
+  };
+  // x, then the running statistics and the weight and bias that the flags ask for.
+  const auto inputs = [](const InputSpec& x, bool stats, bool affine) {
+    const int64_t C = x.shape[1];
+    std::vector<InputSpec> in{x};
+    if (stats) {
+      in.push_back({.shape = {C}, .differentiable = false});
+      in.push_back({.shape = {C}, .values = Values::Positive, .low = 0.05, .high = 4.05, .differentiable = false});
+    }
+    if (affine) in.insert(in.end(), {{{C}}, {{C}}});
+    return in;
+  };
+  std::vector<SampleSpec> out;
+  const std::vector<hg::Shape> shapes = {{4, 3}, {2, 3, 5, 5}, {7, 2, 33}, {2, 1}, {3, 17, 2, 3}};
+  for (const hg::Shape& shape : shapes) {
+    const InputSpec x{.shape = shape, .mean = 1, .stddev = 2};
+    out.push_back({.inputs = inputs(x, true, true), .args = args(true, true, true, 1e-5)});
+    out.push_back({.inputs = inputs(x, false, false), .args = args(true, false, false, 1e-5)});
+    out.push_back({.inputs = inputs(x, true, true), .args = args(false, true, true, 1e-3)});
+    out.push_back({.inputs = inputs(x, true, false), .args = args(false, true, false, 1e-3)});
+  }
+  out.push_back({.inputs = inputs({{3, 3, 2, 2}}, false, true), .args = args(true, false, true, 1e-5)});
+  out.push_back({.inputs = inputs({{2, 3, 3}}, false, false), .args = args(true, false, false, 1e-5)});
+  out.push_back({.inputs = inputs({{2, 3, 2, 2}}, true, true), .args = args(false, true, true, 1e-5)});
+  out.push_back({.inputs = inputs({{2, 3, 2}}, true, false), .args = args(false, true, false, 1e-5)});
+  out.push_back({.inputs = inputs({{2, 3, 9, 9}}, false, true), .args = args(true, false, true, 1e-5)});
+  return out;
+}
+
+// x N(0.5, 4): one or two normalized dims, rows of 1 to 257, with and without weight and bias.
+std::vector<SampleSpec> layer_norm_samples() {
+  const std::pair<hg::Shape, hg::Shape> cases[] = {{{3, 7}, {7}},         {{2, 3, 31}, {3, 31}}, {{5, 257}, {257}},
+                                                   {{1, 1}, {1}},         {{4, 2, 3, 5}, {3, 5}}, {{2, 5}, {5}},
+                                                   {{2, 3, 4}, {3, 4}},   {{5, 67}, {67}}};
+  std::vector<SampleSpec> out;
+  for (const auto& c : cases) {
+    const std::vector<int64_t> normalized(c.second.begin(), c.second.end());
+    for (bool affine : {true, false}) {
+      std::vector<InputSpec> in{{.shape = c.first, .mean = 0.5, .stddev = 2}};
+      if (affine) in.insert(in.end(), {{c.second}, {c.second}});
+      out.push_back({.inputs = in,
+                     .args = R"({"normalized_shape": )" + json_list(normalized) + R"(, "eps": 1e-5, "affine": )" +
+                             (affine ? "true" : "false") + "}"});
+    }
+  }
+  return out;
 }
 
 std::vector<OpEntry> pool_and_norm_entries() {
   return {
+      // A maximum is one of its inputs: exact.
       {.op = Op::MaxPool2d, .name = "max_pool2d",
        .call = [](I in, A a) { return hg::max_pool2d(in[0], int(integer(a, "kernel")), int(integer(a, "stride"))); },
        .default_args = R"({"kernel": 2, "stride": 2})", .inputs = {{{1, 2, 4, 4}}},
        .reference = [](const Arrays& x, A a) { return ref::pool2d(x[0], integer(a, "kernel"), integer(a, "stride"), true); },
-       .grads = {0}, .f32_tolerance = kF32, .golden_family = "pool"},
+       .f32_tolerance = kExact, .golden_family = "pool", .more_samples = pool_samples()},
       // Overlapping windows (kernel 3, stride 2): an element's gradient sums over two windows.
       {.op = Op::AvgPool2d, .name = "avg_pool2d",
        .call = [](I in, A a) { return hg::avg_pool2d(in[0], int(integer(a, "kernel")), int(integer(a, "stride"))); },
        .default_args = R"({"kernel": 3, "stride": 2})", .inputs = {{{1, 2, 5, 5}}},
        .reference = [](const Arrays& x, A a) { return ref::pool2d(x[0], integer(a, "kernel"), integer(a, "stride"), false); },
-       .grads = {0}, .f32_tolerance = kF32, .golden_family = "pool"},
+       .f32_tolerance = kF32, .golden_family = "pool", .more_samples = pool_samples()},
       {.op = Op::BatchNorm, .name = "batch_norm", .call = call_batch_norm,
        .default_args = R"({"training": true, "momentum": 0.1, "eps": 1e-5, "stats": false, "affine": true})",
-       .inputs = {{{3, 2, 2, 2}}, {{2}}, {{2}}}, .reference = batch_norm, .grads = {0, 1, 2}, .f32_tolerance = kF32,
-       .golden_family = "norm"},
+       .inputs = {{{3, 2, 2, 2}}, {{2}}, {{2}}}, .reference = batch_norm, .f32_tolerance = kF32,
+       .golden_family = "norm", .more_samples = batch_norm_samples()},
       {.op = Op::LayerNorm, .name = "layer_norm", .call = call_layer_norm,
        .default_args = R"({"normalized_shape": [4], "eps": 1e-5, "affine": true})",
-       .inputs = {{kSmall}, {{4}}, {{4}}}, .reference = layer_norm, .grads = {0, 1, 2}, .f32_tolerance = kF32,
-       .golden_family = "norm"},
+       .inputs = {{kSmall}, {{4}}, {{4}}}, .reference = layer_norm, .f32_tolerance = kF32,
+       .golden_family = "norm", .more_samples = layer_norm_samples()},
   };
 }
 
+// ---- dropout, embedding, cat ---------------------------------------------------------------------
+
 std::vector<OpEntry> other_entries() {
+  const auto dropout_args = [](double p, bool training) {
+    std::ostringstream os;
+    os << std::boolalpha << R"({"p": )" << p << R"(, "training": )" << training << "}";
+    return os.str();
+  };
+  // 10^4 values in [1, 2) (none 0 by itself): enough draws for op_db.dropout_keeps_or_scales's count.
+  const InputSpec many{.shape = {100, 100}, .values = Values::Positive, .low = 1, .high = 2};
+  const auto indices = [](hg::Shape shape, std::vector<double> given, hg::DType dtype = hg::i64) {
+    return InputSpec{
+        .shape = std::move(shape), .values = Values::ClassIndex, .given = std::move(given), .index_dtype = dtype};
+  };
   return {
       {.op = Op::Dropout, .name = "dropout",
        .call = [](I in, A a) { return hg::dropout(in[0], number(a, "p"), flag(a, "training")); },
-       .default_args = R"({"p": 0.3, "training": true})", .inputs = {{kSmall}}, .reference = {},
+       .default_args = dropout_args(0.3, true), .inputs = {{kSmall}}, .reference = {},
        .no_reference_because = "its mask comes from halfgrad's Philox stream; op_db.dropout_keeps_or_scales checks "
-                               "that each element is dropped or scaled by 1/(1-p)",
-       .grads = {0}, .f32_tolerance = kF32, .golden_family = ""},
+                               "that each element is dropped or scaled by 1/(1-p), as often as p says",
+       .f32_tolerance = kF32, .golden_family = "",
+       // 10^4 draws at p = 0.3; p = 0 and eval, the identity; p = 1, everything dropped.
+       .more_samples = {{.inputs = {many}, .args = dropout_args(0.3, true)},
+                        {.inputs = {many}, .args = dropout_args(0, true)},
+                        {.inputs = {many}, .args = dropout_args(1, true)},
+                        {.inputs = {many}, .args = dropout_args(0.3, false)},
+                        {.inputs = {{.shape = {5, 67}, .stddev = 2}}, .args = dropout_args(0.25, true)}}},
       // Index 2 is likely used twice: its row's gradient is then the sum of both uses.
       {.op = Op::Embedding, .name = "embedding", .call = [](I in, A) { return hg::embedding(in[0], in[1]); },
        .default_args = "{}", .inputs = {{{2, 3}, Values::ClassIndex, 4}, {{4, 3}}},
-       .reference = [](const Arrays& x, A) { return embedding(x[0], x[1]); }, .grads = {1}, .f32_tolerance = kExact,
-       .golden_family = "embedding"},
+       .reference = [](const Arrays& x, A) { return embedding(x[0], x[1]); }, .f32_tolerance = kExact,
+       .golden_family = "embedding",
+       // Index 2 used three times, rows picked out of order, and i32 indices.
+       .more_samples = {{.inputs = {indices({2, 3}, {0, 2, 2, 4, 1, 2}), {{5, 3}}}},
+                        {.inputs = {indices({2, 3}, {3, 0, 10, 3, 7, 1}), {{11, 5}}}},
+                        {.inputs = {indices({1}, {10}, hg::i32), {{11, 5}}}},
+                        {.inputs = {indices({2, 2}, {6, 0, 3, 2}), {{7, 6}}}}}},
       {.op = Op::Cat, .name = "cat", .call = [](I in, A a) { return hg::cat(in, int(integer(a, "dim"))); },
        .default_args = R"({"dim": 1})", .inputs = {{{2, 1}}, {{2, 3}}, {{2, 2}}},
-       .reference = [](const Arrays& x, A a) { return cat(x, integer(a, "dim")); }, .grads = {0, 1, 2},
-       .f32_tolerance = kExact, .golden_family = "cat"},
+       .reference = [](const Arrays& x, A a) { return cat(x, integer(a, "dim")); }, .f32_tolerance = kExact,
+       .golden_family = "cat",
+       .more_samples = {{.inputs = {{{2, 3}}, {{1, 3}}, {{3, 3}}}, .args = R"({"dim": 0})"},
+                        {.inputs = {{{2, 1}}, {{2, 3}}, {{2, 2}}}, .args = R"({"dim": -1})"},
+                        {.inputs = {{{2, 3}}, {{2, 1}}, {{2, 4}}}, .args = R"({"dim": 1})"},
+                        {.inputs = {{{2, 3}}, {{2, 3}}}, .args = R"({"dim": 0})"},
+                        {.inputs = {{.shape = {5, 67}, .stddev = 2}, {.shape = {5, 67}, .stddev = 2}},
+                         .args = R"({"dim": 0})"}}},
   };
 }
 
@@ -353,11 +745,47 @@ std::vector<OpEntry> all_entries() {
   return db;
 }
 
+// Its input shapes and args, as a failure names a sample.
+std::string describe(const std::vector<InputSpec>& inputs, const std::string& args) {
+  std::ostringstream os;
+  for (const InputSpec& in : inputs) os << in.shape << (in.given.empty() ? "" : " (given)") << " ";
+  os << args;
+  return os.str();
+}
+
+// The floating inputs the op differentiates.
+std::vector<int> differentiated(const std::vector<InputSpec>& inputs) {
+  std::vector<int> out;
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i].values != Values::ClassIndex && inputs[i].differentiable) out.push_back(int(i));
+  return out;
+}
+
 }  // namespace
 
 const std::vector<OpEntry>& op_db() {
   static const std::vector<OpEntry> db = all_entries();
   return db;
+}
+
+std::vector<Sample> samples(const OpEntry& entry) {
+  const uint64_t index = uint64_t(&entry - op_db().data());
+  HG_CHECK(index < op_db().size(), "op_db: samples() takes an entry of op_db()");
+  std::vector<SampleSpec> specs{{.inputs = entry.inputs, .args = entry.default_args}};
+  append(specs, entry.more_samples);
+  std::vector<Sample> out;
+  for (const SampleSpec& spec : specs) {
+    const std::vector<InputSpec>& inputs = spec.inputs.empty() ? entry.inputs : spec.inputs;
+    const std::string& args = spec.args.empty() ? entry.default_args : spec.args;
+    out.push_back({.inputs = inputs,
+                   .args = hg::json::parse(args, entry.name),
+                   .f32_tolerance = spec.f32_tolerance.value_or(entry.f32_tolerance),
+                   .grads = differentiated(inputs),
+                   .seed = 1000 * (out.size() + 1) + index,
+                   .entrys_own = out.empty(),
+                   .text = describe(inputs, args)});
+  }
+  return out;
 }
 
 }  // namespace hg_test

@@ -1,11 +1,17 @@
 // The per-op test database (PyTorch's OpInfo idea): one OpEntry per op, holding the halfgrad call,
-// the inputs and arguments the checks use, a naive f64 reference, the inputs to differentiate and
-// the f32 tolerance. tests/test_op_db.cpp runs every check on every entry:
+// the inputs and arguments the checks use, a naive f64 reference, the f32 tolerance, and more
+// samples of the op (other shapes, broadcasts, argument values). tests/test_op_db.cpp runs every
+// check on every sample of every entry:
 //   * op_db.every_op_table_row_has_an_entry  each amp::kOpTable row has an entry, and back;
-//   * op_db.gradcheck_f64                    backward against central finite differences (T64);
+//   * op_db.gradcheck_f64                    backward against central finite differences (T64),
+//                                            on the samples small enough for it;
 //   * op_db.matches_the_naive_reference      the forward against `reference`, in f64 and in f32;
-//   * op_db.strided_inputs_match_contiguous  step-2, offset views of the inputs give the same
-//                                            output and gradients (f64);
+//   * op_db.strided_inputs_match_contiguous  step-2 offset, transposed and channels-last inputs, in
+//                                            every combination, give the same output and
+//                                            gradients (f64);
+//   * op_db.a_second_call_agrees_and_leaves_its_inputs_alone
+//   * op_db.f16_and_bf16_match_f32           the 16-bit output and gradients within one rounding
+//                                            of f32's (TESTING.md scenario 3);
 //   * op_db.autocast_output_dtype            under f16/bf16 autocast the output has the dtype the
 //                                            op-table row (cast policy, output rule) says;
 //   * op_db.precision_report_row_is_the_op_table_row, op_db.shadow_check_sees_every_op_under_its_table_name
@@ -15,9 +21,11 @@
 // tests/test_parity.cpp runs the same `call` on the PyTorch golden fixtures, keyed by `name`.
 //
 // To add an op: add its op-table row (amp/op_table.h) and one entry here (tests/op_db.cpp), plus
-// its PyTorch case in tests/golden/make_golden.py.
+// its PyTorch case in tests/golden/make_golden.py. To test an op on another shape or argument,
+// add a sample to its entry's more_samples.
 #pragma once
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +39,7 @@ namespace hg_test {
 using Inputs = std::vector<hg::Tensor>;
 using Args = hg::json::Value;
 
-// ---- reading an op's arguments (a JSON object: a fixture's "args", or an entry's default_args) ---
+// ---- reading an op's arguments (a JSON object: a fixture's "args", or a sample's) --------------
 
 const Args& arg(const Args& args, std::string_view key, Args::Kind kind);
 double number(const Args& args, std::string_view key);
@@ -43,15 +51,31 @@ hg::Shape integers(const Args& args, std::string_view key);
 
 // What values the harness fills an input with.
 enum class Values {
-  Normal,      // N(0, 1)
-  Positive,    // uniform in [0.5, 1.5): log, sqrt, fractional powers, denominators, variances
-  ClassIndex,  // i64 in [0, classes): targets, embedding indices (never differentiated)
+  Normal,      // N(mean, stddev^2)
+  Positive,    // uniform in [low, high): log, sqrt, fractional powers, denominators, variances
+  ClassIndex,  // integers in [0, classes): targets, embedding indices (never differentiated)
 };
 
 struct InputSpec {
   hg::Shape shape;
   Values values = Values::Normal;
-  int64_t classes = 0;  // ClassIndex only
+  int64_t classes = 0;              // ClassIndex only
+  double mean = 0, stddev = 1;      // Normal only
+  double low = 0.5, high = 1.5;     // Positive only
+  std::vector<double> given = {};   // these values instead of random ones: ties, a repeated or an ignored index
+  hg::DType index_dtype = hg::i64;  // ClassIndex only
+  bool differentiable = true;       // false: a floating input the op does not differentiate here
+                                    // (argmax's, batch_norm's running statistics, a constant operand)
+  bool broadcast = false;           // the op broadcasts it against a larger operand: its 16-bit
+                                    // gradient adds up rounded copies, more than one rounding
+};
+
+// One more way to run the op (PyTorch's sample inputs): another shape, a broadcast, another
+// argument. Every check runs on it as on the entry's own inputs and args. A blank field is the entry's.
+struct SampleSpec {
+  std::vector<InputSpec> inputs = {};
+  std::string args = "";                        // all the op's arguments, a JSON object ("{}": none)
+  std::optional<Tolerance> f32_tolerance = {};  // GEMMs: their tolerance grows with the inner dimension
 };
 
 using OpCall = std::function<hg::Tensor(const Inputs&, const Args&)>;
@@ -62,17 +86,31 @@ struct OpEntry {
   hg::amp::Op op;             // its op-table row
   std::string name;           // the fixture op name ("add_scalar" is a second entry of Op::Add)
   OpCall call;                // THE halfgrad call: golden parity and every check here use it
-  std::string default_args;   // JSON object, the args of the checks here
-  std::vector<InputSpec> inputs;
+  std::string default_args;   // JSON object: the args of the entry's own sample
+  std::vector<InputSpec> inputs;  // the entry's own sample
   Reference reference;        // independent of halfgrad's kernels; empty only with a reason:
   std::string no_reference_because = {};
-  std::vector<int> grads;     // the inputs gradcheck differentiates (never an integer one)
   Tolerance f32_tolerance;    // f32 forward vs the reference (and CPU vs CUDA)
   std::string golden_family;  // tests/golden/<family>.safetensors holds its PyTorch cases; "" if none
+  std::vector<SampleSpec> more_samples = {};
+  // op_db.f16_and_bf16_match_f32 checks the 16-bit gradients as well as the output, unless:
+  std::string no_16_bit_backward_because = {};
+};
 
-  Args args() const { return hg::json::parse(default_args, name); }
+// What a check runs on: a sample of an entry with its blanks filled in.
+struct Sample {
+  std::vector<InputSpec> inputs;
+  Args args;
+  Tolerance f32_tolerance;
+  std::vector<int> grads;  // the inputs to differentiate: the floating, differentiable ones
+  uint64_t seed;           // where its random values start: one per sample, so they differ
+  bool entrys_own;         // the entry's inputs and default_args (every entry's first sample)
+  std::string text;        // its input shapes and args, to name it in a failure
 };
 
 const std::vector<OpEntry>& op_db();
+
+// The entry's own sample first, then its more_samples.
+std::vector<Sample> samples(const OpEntry& entry);
 
 }  // namespace hg_test

@@ -1,12 +1,16 @@
-// Every check of the per-op test database (tests/op_db.h) run on every entry: the op table and the
-// database name the same ops, f64 gradcheck, the naive reference in f64 and f32, the output dtype
-// under autocast as the op-table row says, and CPU against CUDA. A failure names the entry (`op`).
-// The PyTorch golden parity of the same calls is in tests/test_parity.cpp.
+// Every check of the per-op test database (tests/op_db.h) run on every sample of every entry: the
+// op table and the database name the same ops, f64 gradcheck, the naive reference in f64 and f32,
+// strided layouts against contiguous ones, a second call, 16-bit against f32, the output dtype
+// under autocast as the op-table row says, and CPU against CUDA. A failure names the entry (`op`)
+// and the sample (its input shapes and args). The PyTorch golden parity of the same calls is in
+// tests/test_parity.cpp.
 #include <algorithm>
 #include <cmath>
 #include <iostream>
 #include <map>
+#include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 
 #include "core/safetensors.h"
@@ -19,7 +23,10 @@ using hg::amp::CastPolicy;
 using hg::amp::OutputDType;
 using hg_test::Args;
 using hg_test::Inputs;
+using hg_test::InputSpec;
 using hg_test::OpEntry;
+using hg_test::Sample;
+using hg_test::Values;
 
 // Every call starts from the same generator state, so that dropout draws the same mask each time
 // gradcheck re-runs it, and on both devices.
@@ -30,24 +37,54 @@ Tensor run(const OpEntry& entry, const Inputs& in, const Args& args) {
   return entry.call(in, args);
 }
 
-// The entry's inputs with floating values in `dtype` (drawn in f64, then rounded; indices stay i64).
-Inputs make_inputs(const OpEntry& entry, hg::DType dtype, uint64_t seed) {
-  hg::manual_seed(seed);
+// The sample's inputs with floating values in `dtype` (drawn in f64, then rounded; indices stay
+// integers).
+Inputs make_inputs(const Sample& sample, hg::DType dtype) {
+  hg::manual_seed(sample.seed);
   Inputs in;
-  for (const hg_test::InputSpec& spec : entry.inputs) {
+  for (const InputSpec& spec : sample.inputs) {
+    const hg::DType type = spec.values == Values::ClassIndex ? spec.index_dtype : dtype;
+    if (!spec.given.empty()) {
+      in.push_back(hg::from_vector(spec.given, spec.shape, {.dtype = type}));
+      continue;
+    }
+    const hg::TensorOptions f64{.dtype = hg::f64};
     switch (spec.values) {
-      case hg_test::Values::Normal: in.push_back(hg::randn(spec.shape, {.dtype = hg::f64}).to(dtype)); break;
-      case hg_test::Values::Positive: in.push_back((hg::rand(spec.shape, {.dtype = hg::f64}) + 0.5).to(dtype)); break;
-      case hg_test::Values::ClassIndex: in.push_back(hg::randint(0, spec.classes, spec.shape, {.dtype = hg::i64})); break;
+      case Values::Normal: in.push_back((hg::randn(spec.shape, f64) * spec.stddev + spec.mean).to(type)); break;
+      case Values::Positive:
+        in.push_back((hg::rand(spec.shape, f64) * (spec.high - spec.low) + spec.low).to(type));
+        break;
+      case Values::ClassIndex: in.push_back(hg::randint(0, spec.classes, spec.shape, {.dtype = type})); break;
     }
   }
   return in;
 }
 
-// One seed per entry, so that entries do not all see the same numbers.
-uint64_t seed_of(const OpEntry& entry) { return 1000 + uint64_t(&entry - hg_test::op_db().data()); }
+// Runs check(entry, sample) on every sample of every entry, naming both in a failure.
+template <class Check>
+void for_every_sample(const Check& check) {
+  for (const OpEntry& entry : hg_test::op_db()) {
+    const std::string op = entry.name;
+    CAPTURE(op);
+    for (const Sample& s : hg_test::samples(entry)) {
+      const std::string sample = s.text;
+      CAPTURE(sample);
+      try {  // an op that throws fails its sample only
+        check(entry, s);
+      } catch (const std::exception& e) {
+        FAIL_CHECK("threw: " << std::string(e.what()));
+      }
+    }
+  }
+}
 
 std::string dtype_text(hg::DType dtype) { return std::string(hg::dtype_name(dtype)); }
+
+// batch_norm's running statistics (inputs 1 and 2 with "stats"): buffers, as PyTorch's, that
+// autocast does not cast and that training updates in place.
+bool is_running_statistic(const OpEntry& entry, const Sample& sample, size_t input) {
+  return entry.op == hg::amp::Op::BatchNorm && hg_test::flag(sample.args, "stats") && (input == 1 || input == 2);
+}
 
 }  // namespace
 
@@ -94,43 +131,58 @@ TEST_CASE("op_db.golden_family_holds_the_entry_cases") {
 
 // ---- gradients against finite differences, in f64 ----------------------------------------------
 
-// T64 (TESTING.md scenario 2). Inputs are small; random normal values stay away from the kinks of
-// abs/relu/clamp and from ties in amax/max_pool2d (a value within eps of a kink would make the
-// finite difference meaningless).
+namespace {
+
+// gradcheck runs a forward and a backward per output element and two forwards per differentiated
+// input element, each over all of the sample's elements. Samples that would cost more passes x
+// elements than this (the large shapes that cross the kernels' chunk and thread boundaries) are
+// left to the other checks; the entry's own sample must never be one of them.
+constexpr int64_t kGradcheckMaxWork = int64_t(1) << 22;
+
+}  // namespace
+
+// T64 (TESTING.md scenario 2). Random normal values stay away from the kinks of abs/relu/clamp
+// and from ties in amax/max_pool2d (a value within eps of a kink would make the finite difference
+// meaningless).
 TEST_CASE("op_db.gradcheck_f64") {
-  for (const OpEntry& entry : hg_test::op_db()) {
-    const std::string op = entry.name;
-    CAPTURE(op);
-    Inputs in = make_inputs(entry, hg::f64, seed_of(entry));
-    for (int i : entry.grads) {
-      REQUIRE_MESSAGE(hg::is_floating(in[size_t(i)].dtype()), "only floating inputs can be differentiated");
-      in[size_t(i)].requires_grad_(true);
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    if (sample.grads.empty()) return;  // argmax: no gradient
+    Inputs in = make_inputs(sample, hg::f64);
+    const int64_t outputs = run(entry, in, sample.args).numel();
+    int64_t passes = outputs, elements = outputs;
+    for (int i : sample.grads) passes += 2 * in[size_t(i)].numel();
+    for (const Tensor& t : in) elements += t.numel();
+    if (passes * elements > kGradcheckMaxWork) {
+      CHECK_MESSAGE(!sample.entrys_own, "the entry's own sample must be small enough to gradcheck");
+      return;
     }
-    if (entry.grads.empty()) continue;  // argmax: no gradient
-    // gradcheck perturbs every input it is given, so it gets the floating ones; indices stay put.
+    for (int i : sample.grads) in[size_t(i)].requires_grad_(true);
+    // gradcheck gets the floating inputs (and perturbs those that require grad); indices stay put.
     std::vector<size_t> floating_at;
     Inputs floating;
     for (size_t i = 0; i < in.size(); ++i)
       if (hg::is_floating(in[i].dtype())) floating_at.push_back(i), floating.push_back(in[i]);
-    const Args args = entry.args();
     const auto call = [&](const Inputs& x) {
       Inputs all = in;
       for (size_t k = 0; k < x.size(); ++k) all[floating_at[k]] = x[k];
-      return run(entry, all, args);
+      return run(entry, all, sample.args);
     };
     const auto report = hg::autograd::gradcheck_report(call, floating);
     CHECK_MESSAGE(!report.has_value(), report.value_or(""));
-  }
+  });
 }
 
 // ---- strided inputs give what their contiguous copies give -----------------------------------------
 
 namespace {
 
-// A copy of t whose memory is not row-major: every second element of a larger buffer, from
-// element 1 (a step-2, offset view, as a slice x[..., 1::2] makes). 0-d and empty tensors stay.
-Tensor strided_copy(const Tensor& t) {
-  if (t.dim() == 0 || t.numel() == 0) return t;
+// The layouts other than row-major that the harness gives an input. Each returns a detached copy
+// with the same values, or an undefined tensor where the layout does not apply (or would be
+// contiguous anyway).
+
+// Every second element of a larger buffer, from element 1: a step-2, offset view (x[..., 1::2]).
+Tensor step_two_offset(const Tensor& t) {
+  if (t.numel() <= 1) return {};
   const Tensor base = hg::zeros({2 * t.numel() + 1}, t.options());
   hg::Shape strides = hg::contiguous_strides(t.shape());
   for (int64_t& s : strides) s *= 2;
@@ -139,104 +191,221 @@ Tensor strided_copy(const Tensor& t) {
   return view.detach();
 }
 
-// The call on `in` (the entry's differentiated inputs made leaves), and the gradients of
+// The last two dims swapped in memory: a GEMM's transposed operand.
+Tensor transposed(const Tensor& t) {
+  if (t.dim() < 2) return {};
+  const Tensor view = t.transpose(t.dim() - 2, t.dim() - 1).contiguous().transpose(t.dim() - 2, t.dim() - 1).detach();
+  return view.is_contiguous() ? Tensor() : view;
+}
+
+// (N, C, H, W) stored as (N, H, W, C).
+Tensor channels_last(const Tensor& t) {
+  if (t.dim() != 4) return {};
+  const Tensor view = t.permute({0, 2, 3, 1}).contiguous().permute({0, 3, 1, 2}).detach();
+  return view.is_contiguous() ? Tensor() : view;
+}
+
+// The call on `in` (the sample's differentiated inputs made leaves), and the gradients of
 // sum(out * upstream) for a fixed upstream tensor.
 struct Outcome {
   Tensor out;
   Inputs grads;
 };
-Outcome forward_and_backward(const OpEntry& entry, Inputs in) {
-  for (int i : entry.grads) in[size_t(i)].requires_grad_(true);
-  Outcome o{run(entry, in, entry.args()), {}};
-  if (entry.grads.empty()) return o;
+Outcome forward_and_backward(const OpEntry& entry, const Sample& sample, Inputs in) {
+  for (int i : sample.grads) in[size_t(i)] = in[size_t(i)].detach().requires_grad_(true);  // a fresh leaf, no grad yet
+  Outcome o{run(entry, in, sample.args), {}};
+  if (sample.grads.empty()) return o;
   hg::manual_seed(5);
   o.out.backward(hg::randn(o.out.shape(), {.dtype = o.out.dtype()}));
-  for (int i : entry.grads) o.grads.push_back(in[size_t(i)].grad());
+  for (int i : sample.grads) o.grads.push_back(in[size_t(i)].grad());
   return o;
 }
 
 }  // namespace
 
-// TESTING.md scenario 4 for every entry: the same values laid out with strides (every floating
-// input a step-2, offset view) give the same output and the same input gradients, in f64.
-// Kernels that read strides directly and kernels that copy first must agree.
+// TESTING.md scenario 4 for every sample: the same values laid out with strides give the same
+// output and the same input gradients, in f64, for every combination of layouts over the floating
+// inputs (a transposed weight with a strided input, ...). Kernels that read strides directly,
+// kernels that take a transposed operand as it is and kernels that copy first must agree.
 TEST_CASE("op_db.strided_inputs_match_contiguous") {
   const Tolerance same{1e-12, 1e-12};  // f64: only a different summation order may show
-  for (const OpEntry& entry : hg_test::op_db()) {
-    const std::string op = entry.name;
-    CAPTURE(op);
-    const Inputs dense = make_inputs(entry, hg::f64, seed_of(entry));
-    Inputs strided;
-    for (const Tensor& t : dense) strided.push_back(hg::is_floating(t.dtype()) ? strided_copy(t) : t);
-    bool any_strided = false, any_to_stride = false;  // (a test that strides nothing tests nothing)
-    for (size_t i = 0; i < dense.size(); ++i) {
-      any_strided = any_strided || !strided[i].is_contiguous();
-      any_to_stride = any_to_stride || (hg::is_floating(dense[i].dtype()) && dense[i].numel() > 1);
+  for_every_sample([&](const OpEntry& entry, const Sample& sample) {
+    const Inputs dense = make_inputs(sample, hg::f64);
+    const Outcome expected = forward_and_backward(entry, sample, dense);
+    // Each input's layouts: its contiguous self first, then the strided copies that apply.
+    struct Laid {
+      const char* layout;
+      Tensor t;
+    };
+    std::vector<std::vector<Laid>> layouts;
+    bool any_to_stride = false;  // (a test that strides nothing tests nothing)
+    for (const Tensor& t : dense) {
+      layouts.push_back({{"contiguous", t}});
+      if (!hg::is_floating(t.dtype())) continue;
+      any_to_stride = any_to_stride || t.numel() > 1;
+      for (const Laid& copy : {Laid{"step-2 offset", step_two_offset(t)}, Laid{"transposed", transposed(t)},
+                               Laid{"channels last", channels_last(t)}})
+        if (copy.t.defined()) layouts.back().push_back(copy);
     }
-    CHECK(any_strided == any_to_stride);
-    const Outcome a = forward_and_backward(entry, dense), b = forward_and_backward(entry, strided);
-    CHECK_CLOSE_WITH(b.out, a.out, same);
-    REQUIRE(a.grads.size() == b.grads.size());
-    for (size_t k = 0; k < a.grads.size(); ++k) {
-      const int input = entry.grads[k];
-      CAPTURE(input);
-      REQUIRE(a.grads[k].defined() == b.grads[k].defined());
-      if (a.grads[k].defined()) CHECK_CLOSE_WITH(b.grads[k], a.grads[k], same);
+    // Every combination but all-contiguous: an odometer over the inputs' layout lists.
+    std::vector<size_t> pick(dense.size(), 0);
+    int combinations = 0;
+    while (true) {
+      size_t i = 0;
+      while (i < pick.size() && ++pick[i] == layouts[i].size()) pick[i++] = 0;
+      if (i == pick.size()) break;
+      std::string layout;  // each input's, in order
+      Inputs strided;
+      for (size_t j = 0; j < dense.size(); ++j) {
+        const Laid& chosen = layouts[j][pick[j]];
+        REQUIRE(chosen.t.is_contiguous() == (pick[j] == 0));
+        strided.push_back(chosen.t);
+        layout += std::string(chosen.layout) + "; ";
+      }
+      CAPTURE(layout);
+      ++combinations;
+      const Outcome got = forward_and_backward(entry, sample, strided);
+      CHECK_CLOSE_WITH(got.out, expected.out, same);
+      REQUIRE(got.grads.size() == expected.grads.size());
+      for (size_t k = 0; k < got.grads.size(); ++k) {
+        const int input = sample.grads[k];
+        CAPTURE(input);
+        REQUIRE(got.grads[k].defined() == expected.grads[k].defined());
+        if (got.grads[k].defined()) CHECK_CLOSE_WITH(got.grads[k], expected.grads[k], same);
+      }
     }
-  }
+    CHECK((combinations > 0) == any_to_stride);
+  });
 }
 
 // ---- the forward against the naive reference ----------------------------------------------------
 
 namespace {
 
-void check_reference(const OpEntry& entry, hg::DType dtype, Tolerance tolerance) {
+void check_reference(const OpEntry& entry, const Sample& sample, hg::DType dtype, Tolerance tolerance) {
   const std::string dtype_name = dtype_text(dtype);
   CAPTURE(dtype_name);
-  const Inputs in = make_inputs(entry, dtype, seed_of(entry));
+  const Inputs in = make_inputs(sample, dtype);
   std::vector<ref::Array> arrays;
   for (const Tensor& t : in) arrays.push_back(ref::of(t));  // exactly the values the op receives
-  const Args args = entry.args();
-  const Tensor out = run(entry, in, args);
+  const Tensor out = run(entry, in, sample.args);
   const bool indices = hg::amp::op_info(entry.op).output == OutputDType::Index;
   CHECK(dtype_text(out.dtype()) == dtype_text(indices ? hg::i64 : dtype));
-  CHECK_MATCHES_REF(out, entry.reference(arrays, args), tolerance);
+  CHECK_MATCHES_REF(out, entry.reference(arrays, sample.args), tolerance);
 }
 
 }  // namespace
 
 TEST_CASE("op_db.matches_the_naive_reference") {
-  for (const OpEntry& entry : hg_test::op_db()) {
-    const std::string op = entry.name;
-    CAPTURE(op);
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
     if (!entry.reference) {
       CHECK_MESSAGE(!entry.no_reference_because.empty(), "an entry without a reference must say why");
-      continue;
+      return;
     }
-    check_reference(entry, hg::f64, hg_test::tolerance_for(hg::f64));
-    check_reference(entry, hg::f32, entry.f32_tolerance);
-  }
+    check_reference(entry, sample, hg::f64, hg_test::tolerance_for(hg::f64));
+    check_reference(entry, sample, hg::f32, sample.f32_tolerance);
+  });
 }
 
-// dropout's stand-in for a reference: each element is dropped or kept and scaled by 1/(1-p), and
-// both happen.
+// dropout's stand-in for a reference: each element is dropped or kept and scaled by 1/(1-p) (in
+// training; eval is the identity), and the number dropped is Binomial(n, p): within 5 standard
+// deviations of n p, so exactly none at p = 0 or in eval and all at p = 1. With 0 < p < 1 both
+// happen. In f64 and f32.
 TEST_CASE("op_db.dropout_keeps_or_scales") {
-  for (const OpEntry& entry : hg_test::op_db()) {
-    if (entry.op != hg::amp::Op::Dropout) continue;
-    const Args args = entry.args();
-    const double keep_scale = 1 / (1 - hg_test::number(args, "p"));
-    const Inputs in = make_inputs(entry, hg::f64, seed_of(entry));
-    const std::vector<double> x = values(in[0]), y = values(run(entry, in, args));
-    REQUIRE(y.size() == x.size());
-    int dropped = 0, kept = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-      dropped += y[i] == 0.0;
-      kept += std::fabs(y[i] - x[i] * keep_scale) <= 1e-12 * std::fabs(x[i] * keep_scale);
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    if (entry.op != hg::amp::Op::Dropout) return;
+    const bool training = hg_test::flag(sample.args, "training");
+    const double p = training ? hg_test::number(sample.args, "p") : 0.0;
+    const double keep_scale = p < 1 ? 1 / (1 - p) : 1.0;
+    for (hg::DType dtype : {hg::f64, hg::f32}) {
+      const std::string dtype_name = dtype_text(dtype);
+      CAPTURE(dtype_name);
+      // A kept value is x / (1 - p) rounded once; the identity is exact.
+      const double rtol = keep_scale == 1.0 ? 0.0 : dtype == hg::f64 ? 1e-12 : 1e-6;
+      const Inputs in = make_inputs(sample, dtype);
+      const std::vector<double> x = values(in[0]), y = values(run(entry, in, sample.args));
+      REQUIRE(y.size() == x.size());
+      int64_t dropped = 0, kept = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        dropped += y[i] == 0.0;
+        kept += std::fabs(y[i] - x[i] * keep_scale) <= rtol * std::fabs(x[i] * keep_scale);
+      }
+      const double n = double(x.size());
+      CHECK(dropped + kept == int64_t(x.size()));
+      CHECK(std::fabs(double(dropped) - n * p) <= 5 * std::sqrt(n * p * (1 - p)));
+      if (0 < p && p < 1) {
+        CHECK(dropped > 0);
+        CHECK(kept > 0);
+      }
     }
-    CHECK(dropped + kept == int(x.size()));
-    CHECK(dropped > 0);
-    CHECK(kept > 0);
-  }
+  });
+}
+
+// ---- a second call: the same output, and the inputs as they were -------------------------------
+
+// An op never writes into its inputs (a bias is an input, never a GEMM's output buffer; only
+// batch_norm in training updates its running statistics), and a second call sees nothing the
+// first one left behind.
+TEST_CASE("op_db.a_second_call_agrees_and_leaves_its_inputs_alone") {
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    const Inputs in = make_inputs(sample, hg::f32);
+    std::vector<std::vector<double>> before;
+    for (const Tensor& t : in) before.push_back(values(t));
+    const Tensor first = run(entry, in, sample.args), second = run(entry, in, sample.args);
+    CHECK_CLOSE_WITH(second, first, kExact);
+    for (size_t i = 0; i < in.size(); ++i) {
+      CAPTURE(i);
+      const bool updated = is_running_statistic(entry, sample, i) && hg_test::flag(sample.args, "training");
+      if (!updated) CHECK(values(in[i]) == before[i]);
+    }
+  });
+}
+
+// ---- 16-bit against f32 ---------------------------------------------------------------------------
+
+// TESTING.md scenario 3 (the rule: CHECK_LOW_PRECISION, ops_test_helpers.h). The op on 16-bit
+// inputs, and on the same rounded values in f32 and f64: the output and, unless the entry says why
+// not, the gradient of every differentiated input that is not broadcast (upstream gradient: one
+// random tensor, rounded to the 16-bit dtype as well). Where the 16-bit output overflowed (inf
+// where f32's is finite: exp of a large input) the gradients computed from it are not compared.
+TEST_CASE("op_db.f16_and_bf16_match_f32") {
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    const bool backward = !sample.grads.empty() && entry.no_16_bit_backward_because.empty();
+    for (hg::DType dtype : {hg::f16, hg::bf16}) {
+      const std::string dtype_name = dtype_text(dtype);
+      CAPTURE(dtype_name);
+      Inputs low = make_inputs(sample, dtype), as32 = low, as64 = low;
+      for (size_t i = 0; i < low.size(); ++i)
+        if (hg::is_floating(low[i].dtype())) as32[i] = low[i].to(hg::f32), as64[i] = low[i].to(hg::f64);
+      if (backward)
+        for (Inputs* in : {&low, &as32, &as64})
+          for (int i : sample.grads) (*in)[size_t(i)] = (*in)[size_t(i)].detach().requires_grad_(true);
+      const Tensor y = run(entry, low, sample.args), y32 = run(entry, as32, sample.args),
+                   y64 = run(entry, as64, sample.args);
+      const bool indices = hg::amp::op_info(entry.op).output == OutputDType::Index;
+      CHECK(dtype_text(y.dtype()) == dtype_text(indices ? hg::i64 : dtype));
+      CHECK_LOW_PRECISION(y, y32, y64);
+      bool overflowed = false;
+      if (!indices) {
+        const std::vector<double> a = values(y), r = values(y32);
+        for (size_t k = 0; k < a.size(); ++k) overflowed = overflowed || (std::isinf(a[k]) && std::isfinite(r[k]));
+      }
+      if (!backward || overflowed) continue;
+      hg::manual_seed(5);
+      const Tensor g = hg::randn(y.shape()).to(dtype);
+      y.backward(g);
+      y32.backward(g.to(hg::f32));
+      y64.backward(g.to(hg::f64));
+      for (int i : sample.grads) {
+        if (sample.inputs[size_t(i)].broadcast) continue;
+        CAPTURE(i);
+        const Tensor& x = low[size_t(i)];
+        REQUIRE(x.grad().defined());
+        CHECK(x.grad().dtype() == dtype);
+        CHECK_LOW_PRECISION(x.grad(), as32[size_t(i)].grad(), as64[size_t(i)].grad());
+      }
+    }
+  });
 }
 
 // ---- the output dtype under autocast, as the op-table row says ----------------------------------
@@ -275,8 +444,8 @@ Promise promised(const hg::amp::OpInfo& row, hg::DType autocast, const std::vect
 // (where Promote and the FirstInput rule differ from Keep).
 enum class Mix { AllF32, AllF16, FirstF16 };
 
-Inputs mixed_inputs(const OpEntry& entry, Mix mix) {
-  Inputs in = make_inputs(entry, mix == Mix::AllF16 ? hg::f16 : hg::f32, seed_of(entry));
+Inputs mixed_inputs(const Sample& sample, Mix mix) {
+  Inputs in = make_inputs(sample, mix == Mix::AllF16 ? hg::f16 : hg::f32);
   if (mix == Mix::FirstF16)
     for (Tensor& t : in)
       if (hg::is_floating(t.dtype())) {
@@ -286,32 +455,34 @@ Inputs mixed_inputs(const OpEntry& entry, Mix mix) {
   return in;
 }
 
+// The dtypes of the inputs autocast casts: the floating ones but running statistics.
+std::vector<hg::DType> cast_dtypes(const OpEntry& entry, const Sample& sample, const Inputs& in) {
+  std::vector<hg::DType> out;
+  for (size_t i = 0; i < in.size(); ++i)
+    if (hg::is_floating(in[i].dtype()) && !is_running_statistic(entry, sample, i)) out.push_back(in[i].dtype());
+  return out;
+}
+
 }  // namespace
 
 TEST_CASE("op_db.autocast_output_dtype") {
-  for (const OpEntry& entry : hg_test::op_db()) {
-    const std::string op = entry.name;
-    CAPTURE(op);
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
     const hg::amp::OpInfo& row = hg::amp::op_info(entry.op);
-    const Args args = entry.args();
     for (Mix mix : {Mix::AllF32, Mix::AllF16, Mix::FirstF16}) {
-      const Inputs in = mixed_inputs(entry, mix);
-      std::vector<hg::DType> floating;
+      const Inputs in = mixed_inputs(sample, mix);
+      const std::vector<hg::DType> floating = cast_dtypes(entry, sample, in);
       std::string input_dtypes;
-      for (const Tensor& t : in) {
-        if (hg::is_floating(t.dtype())) floating.push_back(t.dtype());
-        input_dtypes += dtype_text(t.dtype()) + " ";
-      }
+      for (const Tensor& t : in) input_dtypes += dtype_text(t.dtype()) + " ";
       for (hg::DType low : {hg::f16, hg::bf16}) {
         const std::string autocast = dtype_text(low);
         CAPTURE(input_dtypes);
         CAPTURE(autocast);
         hg::amp::Autocast region(low);
-        const Tensor out = run(entry, in, args);
+        const Tensor out = run(entry, in, sample.args);
         CHECK(dtype_text(out.dtype()) == dtype_text(promised(row, low, floating).output));
       }
     }
-  }
+  });
 }
 
 namespace {
@@ -330,16 +501,13 @@ auto row_named(const Rows& rows, const std::string& op) {
 // PrecisionReport's row of each op carries the op-table row's name and policy, and the dtypes it
 // promises -- ops name themselves by enum, so the report cannot drift from the table.
 TEST_CASE("op_db.precision_report_row_is_the_op_table_row") {
-  for (const OpEntry& entry : hg_test::op_db()) {
-    if (!is_the_rows_entry(entry)) continue;
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    if (!is_the_rows_entry(entry)) return;
     const std::string op = entry.name;
-    CAPTURE(op);
     const hg::amp::OpInfo& row = hg::amp::op_info(entry.op);
     for (Mix mix : {Mix::AllF32, Mix::AllF16, Mix::FirstF16}) {
-      const Inputs in = mixed_inputs(entry, mix);
-      std::vector<hg::DType> floating;
-      for (const Tensor& t : in)
-        if (hg::is_floating(t.dtype())) floating.push_back(t.dtype());
+      const Inputs in = mixed_inputs(sample, mix);
+      const std::vector<hg::DType> floating = cast_dtypes(entry, sample, in);
       for (hg::DType low : {hg::f16, hg::bf16}) {
         const std::string autocast = dtype_text(low), first_input = dtype_text(floating[0]);
         CAPTURE(autocast);
@@ -347,7 +515,7 @@ TEST_CASE("op_db.precision_report_row_is_the_op_table_row") {
         hg::amp::PrecisionReport report;
         {
           hg::amp::Autocast region(low);
-          run(entry, in, entry.args());
+          run(entry, in, sample.args);
         }
         const auto it = row_named(report.rows(), op);
         REQUIRE_MESSAGE(it != report.rows().end(), "no PrecisionReport row named '", op, "'");
@@ -357,32 +525,35 @@ TEST_CASE("op_db.precision_report_row_is_the_op_table_row") {
         CHECK(it->output == promise.output);
       }
     }
-  }
+  });
 }
 
 // ShadowCheck pairs an op's inputs (amp::prepare) with its output (autograd::record) by name: both
 // come from the op's table row, so every op that records an output gets its shadow error.
 TEST_CASE("op_db.shadow_check_sees_every_op_under_its_table_name") {
-  for (const OpEntry& entry : hg_test::op_db()) {
-    if (!is_the_rows_entry(entry)) continue;
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    if (!is_the_rows_entry(entry)) return;
     const std::string op = entry.name;
-    CAPTURE(op);
-    const Inputs in = mixed_inputs(entry, Mix::AllF32);
+    const Inputs in = mixed_inputs(sample, Mix::AllF32);
     hg::amp::ShadowCheck check(hg::bf16);
-    check.run([&] { return run(entry, in, entry.args()); });
+    check.run([&] { return run(entry, in, sample.args); });
     const auto& rows = check.report().rows();
     const auto it = row_named(rows, op);
     REQUIRE(it != rows.end());
-    // No output node of their own, so nothing to compare: argmax (not differentiable) and
-    // mse_loss (composed of sub, pow and mean, each compared in its own row).
-    const bool records_an_output = entry.op != hg::amp::Op::Argmax && entry.op != hg::amp::Op::MseLoss;
+    // No output node of their own, so nothing to compare: argmax (not differentiable), mse_loss
+    // (composed of sub, pow and mean, each compared in its own row), and dropout where it is the
+    // identity (eval, p = 0) or x * 0 (p = 1).
+    const bool dropout_masks = entry.op != hg::amp::Op::Dropout ||
+                               (hg_test::flag(sample.args, "training") && hg_test::number(sample.args, "p") > 0 &&
+                                hg_test::number(sample.args, "p") < 1);
+    const bool records_an_output = entry.op != hg::amp::Op::Argmax && entry.op != hg::amp::Op::MseLoss && dropout_masks;
     CHECK(it->has_shadow == records_an_output);
-  }
+  });
 }
 
 // ---- CPU against CUDA ---------------------------------------------------------------------------
 
-// The f32 forward on the GPU against the CPU's, within twice the entry's tolerance (each side is
+// The f32 forward on the GPU against the CPU's, within twice the sample's tolerance (each side is
 // within one tolerance of the truth), TF32 off. Gradients are compared by tests/test_cuda.cpp.
 // Without a GPU this prints the line that CTest's SKIP_REGULAR_EXPRESSION (tests/CMakeLists.txt)
 // reports as a skip.
@@ -396,16 +567,13 @@ TEST_CASE("op_db.cpu_matches_cuda") {
     Tf32Off() { hg::cuda::allow_tf32(false); }
     ~Tf32Off() { hg::cuda::allow_tf32(before); }
   } tf32_off;
-  for (const OpEntry& entry : hg_test::op_db()) {
-    const std::string op = entry.name;
-    CAPTURE(op);
-    const Inputs cpu_in = make_inputs(entry, hg::f32, seed_of(entry));
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    const Inputs cpu_in = make_inputs(sample, hg::f32);
     Inputs cuda_in;
     for (const Tensor& t : cpu_in) cuda_in.push_back(t.to(hg::Device::cuda()));
-    const Args args = entry.args();
-    const Tensor on_cpu = run(entry, cpu_in, args), on_cuda = run(entry, cuda_in, args);
+    const Tensor on_cpu = run(entry, cpu_in, sample.args), on_cuda = run(entry, cuda_in, sample.args);
     CHECK(on_cuda.device().is_cuda());
-    const Tolerance t = entry.f32_tolerance;
+    const Tolerance t = sample.f32_tolerance;
     CHECK_CLOSE_WITH(on_cuda.to(hg::Device::cpu()), on_cpu, (Tolerance{2 * t.rtol, 2 * t.atol}));
-  }
+  });
 }
