@@ -4,7 +4,6 @@
 #include <mutex>
 
 #include "core/convert.h"
-#include "core/copy.h"
 #include "core/parallel.h"
 #include "core/philox.h"
 #include "core/loops.h"
@@ -26,11 +25,7 @@ Tensor generate(std::string_view op, const Shape& shape, TensorOptions options, 
       for (int64_t i = lo; i < hi; ++i) data[i] = value_of.template operator()<T>(uint64_t(i));
     });
   });
-  if (!options.device.is_cpu()) {
-    Tensor moved = empty(shape, {.dtype = options.dtype, .device = options.device});
-    detail::copy_into(moved, out);
-    out = moved;
-  }
+  if (!options.device.is_cpu()) return detail::copy_with_options(out, options);  // generated on the host
   if (options.requires_grad) detail::make_leaf_require_grad(out);
   return out;
 }

@@ -32,7 +32,6 @@ void batched_gemm_cpu(const Tensor& a, const Tensor& b, const Tensor& out) {
   });
 }
 
-
 // A GEMM operand inside a kernel: t, or a contiguous copy (no autograd node: kernels record none).
 Tensor gemm_operand(const Tensor& t) { return gemm_ready(t) ? t : detail::dense_copy(t); }
 
@@ -45,7 +44,6 @@ bool gemm_ready(const Tensor& t) {
   const int n = t.dim();
   return cpu::gemm_ready(t.shape()[n - 2], t.shape()[n - 1], t.strides()[n - 2], t.strides()[n - 1]);
 }
-
 
 void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   if (out.device().is_cuda()) cuda_kernels::batched_gemm(a, b, out);

@@ -5,7 +5,6 @@
 
 namespace hg::cuda_kernels {
 
-
 void reduce(ReduceKind, const Tensor& x, const Tensor&, int64_t, int64_t, int64_t) {
   detail::check_cuda_device(x.device(), "reduce");
 }
