@@ -5,7 +5,9 @@
 //
 // Each measurement is the best of 3 repeats; --rounds R measures both frameworks R times,
 // alternating which goes first, and keeps each one's best: on a shared machine a neighbour's
-// burst then slows both sides alike instead of deciding the ratio.
+// burst then slows both sides alike instead of deciding the ratio. The last column is the median
+// of the R per-round ratios (each from two runs next to each other in time): the steadier figure
+// when the machine's speed drifts during the run.
 //
 // --busy N starts N processes that spin for the whole run (a browser or a build on a laptop), to
 // measure how both frameworks cope when a core is taken. HG_CPU_ISA caps halfgrad's kernels
@@ -230,7 +232,8 @@ int main(int argc, char** argv) {
       std::printf("WARNING: LibTorch is using the netlib reference BLAS (~50x slower than OpenBLAS): its numbers and the "
                   "ratios below are not a fair reference. Install OpenBLAS: apt-get install libopenblas0-openmp\n\n");
     spinners = start_spinners(busy);
-    std::printf("| model | threads | halfgrad samples/s | LibTorch samples/s | halfgrad / LibTorch |\n|---|---|---|---|---|\n");
+    std::printf("| model | threads | halfgrad samples/s | LibTorch samples/s | halfgrad / LibTorch | median of the %d "
+                "rounds' ratios |\n|---|---|---|---|---|---|\n", rounds);
     // NOTE: every measurement runs in its own forked process: the two runtimes' thread pools
     // otherwise compete (measured: either framework lost a third of its 2-thread speed when
     // measured after the other in the same process).
@@ -263,11 +266,20 @@ int main(int argc, char** argv) {
           return model == "mlp" ? run_torch<TorchMlp>(batches, steps) : run_torch<TorchCnn>(batches, steps);
         };
         double ours = 0, theirs = 0;
+        std::vector<double> round_ratios;
         for (int round = 0; round < rounds; ++round) {
-          if (round % 2 == 0) ours = std::max(ours, measure(run_ours)), theirs = std::max(theirs, measure(run_theirs));
-          else theirs = std::max(theirs, measure(run_theirs)), ours = std::max(ours, measure(run_ours));
+          double ours_now = 0, theirs_now = 0;
+          if (round % 2 == 0) ours_now = measure(run_ours), theirs_now = measure(run_theirs);
+          else theirs_now = measure(run_theirs), ours_now = measure(run_ours);
+          ours = std::max(ours, ours_now), theirs = std::max(theirs, theirs_now);
+          round_ratios.push_back(ours_now / theirs_now);
         }
-        std::printf("| %s | %d | %.0f | %.0f | %.2fx |\n", model.c_str(), threads, ours, theirs, ours / theirs);
+        std::sort(round_ratios.begin(), round_ratios.end());
+        const size_t middle = round_ratios.size() / 2;
+        const double median_ratio = round_ratios.size() % 2 ? round_ratios[middle]
+                                                            : (round_ratios[middle - 1] + round_ratios[middle]) / 2;
+        std::printf("| %s | %d | %.0f | %.0f | %.2fx | %.2fx |\n", model.c_str(), threads, ours, theirs, ours / theirs,
+                    median_ratio);
         std::fflush(stdout);
       }
     }

@@ -3,9 +3,12 @@
 #include "kernels/matmul.h"
 
 #include "core/copy.h"
+#include "core/fill.h"
 #include "core/parallel.h"
+#include "kernels/cpu/elementwise_loop.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/math/activation.h"
 #include "kernels/reduce.h"
 
 namespace hg::kernels {
@@ -50,20 +53,27 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   else batched_gemm_cpu(a, b, out);
 }
 
-Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b) {
+Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b, bool relu) {
   const int64_t rows = x2.shape()[0], in = x2.shape()[1], out_features = w.shape()[0];
-  // Only in_features == 0 (an empty sum) needs zeros first: the GEMMs write every element.
-  Tensor out = in > 0 ? empty({rows, out_features}, x2.options()) : zeros({rows, out_features}, x2.options());
-  if (x2.device().is_cuda() && in > 0) {
-    // cuBLASLt adds the bias in its epilogue, overwriting the output.
-    if (out.numel() > 0) cuda_kernels::linear_forward(x2, w, b, out);
+  Tensor out = empty({rows, out_features}, x2.options());
+  if (out.numel() == 0) return out;
+  if (in > 0 && !x2.device().is_cuda()) {
+    // The CPU GEMM adds the bias and applies relu as it stores each tile.
+    const Tensor bias = b.defined() && !b.is_contiguous() ? detail::dense_copy(b) : b;
+    const cpu::GemmEpilogue epilogue{.column_bias = bias.defined() ? bias.raw_data() : nullptr, .relu = relu};
+    cpu::gemm(x2.dtype(), cpu::matrix_view(x2), cpu::matrix_view(gemm_operand(detail::transposed_view(w))),
+              out.raw_data(), /*accumulate=*/false, epilogue);
     return out;
   }
-  // The CPU GEMM accumulates onto the broadcast bias, or overwrites (no bias).
-  if (b.defined()) detail::copy_into(out, b);  // (copy_into broadcasts the row)
-  if (out.numel() > 0 && in > 0)
-    cpu::gemm(x2.dtype(), cpu::matrix_view(x2), cpu::matrix_view(gemm_operand(detail::transposed_view(w))),
-              out.raw_data(), /*accumulate=*/b.defined());
+  if (in == 0) {  // an empty sum: the bias alone
+    if (b.defined()) detail::copy_into(out, b);  // (copy_into broadcasts the row)
+    else detail::fill(out, 0.0);
+  } else {
+    cuda_kernels::linear_forward(x2, w, b, out);  // cuBLASLt adds the bias in its epilogue
+  }
+  // NOTE: relu is our own pass on the GPU, not cuBLASLt's RELU epilogue: that computes max(y, 0),
+  // which turns NaN into 0 and would hide a diverged layer on the GPU only.
+  if (relu) detail::map_into<1>(out, {out}, math::Forward<math::Relu>{});
   return out;
 }
 

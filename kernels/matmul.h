@@ -14,8 +14,9 @@ bool gemm_ready(const Tensor& t);
 // GEMM operands of out's dtype, out is contiguous and is overwritten.
 void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
 
-// linear's forward on a 2-D input: x2 (rows, in) @ w^T (+ b), a fresh (rows, out_features) tensor.
-Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b);
+// linear's forward on a 2-D input: x2 (rows, in) @ w^T (+ b), then relu(...) if asked (NaN
+// kept, as kernels/math's Relu): a fresh (rows, out_features) tensor.
+Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b, bool relu);
 
 // linear's parameter gradients from g2 (rows, out_features) and the saved input x2 (rows, in):
 // weight = g2^T @ x2 and, with need_bias, bias = the column sums of g2 (on a GPU one cuBLASLt

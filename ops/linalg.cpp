@@ -112,12 +112,9 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Linear
   const Tensor x2 = gemm_operand(x.reshape({rows, in}));
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  Tensor out = kernels::linear(x2, w, b);  // a fresh output, never a view of the bias
-  // The epilogue: y = relu(y) in place, with relu's own functor on both devices, so NaN stays NaN
-  // everywhere. NOTE: not cuBLASLt's RELU epilogue: it computes max(y, 0), which turns NaN into
-  // 0 and would hide a diverged layer on the GPU only. The extra pass reads and writes y once.
-  if (relu) detail::map_into<1>(out, {out}, math::Forward<math::Relu>{});
-  out = out.view(out_shape);
+  // A fresh output, never a view of the bias; the epilogue is relu's own formula on both devices,
+  // so NaN stays NaN everywhere.
+  Tensor out = kernels::linear(x2, w, b, relu).view(out_shape);
   record(std::string(name), out, {x, w, b},
          [sx = SavedTensor(w.requires_grad() ? x2 : Tensor(), name),
           sw = SavedTensor(x.requires_grad() ? w : Tensor(), name), sy = SavedTensor(relu ? out : Tensor(), name),

@@ -170,7 +170,9 @@ inline Array matmul(const Array& a, const Array& b) {
 
 // x (..., in) @ w (out, in)^T + bias (out), bias optional (empty).
 inline Array linear(const Array& x, const Array& w, const std::vector<double>& bias) {
-  const int64_t in = w.shape[1], outs = w.shape[0], rows = numel(x.shape) / std::max<int64_t>(in, 1);
+  const int64_t in = w.shape[1], outs = w.shape[0];
+  int64_t rows = 1;  // the leading dims' product (not numel / in: in may be 0)
+  for (int d = 0; d + 1 < x.shape.ndim(); ++d) rows *= x.shape[d];
   Array out{x.shape, std::vector<double>(size_t(rows * outs))};
   out.shape.back() = outs;
   for (int64_t r = 0; r < rows; ++r)

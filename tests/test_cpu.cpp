@@ -89,6 +89,43 @@ TEST_CASE("cpu.gemm_at_every_level_matches_the_reference") {
   });
 }
 
+// linear's bias and relu, applied by the microkernels as they store C (GemmEpilogue): first and
+// last K slices, full and edge tiles, 16-bit outputs, and NaN kept (relu(NaN) is NaN).
+TEST_CASE("cpu.gemm_epilogue_at_every_level_matches_the_reference") {
+  struct Size {
+    int64_t M, K, N;
+  };
+  const Size sizes[] = {{1, 1, 1}, {7, 13, 5}, {13, 300, 37}, {130, 17, 100}, {12, 784, 64}, {5, 0, 3}};
+  hg::manual_seed(5);
+  at_every_level([&](Isa) {
+    for (const Size& s : sizes)
+      for (hg::DType d : {hg::f32, hg::bf16, hg::f16}) {
+        CAPTURE(s.M);
+        CAPTURE(s.K);
+        CAPTURE(s.N);
+        CAPTURE(d);
+        const Tensor x = hg::randn({s.M, s.K}).to(d);
+        const Tensor w = hg::randn({s.N, s.K}).to(d), b = hg::randn({s.N}).to(d);
+        const int64_t nan_row = std::min<int64_t>(s.M - 1, 1);
+        if (s.K > 0) {  // one NaN input value: relu keeps its row of the output NaN
+          hg::NoGradGuard no_grad;
+          hg::narrow(hg::narrow(x, 0, nan_row, 1), 1, s.K / 2, 1).fill_(std::nan(""));
+        }
+        const ref::Array linear = ref::linear(ref::of(x), ref::of(w), ref::of(b).v);
+        const ref::Array expected = ref::map(linear, [](double v) { return v < 0 ? 0.0 : v; });
+        const Tolerance t = d == hg::f32 ? gemm_tolerance(s.K) : hg_test::tolerance_for(d);
+        const Tolerance looser{t.rtol, t.atol * double(std::max<int64_t>(s.K, 1))};
+        const Tensor y = hg::linear(x, w, b, {.epilogue = hg::Epilogue::Relu});
+        const auto relu_report = hg_test::compare(y.to(hg::f64), ref::tensor(expected), looser, /*equal_nan=*/true);
+        CHECK_MESSAGE(!relu_report.has_value(), relu_report.value_or(""));
+        const auto plain_report = hg_test::compare(hg::linear(x, w, b).to(hg::f64), ref::tensor(linear), looser, true);
+        CHECK_MESSAGE(!plain_report.has_value(), plain_report.value_or(""));
+        const std::vector<double> out = y.to(hg::f64).to_vector<double>();
+        for (int64_t j = 0; j < s.N; ++j) CHECK(std::isnan(out[size_t(nan_row * s.N + j)]) == (s.K > 0));
+      }
+  });
+}
+
 TEST_CASE("cpu.conv_and_pool_at_every_level_match_the_reference") {
   hg::manual_seed(4);
   // Widths that leave partial vectors in col2im (8 and 16 lanes) and in the 2x2 pool.

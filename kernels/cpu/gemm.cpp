@@ -13,6 +13,7 @@
 #include "core/parallel.h"
 #include "core/visit.h"
 #include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/math/activation.h"
 #include "core/simd_target.h"
 
 // NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own SIMD intrinsics when it inlines
@@ -129,13 +130,37 @@ struct Scratch {
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
+// Asks the caches for the source of B's panel [k0, k0+kc) x [j, j+cols) ahead of its packing,
+// so that the packer does not wait on memory. The rows of a row-major panel are one or two cache
+// lines each, a whole row of B apart, and no hardware prefetcher follows them: packing the MLP's
+// weight-gradient B (the input batch, 784 floats a row) was 2-3% of its training step.
+void prefetch_panel_source(const MatrixView& m, int64_t element_size, int64_t k0, int64_t kc, int64_t j, int64_t cols) {
+  const char* base = static_cast<const char*>(m.data);
+  constexpr int64_t kCacheLine = 64;
+  if (m.col_stride == 1 || cols == 1) {  // rows along memory: `cols` values of each row k
+    for (int64_t k = k0; k < k0 + kc; ++k) {
+      const char* row = base + (k * m.row_stride + j) * element_size;
+      __builtin_prefetch(row);
+      __builtin_prefetch(row + (cols - 1) * element_size);
+    }
+  } else {  // columns along memory: kc values of each column
+    for (int64_t col = j; col < j + cols; ++col) {
+      const char* column = base + (col * m.col_stride + k0) * element_size;
+      for (int64_t byte = 0; byte < kc * element_size; byte += kCacheLine) __builtin_prefetch(column + byte);
+      __builtin_prefetch(column + (kc - 1) * element_size);
+    }
+  }
+}
+
 // The rows [i_begin, i_end) x columns [j_begin, j_end) of C, for every k: one task's share.
 template <class T>
 void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const MatrixView& b, float* c, int64_t ldc,
-                  bool accumulate, int64_t i_begin, int64_t i_end, int64_t j_begin, int64_t j_end) {
+                  bool accumulate, const GemmEpilogue& epilogue, int64_t i_begin, int64_t i_end, int64_t j_begin,
+                  int64_t j_end) {
   thread_local Scratch a_scratch, b_scratch;
-  thread_local std::vector<float> wide;  // a 16-bit block widened to f32 before packing
+  thread_local std::vector<float> wide_a, wide_b;  // 16-bit blocks widened to f32 before packing
   const int64_t K = a.cols, mr = kernel.mr, nr = kernel.nr;
+  // With native bf16 products (AVX512-BF16) bf16 panels stay bf16, in k pairs: half the bytes.
   const bool native_bf16 = std::is_same_v<T, bfloat16> && kernel.tile_bf16 != nullptr;
   // K in equal slices of at most kernel.kc (784 = 4 x 196, not 3 x 256 + 16): a thin last slice
   // would pay a whole pass of C loads and stores for a few multiply-adds.
@@ -145,34 +170,56 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
     const int64_t nc = std::min(kernel.nc, j_end - j0), nc_padded = round_up(nc, nr);
     for (int64_t k0 = 0; k0 < K; k0 += slice_depth) {
       const int64_t kc = std::min(slice_depth, K - k0);
-      const bool overwrite = k0 == 0 && !accumulate;
-      if (native_bf16) {  // panels stay bf16, in k pairs (half the bytes of f32 panels)
-        const int64_t pairs = (kc + 1) / 2;
-        auto* packed_b = reinterpret_cast<uint16_t*>(b_scratch.get(size_t(pairs * nc_padded)));
-        kernel.pack_b_bf16(b, k0, kc, j0, nc, packed_b);
-        for (int64_t i0 = i_begin; i0 < i_end; i0 += kernel.mc) {
-          const int64_t mc = std::min(kernel.mc, i_end - i0);
-          auto* packed_a = reinterpret_cast<uint16_t*>(a_scratch.get(size_t(round_up(mc, mr) * pairs)));
-          kernel.pack_a_bf16(a, i0, mc, k0, kc, packed_a);
-          for (int64_t j = 0; j < nc; j += nr)
-            for (int64_t p = 0; p < mc; p += mr)
-              kernel.tile_bf16(pairs, packed_a + p * pairs * 2, packed_b + j * pairs * 2, c + (i0 + p) * ldc + j0 + j, ldc,
-                               std::min(mr, mc - p), std::min(nr, nc - j), overwrite);
-        }
-        continue;
-      }
-      float* packed_b = b_scratch.get(size_t(kc * nc_padded + kernel.slack));
-      if constexpr (std::is_same_v<T, float>) kernel.pack_b(b, k0, kc, j0, nc, packed_b);
-      else kernel.pack_b(widen_block<T>(b, k0, kc, j0, nc, wide), 0, kc, 0, nc, packed_b);
+      // A panel's lane holds kc f32 values, or (kc + 1) / 2 bf16 pairs: 4-byte units either way.
+      const int64_t depth = native_bf16 ? (kc + 1) / 2 : kc;
+      float* packed_b = b_scratch.get(size_t(depth * nc_padded + kernel.slack));
+      // What B's panels are packed from: B itself, or its slice widened to f32 in one go (the
+      // bulk converters want long runs) for 16-bit operands without native products.
+      const bool widen_b = !std::is_same_v<T, float> && !native_bf16;
+      MatrixView b_source = b;
+      if constexpr (!std::is_same_v<T, float>)
+        if (widen_b) b_source = widen_block<T>(b, k0, kc, j0, nc, wide_b);
+      const int64_t source_k0 = widen_b ? 0 : k0, source_j0 = widen_b ? 0 : j0;
+      const int64_t source_size = widen_b ? int64_t(sizeof(float)) : int64_t(sizeof(T));
+      const auto pack_b_panel = [&](int64_t j) {
+        const int64_t cols = std::min(nr, nc - j);
+        float* out = packed_b + j * depth;
+        if (native_bf16) kernel.pack_b_bf16(b, k0, kc, j0 + j, cols, reinterpret_cast<uint16_t*>(out));
+        else kernel.pack_b(b_source, source_k0, kc, source_j0 + j, cols, out);
+      };
+      const auto prefetch_b_panel = [&](int64_t j) {
+        prefetch_panel_source(b_source, source_size, source_k0, kc, source_j0 + j, std::min(nr, nc - j));
+      };
+      // The bias goes in with the first slice, relu on the last: each tile adds its columns' bias.
+      const auto* bias = k0 == 0 ? static_cast<const float*>(epilogue.column_bias) : nullptr;
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kernel.mc) {
         const int64_t mc = std::min(kernel.mc, i_end - i0);
-        float* packed_a = a_scratch.get(size_t(round_up(mc, mr) * kc + kernel.slack));
-        if constexpr (std::is_same_v<T, float>) kernel.pack_a(a, i0, mc, k0, kc, packed_a);
-        else kernel.pack_a(widen_block<T>(a, i0, mc, k0, kc, wide), 0, mc, 0, kc, packed_a);
-        for (int64_t j = 0; j < nc; j += nr)
-          for (int64_t p = 0; p < mc; p += mr)
-            kernel.tile(kc, packed_a + p * kc, packed_b + j * kc, c + (i0 + p) * ldc + j0 + j, ldc, std::min(mr, mc - p),
-                        std::min(nr, nc - j), overwrite);
+        const bool first_block = i0 == i_begin;
+        if (first_block) prefetch_b_panel(0);  // arrives while A is packed
+        float* packed_a = a_scratch.get(size_t(round_up(mc, mr) * depth + kernel.slack));
+        if (native_bf16) kernel.pack_a_bf16(a, i0, mc, k0, kc, reinterpret_cast<uint16_t*>(packed_a));
+        else if constexpr (std::is_same_v<T, float>) kernel.pack_a(a, i0, mc, k0, kc, packed_a);
+        else kernel.pack_a(widen_block<T>(a, i0, mc, k0, kc, wide_a), 0, mc, 0, kc, packed_a);
+        for (int64_t j = 0; j < nc; j += nr) {
+          // B is packed a panel at a time on first use, each while the source of the next one is
+          // fetched: this panel's tiles hide that memory traffic.
+          if (first_block) {
+            pack_b_panel(j);
+            if (j + nr < nc) prefetch_b_panel(j + nr);
+          }
+          const TileStore store{.add_to_c = k0 > 0 || accumulate, .bias = bias ? bias + j0 + j : nullptr,
+                                .relu = epilogue.relu && k0 + kc == K};
+          const int64_t cols = std::min(nr, nc - j);
+          for (int64_t p = 0; p < mc; p += mr) {
+            float* c_tile = c + (i0 + p) * ldc + j0 + j;
+            const int64_t rows = std::min(mr, mc - p);
+            if (native_bf16)
+              kernel.tile_bf16(depth, reinterpret_cast<const uint16_t*>(packed_a + p * depth),
+                               reinterpret_cast<const uint16_t*>(packed_b + j * depth), c_tile, ldc, rows, cols, store);
+            else
+              kernel.tile(kc, packed_a + p * depth, packed_b + j * depth, c_tile, ldc, rows, cols, store);
+          }
+        }
       }
     }
   }
@@ -193,7 +240,8 @@ bool prefer_transposed_product(int64_t M, int64_t N) {
 }
 
 template <class T>
-void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate) {
+void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate,
+                 const GemmEpilogue& epilogue) {
   const PackedGemmKernel& kernel = *packed_kernel();
   const int64_t M = a.rows, N = b.cols, K = a.cols;
   // NOTE: one parallel region per GEMM, with independent tasks: each task owns a range of rows or
@@ -206,18 +254,18 @@ void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc
   parallel_for(0, tasks, 1, [&](int64_t first, int64_t last) {
     for (int64_t task = first; task < last; ++task) {
       if (split_columns)
-        packed_block<T>(kernel, a, b, c, ldc, accumulate, 0, M, std::min(N, panels * task / tasks * kernel.nr),
-                        std::min(N, panels * (task + 1) / tasks * kernel.nr));
+        packed_block<T>(kernel, a, b, c, ldc, accumulate, epilogue, 0, M,
+                        std::min(N, panels * task / tasks * kernel.nr), std::min(N, panels * (task + 1) / tasks * kernel.nr));
       else
-        packed_block<T>(kernel, a, b, c, ldc, accumulate, std::min(M, row_blocks * task / tasks * kernel.mc),
+        packed_block<T>(kernel, a, b, c, ldc, accumulate, epilogue, std::min(M, row_blocks * task / tasks * kernel.mc),
                         std::min(M, row_blocks * (task + 1) / tasks * kernel.mc), 0, N);
     }
   });
 }
 
-template void packed_gemm<float>(const MatrixView&, const MatrixView&, float*, int64_t, bool);
-template void packed_gemm<half>(const MatrixView&, const MatrixView&, float*, int64_t, bool);
-template void packed_gemm<bfloat16>(const MatrixView&, const MatrixView&, float*, int64_t, bool);
+template void packed_gemm<float>(const MatrixView&, const MatrixView&, float*, int64_t, bool, const GemmEpilogue&);
+template void packed_gemm<half>(const MatrixView&, const MatrixView&, float*, int64_t, bool, const GemmEpilogue&);
+template void packed_gemm<bfloat16>(const MatrixView&, const MatrixView&, float*, int64_t, bool, const GemmEpilogue&);
 
 // ---- entry points -------------------------------------------------------------------------------
 
@@ -252,25 +300,54 @@ void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate)
 template void gemm_dense<float>(const MatrixView&, const MatrixView&, float*, bool);
 template void gemm_dense<double>(const MatrixView&, const MatrixView&, double*, bool);
 
-void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool accumulate) {
+namespace {
+
+// Eigen's product with the epilogue as passes over C: the bias first (the product then
+// accumulates onto it), relu after.
+template <class S>
+void gemm_eigen_with_epilogue(const MatrixView& a, const MatrixView& b, S* c, bool accumulate, const S* bias,
+                              bool relu) {
+  const int64_t M = a.rows, N = b.cols;
+  if (bias != nullptr) {
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) c[i * N + j] = accumulate ? c[i * N + j] + bias[j] : bias[j];
+    accumulate = true;
+  }
+  gemm_eigen<S>(a, b, c, accumulate);
+  if (relu) std::transform(c, c + M * N, c, [](S x) { return math::Relu::fwd(x); });
+}
+
+}  // namespace
+
+void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool accumulate,
+          const GemmEpilogue& epilogue) {
   HG_CHECK(a.cols == b.rows, "gemm: inner dimensions differ (", a.rows, "x", a.cols, " and ", b.rows, "x", b.cols, ")");
   const int64_t mn = a.rows * b.cols;
   if (mn == 0) return;
+  const bool packed = has_packed_gemm() && a.cols > 0;
   visit_floating(dtype, "gemm", [&]<class T> {
-    if constexpr (std::is_same_v<T, double>) {
-      gemm_eigen<double>(a, b, static_cast<double*>(c), accumulate);
-    } else if constexpr (std::is_same_v<T, float>) {
-      gemm_dense<float>(a, b, static_cast<float*>(c), accumulate);
-    } else {  // 16-bit: multiplied in f32 (or as native bf16 pairs), rounded once
-      std::vector<float> c_panel(static_cast<size_t>(mn));
+    const T* bias = static_cast<const T*>(epilogue.column_bias);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+      T* out = static_cast<T*>(c);
+      if constexpr (std::is_same_v<T, float>)
+        if (packed) return packed_gemm<float>(a, b, out, b.cols, accumulate, epilogue);
+      gemm_eigen_with_epilogue<T>(a, b, out, accumulate, bias, epilogue.relu);
+    } else {  // 16-bit: multiplied in f32 (or as native bf16 pairs), bias added in f32, rounded once
+      std::vector<float> c_panel(static_cast<size_t>(mn)), bias_f32;
       T* out = static_cast<T*>(c);
       if (accumulate) convert_to_float(out, c_panel.data(), size_t(mn));
-      if (has_packed_gemm() && a.cols > 0) {
-        packed_gemm<T>(a, b, c_panel.data(), b.cols, accumulate);
+      if (bias != nullptr) {
+        bias_f32.resize(size_t(b.cols));
+        convert_to_float(bias, bias_f32.data(), bias_f32.size());
+      }
+      const float* bias_or_null = bias != nullptr ? bias_f32.data() : nullptr;
+      if (packed) {
+        packed_gemm<T>(a, b, c_panel.data(), b.cols, accumulate, {bias_or_null, epilogue.relu});
       } else {
         std::vector<float> a_panel, b_panel;
-        gemm_eigen<float>(widen_block<T>(a, 0, a.rows, 0, a.cols, a_panel), widen_block<T>(b, 0, b.rows, 0, b.cols, b_panel),
-                          c_panel.data(), accumulate);
+        gemm_eigen_with_epilogue<float>(widen_block<T>(a, 0, a.rows, 0, a.cols, a_panel),
+                                        widen_block<T>(b, 0, b.rows, 0, b.cols, b_panel), c_panel.data(), accumulate,
+                                        bias_or_null, epilogue.relu);
       }
       convert_from_float(c_panel.data(), out, size_t(mn));
     }

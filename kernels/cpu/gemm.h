@@ -21,8 +21,18 @@ struct MatrixView {
 MatrixView matrix_view(const Tensor& t);
 MatrixView matrix_view(const void* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
+// What the GEMM applies to C as it stores it: linear's bias (one value per column of C, of C's
+// dtype) and then relu, NaN kept (kernels/math's Relu). The packed kernels apply both to the
+// tile in registers, which saves a pass over C for each (linear's forward did two).
+struct GemmEpilogue {
+  const void* column_bias = nullptr;
+  bool relu = false;
+};
+
 // c = a @ b (accumulate = false) or c += a @ b, all of dtype `dtype`; c is contiguous (M, N).
-void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool accumulate);
+// With an epilogue: c = relu([c +] column_bias + a @ b).
+void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool accumulate,
+          const GemmEpilogue& epilogue = {});
 
 // The same on dense compute-type panels (S = float or double), used by conv2d.
 template <class S>
@@ -30,9 +40,10 @@ void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate)
 
 // C (f32, leading dimension ldc) [+]= A @ B with A and B of element type T (float, half,
 // bfloat16) on the packed kernel; bf16 uses native bf16 products where the CPU has them.
-// Only valid when has_packed_gemm().
+// The epilogue's bias, if any, is f32 here. Only valid when has_packed_gemm().
 template <class T>
-void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate);
+void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate,
+                 const GemmEpilogue& epilogue = {});
 bool has_packed_gemm();
 
 // True when C^T = B^T A^T, an N x M product, fills the CPU GEMM's register tiles with fewer

@@ -122,9 +122,22 @@ void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
 
 // ---- the microkernel ----------------------------------------------------------------------------
 
+// What a row of sums becomes in C (TileStore): sums + [C +] [bias], then relu. max(0, x) keeps a
+// NaN x and a -0 x: vmaxps returns its second operand on NaN and on equal zeros, as Relu::fwd.
+inline __m256 stored(__m256 sums, const float* c, __m256 bias, const TileStore& store) {
+  if (store.add_to_c) {
+    const __m256 old = _mm256_loadu_ps(c);
+    sums = _mm256_add_ps(sums, store.bias ? _mm256_add_ps(old, bias) : old);
+  } else if (store.bias) {
+    sums = _mm256_add_ps(sums, bias);
+  }
+  return store.relu ? _mm256_max_ps(_mm256_setzero_ps(), sums) : sums;
+}
+
 // One tile: C[0:rows, 0:cols] = (or +=) A_panel @ B_panel over kc. A full tile is stored
 // straight from the registers; an edge tile goes through a small buffer.
-void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols, bool overwrite) {
+void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+          const TileStore& store) {
   __m256 acc[kMR][2];
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) {
@@ -145,15 +158,13 @@ void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int
     }
   }
   if (rows == kMR && cols == kNR) {
+    const __m256 bias0 = store.bias ? _mm256_loadu_ps(store.bias) : _mm256_setzero_ps();
+    const __m256 bias1 = store.bias ? _mm256_loadu_ps(store.bias + 8) : _mm256_setzero_ps();
 #pragma GCC unroll 6
     for (int i = 0; i < kMR; ++i) {
       float* row = c + i * ldc;
-      if (!overwrite) {
-        acc[i][0] = _mm256_add_ps(acc[i][0], _mm256_loadu_ps(row));
-        acc[i][1] = _mm256_add_ps(acc[i][1], _mm256_loadu_ps(row + 8));
-      }
-      _mm256_storeu_ps(row, acc[i][0]);
-      _mm256_storeu_ps(row + 8, acc[i][1]);
+      _mm256_storeu_ps(row, stored(acc[i][0], row, bias0, store));
+      _mm256_storeu_ps(row + 8, stored(acc[i][1], row + 8, bias1, store));
     }
     return;
   }
@@ -163,7 +174,7 @@ void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int
 #pragma GCC unroll 6
   for (int i = 0; i < kMR; ++i) _mm256_store_ps(buffer[i], acc[i][0]), _mm256_store_ps(buffer[i] + 8, acc[i][1]);
   for (int64_t i = 0; i < rows; ++i)
-    for (int64_t j = 0; j < cols; ++j) c[i * ldc + j] = overwrite ? buffer[i][j] : c[i * ldc + j] + buffer[i][j];
+    for (int64_t j = 0; j < cols; ++j) c[i * ldc + j] = stored_value(buffer[i][j], c[i * ldc + j], j, store);
 }
 
 }  // namespace

@@ -127,20 +127,31 @@ void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
 
 // ---- the f32 microkernel ------------------------------------------------------------------------
 
-// Stores (or adds into C) the valid rows and columns of a 12 x 32 tile of accumulators.
-inline void store_tile(__m512 (&acc)[kMR][2], float* c, int64_t ldc, int64_t rows, int64_t cols, bool overwrite) {
+// What a row of sums becomes in C (TileStore): sums + [C +] [bias], then relu. max(0, x) keeps a
+// NaN x and a -0 x: vmaxps returns its second operand on NaN and on equal zeros, as Relu::fwd.
+inline __m512 stored(__m512 sums, __mmask16 valid, const float* c, __m512 bias, const TileStore& store) {
+  if (store.add_to_c) {
+    const __m512 old = _mm512_maskz_loadu_ps(valid, c);
+    sums = _mm512_add_ps(sums, store.bias ? _mm512_add_ps(old, bias) : old);
+  } else if (store.bias) {
+    sums = _mm512_add_ps(sums, bias);
+  }
+  return store.relu ? _mm512_max_ps(_mm512_setzero_ps(), sums) : sums;
+}
+
+// Stores the valid rows and columns of a 12 x 32 tile of accumulators, as `store` says.
+inline void store_tile(__m512 (&acc)[kMR][2], float* c, int64_t ldc, int64_t rows, int64_t cols,
+                       const TileStore& store) {
   const __mmask16 left = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
   const __mmask16 right = cols >= 32 ? __mmask16(0xFFFF) : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
+  const __m512 bias0 = store.bias ? _mm512_maskz_loadu_ps(left, store.bias) : _mm512_setzero_ps();
+  const __m512 bias1 = store.bias ? _mm512_maskz_loadu_ps(right, store.bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) {
     if (i >= rows) break;
     float* row = c + i * ldc;
-    if (!overwrite) {
-      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_maskz_loadu_ps(left, row));
-      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_maskz_loadu_ps(right, row + 16));
-    }
-    _mm512_mask_storeu_ps(row, left, acc[i][0]);
-    _mm512_mask_storeu_ps(row + 16, right, acc[i][1]);
+    _mm512_mask_storeu_ps(row, left, stored(acc[i][0], left, row, bias0, store));
+    _mm512_mask_storeu_ps(row + 16, right, stored(acc[i][1], right, row + 16, bias1, store));
   }
 }
 
@@ -154,7 +165,8 @@ inline void prefetch_row(const float* row) {
 
 // One tile: C[0:rows, 0:cols] = (or +=) A_panel @ B_panel. The padded rows and columns of the
 // panels are zeros; only the valid part is stored (masked stores for the columns).
-void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols, bool overwrite) {
+void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+          const TileStore& store) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) {
@@ -170,7 +182,7 @@ void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
   }
-  store_tile(acc, c, ldc, rows, cols, overwrite);
+  store_tile(acc, c, ldc, rows, cols, store);
 }
 
 // ---- bf16 packing (pairs of k) ------------------------------------------------------------------
@@ -264,7 +276,7 @@ namespace {
 // NOTE: it treats bf16 subnormal inputs as zero; bf16 subnormals (< 1.2e-38) carry no weight in
 // a training step's products.
 void tile_bf16(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-               bool overwrite) {
+               const TileStore& store) {
   __m512 acc[kMR][2];
 #pragma GCC unroll 12
   for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
@@ -279,7 +291,7 @@ void tile_bf16(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, in
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
     }
   }
-  store_tile(acc, c, ldc, rows, cols, overwrite);
+  store_tile(acc, c, ldc, rows, cols, store);
 }
 
 }  // namespace

@@ -17,6 +17,21 @@
 
 namespace hg::kernels::cpu {
 
+// How one tile's sums meet C, for one K slice: C = relu([C +] [bias +] sums). The driver asks
+// for the bias on the first slice only and for relu on the last (gemm.h's GemmEpilogue).
+struct TileStore {
+  bool add_to_c;      // false: the first slice of an overwriting product
+  const float* bias;  // the bias of the tile's first column, or null
+  bool relu;          // NaN-keeping: max(0, x) with x as the operand that wins ties and NaN
+};
+
+// The same for one value (the scalar edge paths): sums + [C +] [bias[column]], then relu.
+inline float stored_value(float sums, float c, int64_t column, const TileStore& store) {
+  if (store.add_to_c) sums += store.bias ? c + store.bias[column] : c;
+  else if (store.bias) sums += store.bias[column];
+  return store.relu && sums < 0.0f ? 0.0f : sums;  // Relu::fwd: NaN and -0 pass
+}
+
 struct PackedGemmKernel {
   const char* name;
   int64_t mr, nr;      // register tile
@@ -26,15 +41,15 @@ struct PackedGemmKernel {
   int64_t slack;
   void (*pack_a)(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* out);
   void (*pack_b)(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* out);
-  // C[0:rows, 0:cols] = (or +=) A_panel @ B_panel over kc; rows <= mr, cols <= nr.
+  // C[0:rows, 0:cols] = (or +=) A_panel @ B_panel over kc, as `store` says; rows <= mr, cols <= nr.
   void (*tile)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-               bool overwrite);
+               const TileStore& store);
 
   // Native bf16 (null where the level has none): the same, on bf16 k-pairs.
   void (*pack_a_bf16)(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out);
   void (*pack_b_bf16)(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, uint16_t* out);
   void (*tile_bf16)(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, int64_t rows,
-                    int64_t cols, bool overwrite);
+                    int64_t cols, const TileStore& store);
 };
 
 // One per x86 level, each defined in the file compiled for it (gemm_avx2.cpp, gemm_avx512.cpp).
