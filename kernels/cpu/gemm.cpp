@@ -130,35 +130,13 @@ struct Scratch {
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// Asks the caches for the source of B's panel [k0, k0+kc) x [j, j+cols) ahead of its packing,
-// so that the packer does not wait on memory. The rows of a row-major panel are one or two cache
-// lines each, a whole row of B apart, and no hardware prefetcher follows them: packing the MLP's
-// weight-gradient B (the input batch, 784 floats a row) was 2-3% of its training step.
-void prefetch_panel_source(const MatrixView& m, int64_t element_size, int64_t k0, int64_t kc, int64_t j, int64_t cols) {
-  const char* base = static_cast<const char*>(m.data);
-  constexpr int64_t kCacheLine = 64;
-  if (m.col_stride == 1 || cols == 1) {  // rows along memory: `cols` values of each row k
-    for (int64_t k = k0; k < k0 + kc; ++k) {
-      const char* row = base + (k * m.row_stride + j) * element_size;
-      __builtin_prefetch(row);
-      __builtin_prefetch(row + (cols - 1) * element_size);
-    }
-  } else {  // columns along memory: kc values of each column
-    for (int64_t col = j; col < j + cols; ++col) {
-      const char* column = base + (col * m.col_stride + k0) * element_size;
-      for (int64_t byte = 0; byte < kc * element_size; byte += kCacheLine) __builtin_prefetch(column + byte);
-      __builtin_prefetch(column + (kc - 1) * element_size);
-    }
-  }
-}
-
 // The rows [i_begin, i_end) x columns [j_begin, j_end) of C, for every k: one task's share.
 template <class T>
 void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const MatrixView& b, float* c, int64_t ldc,
                   bool accumulate, const GemmEpilogue& epilogue, int64_t i_begin, int64_t i_end, int64_t j_begin,
                   int64_t j_end) {
   thread_local Scratch a_scratch, b_scratch;
-  thread_local std::vector<float> wide_a, wide_b;  // 16-bit blocks widened to f32 before packing
+  thread_local std::vector<float> wide;  // a 16-bit block widened to f32 before packing
   const int64_t K = a.cols, mr = kernel.mr, nr = kernel.nr;
   // With native bf16 products (AVX512-BF16) bf16 panels stay bf16, in k pairs: half the bytes.
   const bool native_bf16 = std::is_same_v<T, bfloat16> && kernel.tile_bf16 != nullptr;
@@ -173,40 +151,18 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
       // A panel's lane holds kc f32 values, or (kc + 1) / 2 bf16 pairs: 4-byte units either way.
       const int64_t depth = native_bf16 ? (kc + 1) / 2 : kc;
       float* packed_b = b_scratch.get(size_t(depth * nc_padded + kernel.slack));
-      // What B's panels are packed from: B itself, or its slice widened to f32 in one go (the
-      // bulk converters want long runs) for 16-bit operands without native products.
-      const bool widen_b = !std::is_same_v<T, float> && !native_bf16;
-      MatrixView b_source = b;
-      if constexpr (!std::is_same_v<T, float>)
-        if (widen_b) b_source = widen_block<T>(b, k0, kc, j0, nc, wide_b);
-      const int64_t source_k0 = widen_b ? 0 : k0, source_j0 = widen_b ? 0 : j0;
-      const int64_t source_size = widen_b ? int64_t(sizeof(float)) : int64_t(sizeof(T));
-      const auto pack_b_panel = [&](int64_t j) {
-        const int64_t cols = std::min(nr, nc - j);
-        float* out = packed_b + j * depth;
-        if (native_bf16) kernel.pack_b_bf16(b, k0, kc, j0 + j, cols, reinterpret_cast<uint16_t*>(out));
-        else kernel.pack_b(b_source, source_k0, kc, source_j0 + j, cols, out);
-      };
-      const auto prefetch_b_panel = [&](int64_t j) {
-        prefetch_panel_source(b_source, source_size, source_k0, kc, source_j0 + j, std::min(nr, nc - j));
-      };
+      if (native_bf16) kernel.pack_b_bf16(b, k0, kc, j0, nc, reinterpret_cast<uint16_t*>(packed_b));
+      else if constexpr (std::is_same_v<T, float>) kernel.pack_b(b, k0, kc, j0, nc, packed_b);
+      else kernel.pack_b(widen_block<T>(b, k0, kc, j0, nc, wide), 0, kc, 0, nc, packed_b);
       // The bias goes in with the first slice, relu on the last: each tile adds its columns' bias.
       const auto* bias = k0 == 0 ? static_cast<const float*>(epilogue.column_bias) : nullptr;
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kernel.mc) {
         const int64_t mc = std::min(kernel.mc, i_end - i0);
-        const bool first_block = i0 == i_begin;
-        if (first_block) prefetch_b_panel(0);  // arrives while A is packed
         float* packed_a = a_scratch.get(size_t(round_up(mc, mr) * depth + kernel.slack));
         if (native_bf16) kernel.pack_a_bf16(a, i0, mc, k0, kc, reinterpret_cast<uint16_t*>(packed_a));
         else if constexpr (std::is_same_v<T, float>) kernel.pack_a(a, i0, mc, k0, kc, packed_a);
-        else kernel.pack_a(widen_block<T>(a, i0, mc, k0, kc, wide_a), 0, mc, 0, kc, packed_a);
+        else kernel.pack_a(widen_block<T>(a, i0, mc, k0, kc, wide), 0, mc, 0, kc, packed_a);
         for (int64_t j = 0; j < nc; j += nr) {
-          // B is packed a panel at a time on first use, each while the source of the next one is
-          // fetched: this panel's tiles hide that memory traffic.
-          if (first_block) {
-            pack_b_panel(j);
-            if (j + nr < nc) prefetch_b_panel(j + nr);
-          }
           const TileStore store{.add_to_c = k0 > 0 || accumulate, .bias = bias ? bias + j0 + j : nullptr,
                                 .relu = epilogue.relu && k0 + kc == K};
           const int64_t cols = std::min(nr, nc - j);
