@@ -59,9 +59,12 @@ TEST_CASE("cpu.gemm_at_every_level_matches_the_reference") {
   struct Size {
     int64_t M, K, N;
   };
-  // Edge tiles of every microkernel (6x16, 12x32), depths split into equal slices of at most 256
-  // (257 -> 136 + 121, 300 -> 152 + 148, 784 -> 4 x 196), odd sizes.
-  const Size sizes[] = {{1, 1, 1}, {7, 13, 5}, {13, 300, 37}, {64, 257, 65}, {130, 17, 100}, {6, 512, 16}, {9, 784, 20}};
+  // Edge tiles of every microkernel (6x16, 12x32), AVX2's short last panel of 1 or 2 rows (2 x 32,
+  // on pairs of B panels: 8 = 6 + 2 rows x 4 panels, 14 = 12 + 2 x 3 panels, 13 = 12 + 1 x 2 + an
+  // edge panel), depths split into equal slices of at most 256 (257 -> 136 + 121, 300 -> 152 +
+  // 148, 784 -> 4 x 196), odd sizes.
+  const Size sizes[] = {{1, 1, 1},      {7, 13, 5},     {13, 300, 37}, {64, 257, 65}, {130, 17, 100},
+                        {6, 512, 16},   {9, 784, 20},   {8, 40, 64},   {14, 300, 48}};
   hg::manual_seed(3);
   at_every_level([&](Isa) {
     for (const Size& s : sizes)
@@ -95,7 +98,8 @@ TEST_CASE("cpu.gemm_epilogue_at_every_level_matches_the_reference") {
   struct Size {
     int64_t M, K, N;
   };
-  const Size sizes[] = {{1, 1, 1}, {7, 13, 5}, {13, 300, 37}, {130, 17, 100}, {12, 784, 64}, {5, 0, 3}};
+  const Size sizes[] = {{1, 1, 1}, {7, 13, 5}, {13, 300, 37}, {130, 17, 100}, {12, 784, 64}, {5, 0, 3}, {8, 40, 64},
+                        {14, 300, 48}};
   hg::manual_seed(5);
   at_every_level([&](Isa) {
     for (const Size& s : sizes)

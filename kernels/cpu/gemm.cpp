@@ -169,6 +169,15 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
           for (int64_t p = 0; p < mc; p += mr) {
             float* c_tile = c + (i0 + p) * ldc + j0 + j;
             const int64_t rows = std::min(mr, mc - p);
+            // A short last A panel takes the full B panels in pairs (the even one runs both).
+            const bool even_panel = (j / nr) % 2 == 0;
+            if (!native_bf16 && kernel.tile_short != nullptr && rows <= kernel.short_rows &&
+                (even_panel ? j + 2 * nr <= nc : j + nr <= nc)) {
+              if (even_panel)
+                kernel.tile_short(kc, packed_a + p * depth, packed_b + j * depth, packed_b + (j + nr) * depth, c_tile, ldc,
+                                  rows, store);
+              continue;
+            }
             if (native_bf16)
               kernel.tile_bf16(depth, reinterpret_cast<const uint16_t*>(packed_a + p * depth),
                                reinterpret_cast<const uint16_t*>(packed_b + j * depth), c_tile, ldc, rows, cols, store);

@@ -177,12 +177,45 @@ void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int
     for (int64_t j = 0; j < cols; ++j) c[i * ldc + j] = stored_value(buffer[i][j], c[i * ldc + j], j, store);
 }
 
+// The short last A panel (its first 1 or 2 rows real) against two B panels: 2 x 32, 8
+// accumulators, as many FMAs in flight as the FMA units' latency needs.
+void tile_short(int64_t kc, const float* a, const float* b0, const float* b1, float* c, int64_t ldc, int64_t rows,
+                const TileStore& store) {
+  constexpr int kRows = 2, kVectors = 4;
+  __m256 acc[kRows][kVectors];
+#pragma GCC unroll 2
+  for (int i = 0; i < kRows; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm256_setzero_ps();
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m256 b[kVectors] = {_mm256_load_ps(b0 + k * kNR), _mm256_load_ps(b0 + k * kNR + 8),
+                                _mm256_load_ps(b1 + k * kNR), _mm256_load_ps(b1 + k * kNR + 8)};
+#pragma GCC unroll 2
+    for (int i = 0; i < kRows; ++i) {
+      const __m256 ai = _mm256_broadcast_ss(a + k * kMR + i);
+#pragma GCC unroll 4
+      for (int v = 0; v < kVectors; ++v) acc[i][v] = _mm256_fmadd_ps(ai, b[v], acc[i][v]);
+    }
+  }
+  __m256 bias[kVectors];
+#pragma GCC unroll 4
+  for (int v = 0; v < kVectors; ++v) bias[v] = store.bias ? _mm256_loadu_ps(store.bias + 8 * v) : _mm256_setzero_ps();
+#pragma GCC unroll 2
+  for (int i = 0; i < kRows; ++i) {
+    if (i >= rows) break;
+    float* row = c + i * ldc;
+#pragma GCC unroll 4
+    for (int v = 0; v < kVectors; ++v) _mm256_storeu_ps(row + 8 * v, stored(acc[i][v], row + 8 * v, bias[v], store));
+  }
+}
+
 }  // namespace
 HG_TARGET_END
 
 const PackedGemmKernel& packed_gemm_avx2() {
   static const PackedGemmKernel kernel{"avx2 6x16", kMR, kNR, kKC, kMC, kNC, kSlack, pack_a, pack_b, tile,
-                                       nullptr, nullptr, nullptr};
+                                       nullptr, nullptr, nullptr, 2, tile_short};
   return kernel;
 }
 

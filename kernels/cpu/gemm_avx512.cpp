@@ -299,13 +299,13 @@ HG_TARGET_END
 
 const PackedGemmKernel& packed_gemm_avx512() {
   static const PackedGemmKernel kernel{"avx512 12x32", kMR, kNR, kKC, kMC, kNC, 0, pack_a, pack_b, tile,
-                                       nullptr, nullptr, nullptr};
+                                       nullptr, nullptr, nullptr, 0, nullptr};
   return kernel;
 }
 
 const PackedGemmKernel& packed_gemm_avx512bf16() {
   static const PackedGemmKernel kernel{"avx512bf16 12x32", kMR, kNR, kKC, kMC, kNC, 0, pack_a, pack_b, tile,
-                                       pack_a_bf16, pack_b_bf16, tile_bf16};
+                                       pack_a_bf16, pack_b_bf16, tile_bf16, 0, nullptr};
   return kernel;
 }
 
