@@ -137,7 +137,7 @@ TEST_CASE("cpu.conv_and_pool_at_every_level_match_the_reference") {
     CAPTURE(width);
     const Tensor x = hg::randn({2, 3, 9, width}), w = hg::randn({4, 3, 3, 3}), b = hg::randn({4});
     const ref::Array expected = ref::conv2d(ref::of(x), ref::of(w), b.to_vector<double>(), 1, 1);
-    Tensor generic_dx;
+    Tensor generic_dx, generic_pool_dx;
     at_every_level([&](Isa level) {
       const Tensor xg = x.detach().requires_grad_();
       const Tensor y = hg::conv2d(xg, w, b, {.padding = 1});
@@ -151,6 +151,11 @@ TEST_CASE("cpu.conv_and_pool_at_every_level_match_the_reference") {
       const auto report = hg_test::compare(hg::max_pool2d(p, 2, 2).to(hg::f64), ref::tensor(ref::pool2d(ref::of(p), 2, 2, true)),
                                            kExact, /*equal_nan=*/true);
       CHECK_MESSAGE(!report.has_value(), report.value_or(""));
+      // The pool's gradient goes where each level's kernel found the maximum.
+      const Tensor xp = x.detach().requires_grad_();
+      hg::sum(hg::max_pool2d(xp, 2, 2) * hg::arange(width / 2)).backward();
+      if (level == Isa::Generic) generic_pool_dx = xp.grad();
+      else CHECK_CLOSE_WITH(xp.grad(), generic_pool_dx, kExact);
     });
   }
 }

@@ -1,5 +1,5 @@
 // max_pool_2x2_row for each CPU level (see pool.h): portable, AVX2 (8 outputs per step) and
-// AVX-512 (16). The vector versions separate even and odd columns with a permute, then three
+// AVX-512 (16), the vector ones masking a row's last partial step. The vector versions separate even and odd columns with a permute, then three
 // selects pick each window's maximum and its position. GCC does not vectorise the portable
 // version (the stride-2 loads and the index selects), and scalar branches on random data
 // mispredict half the time.
@@ -32,7 +32,7 @@ inline void keep_larger(float a, int ia, float b, int ib, float& m, int& im) {
   im = take ? ib : ia;
 }
 
-// Outputs [begin, OW) one at a time: the portable kernel, and the vector kernels' tails.
+// Outputs [begin, OW) one at a time: the portable kernel.
 void max_pool_2x2_row_generic(const float* r0, const float* r1, float* y, uint8_t* where, int64_t begin, int64_t OW) {
   for (int64_t ow = begin; ow < OW; ++ow) {
     float top, bottom, best;
@@ -71,23 +71,45 @@ inline __m256i select_index(__m256 take, int a, int b) {
       _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_set1_epi32(a)), _mm256_castsi256_ps(_mm256_set1_epi32(b)), take));
 }
 
+// The first n (0..8) lanes set: a mask for vmaskmovps, which never touches masked-off memory.
+inline __m256i first_lanes(int64_t n) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 void max_pool_2x2_row_avx2(const float* r0, const float* r1, float* y, uint8_t* where, int64_t OW) {
-  int64_t ow = 0;
-  for (; ow + 8 <= OW; ow += 8) {
-    const __m256 a0 = _mm256_loadu_ps(r0 + 2 * ow), a1 = _mm256_loadu_ps(r0 + 2 * ow + 8);
-    const __m256 b0 = _mm256_loadu_ps(r1 + 2 * ow), b1 = _mm256_loadu_ps(r1 + 2 * ow + 8);
+  for (int64_t ow = 0; ow < OW; ow += 8) {
+    // The last step of a row takes its n < 8 windows with masked loads and stores: a CNN's rows
+    // are short (28 -> 14 = 8 + 6 outputs, 14 -> 7), and a scalar tail was 15% of its step.
+    const int64_t n = std::min<int64_t>(8, OW - ow);
+    __m256 a0, a1, b0, b1;
+    if (n == 8) {
+      a0 = _mm256_loadu_ps(r0 + 2 * ow), a1 = _mm256_loadu_ps(r0 + 2 * ow + 8);
+      b0 = _mm256_loadu_ps(r1 + 2 * ow), b1 = _mm256_loadu_ps(r1 + 2 * ow + 8);
+    } else {
+      const __m256i lo = first_lanes(std::min<int64_t>(2 * n, 8)), hi = first_lanes(std::max<int64_t>(2 * n - 8, 0));
+      a0 = _mm256_maskload_ps(r0 + 2 * ow, lo), a1 = _mm256_maskload_ps(r0 + 2 * ow + 8, hi);
+      b0 = _mm256_maskload_ps(r1 + 2 * ow, lo), b1 = _mm256_maskload_ps(r1 + 2 * ow + 8, hi);
+    }
     const __m256 tl = even_avx2(a0, a1), tr = odd_avx2(a0, a1), bl = even_avx2(b0, b1), br = odd_avx2(b0, b1);
     const __m256 k_top = larger_avx2(tl, tr), k_bottom = larger_avx2(bl, br);
     const __m256 top = _mm256_blendv_ps(tl, tr, k_top), bottom = _mm256_blendv_ps(bl, br, k_bottom);
     const __m256i i_top = select_index(k_top, 0, 1), i_bottom = select_index(k_bottom, 2, 3);
     const __m256 k = larger_avx2(top, bottom);
-    _mm256_storeu_ps(y + ow, _mm256_blendv_ps(top, bottom, k));
+    const __m256 best = _mm256_blendv_ps(top, bottom, k);
     const __m256i index = _mm256_castps_si256(_mm256_blendv_ps(_mm256_castsi256_ps(i_top), _mm256_castsi256_ps(i_bottom), k));
     // 8 x int32 -> 8 x int16 -> 8 bytes (the values are 0..3)
     const __m128i words = _mm_packs_epi32(_mm256_castsi256_si128(index), _mm256_extracti128_si256(index, 1));
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(where + ow), _mm_packus_epi16(words, words));
+    const __m128i bytes = _mm_packus_epi16(words, words);
+    if (n == 8) {
+      _mm256_storeu_ps(y + ow, best);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(where + ow), bytes);
+    } else {
+      _mm256_maskstore_ps(y + ow, first_lanes(n), best);
+      alignas(16) uint8_t indices[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(indices), bytes);
+      std::copy(indices, indices + n, where + ow);
+    }
   }
-  max_pool_2x2_row_generic(r0, r1, y, where, ow, OW);
 }
 
 }  // namespace
