@@ -13,6 +13,7 @@
 
 #include "core/cpu_features.h"
 #include "core/simd_target.h"
+#include "kernels/cpu/avx2_lanes.h"
 
 #if HG_X86
 // NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics (masked loads);
@@ -65,11 +66,7 @@ void col2im_stride1_generic(const float* cols, int64_t pitch, const Col2imShape&
 HG_TARGET_BEGIN(HG_AVX2_FEATURES)
 namespace {
 
-inline __m256i lanes_between(int64_t lo, int64_t hi) {  // lanes lo <= l < hi set
-  const __m256i index = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
-  return _mm256_and_si256(_mm256_cmpgt_epi32(index, _mm256_set1_epi32(int(lo) - 1)),
-                          _mm256_cmpgt_epi32(_mm256_set1_epi32(int(hi)), index));
-}
+using avx2::lanes_between;
 
 // AVX2 has no expand: the run is loaded from its (in-bounds) start with a masked load and moved
 // up to its lanes with a lane permute; lanes outside it are zeroed.

@@ -166,13 +166,14 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
           const TileStore store{.add_to_c = k0 > 0 || accumulate, .bias = bias ? bias + j0 + j : nullptr,
                                 .relu = epilogue.relu && k0 + kc == K};
           const int64_t cols = std::min(nr, nc - j);
+          // A short last A panel takes the full B panels in pairs (the even one runs both).
+          const bool even_panel = (j / nr) % 2 == 0;
+          const bool in_short_pair = !native_bf16 && kernel.tile_short != nullptr &&
+                                     (even_panel ? j + 2 * nr <= nc : j + nr <= nc);
           for (int64_t p = 0; p < mc; p += mr) {
             float* c_tile = c + (i0 + p) * ldc + j0 + j;
             const int64_t rows = std::min(mr, mc - p);
-            // A short last A panel takes the full B panels in pairs (the even one runs both).
-            const bool even_panel = (j / nr) % 2 == 0;
-            if (!native_bf16 && kernel.tile_short != nullptr && rows <= kernel.short_rows &&
-                (even_panel ? j + 2 * nr <= nc : j + nr <= nc)) {
+            if (in_short_pair && rows <= kernel.short_rows) {
               if (even_panel)
                 kernel.tile_short(kc, packed_a + p * depth, packed_b + j * depth, packed_b + (j + nr) * depth, c_tile, ldc,
                                   rows, store);
@@ -254,17 +255,6 @@ MatrixView matrix_view(const Tensor& t) {
   return matrix_view(t.raw_data(), t.shape()[0], t.shape()[1], t.strides()[0], t.strides()[1]);
 }
 
-template <class S>
-void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate) {
-  if (a.rows * b.cols == 0) return;
-  if constexpr (std::is_same_v<S, float>) {
-    if (has_packed_gemm() && a.cols > 0) return packed_gemm<float>(a, b, c, b.cols, accumulate);
-  }
-  gemm_eigen<S>(a, b, c, accumulate);
-}
-template void gemm_dense<float>(const MatrixView&, const MatrixView&, float*, bool);
-template void gemm_dense<double>(const MatrixView&, const MatrixView&, double*, bool);
-
 namespace {
 
 // Eigen's product with the epilogue as passes over C: the bias first (the product then
@@ -284,19 +274,25 @@ void gemm_eigen_with_epilogue(const MatrixView& a, const MatrixView& b, S* c, bo
 
 }  // namespace
 
+template <class S>
+void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate, const S* bias, bool relu) {
+  if (a.rows * b.cols == 0) return;
+  if constexpr (std::is_same_v<S, float>)
+    if (has_packed_gemm() && a.cols > 0) return packed_gemm<float>(a, b, c, b.cols, accumulate, {bias, relu});
+  gemm_eigen_with_epilogue<S>(a, b, c, accumulate, bias, relu);
+}
+template void gemm_dense<float>(const MatrixView&, const MatrixView&, float*, bool, const float*, bool);
+template void gemm_dense<double>(const MatrixView&, const MatrixView&, double*, bool, const double*, bool);
+
 void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool accumulate,
           const GemmEpilogue& epilogue) {
   HG_CHECK(a.cols == b.rows, "gemm: inner dimensions differ (", a.rows, "x", a.cols, " and ", b.rows, "x", b.cols, ")");
   const int64_t mn = a.rows * b.cols;
   if (mn == 0) return;
-  const bool packed = has_packed_gemm() && a.cols > 0;
   visit_floating(dtype, "gemm", [&]<class T> {
     const T* bias = static_cast<const T*>(epilogue.column_bias);
     if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-      T* out = static_cast<T*>(c);
-      if constexpr (std::is_same_v<T, float>)
-        if (packed) return packed_gemm<float>(a, b, out, b.cols, accumulate, epilogue);
-      gemm_eigen_with_epilogue<T>(a, b, out, accumulate, bias, epilogue.relu);
+      gemm_dense<T>(a, b, static_cast<T*>(c), accumulate, bias, epilogue.relu);
     } else {  // 16-bit: multiplied in f32 (or as native bf16 pairs), bias added in f32, rounded once
       std::vector<float> c_panel(static_cast<size_t>(mn)), bias_f32;
       T* out = static_cast<T*>(c);
@@ -306,13 +302,13 @@ void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool a
         convert_to_float(bias, bias_f32.data(), bias_f32.size());
       }
       const float* bias_or_null = bias != nullptr ? bias_f32.data() : nullptr;
-      if (packed) {
+      if (has_packed_gemm() && a.cols > 0) {
         packed_gemm<T>(a, b, c_panel.data(), b.cols, accumulate, {bias_or_null, epilogue.relu});
       } else {
         std::vector<float> a_panel, b_panel;
-        gemm_eigen_with_epilogue<float>(widen_block<T>(a, 0, a.rows, 0, a.cols, a_panel),
-                                        widen_block<T>(b, 0, b.rows, 0, b.cols, b_panel), c_panel.data(), accumulate,
-                                        bias_or_null, epilogue.relu);
+        gemm_dense<float>(widen_block<T>(a, 0, a.rows, 0, a.cols, a_panel),
+                          widen_block<T>(b, 0, b.rows, 0, b.cols, b_panel), c_panel.data(), accumulate, bias_or_null,
+                          epilogue.relu);
       }
       convert_from_float(c_panel.data(), out, size_t(mn));
     }

@@ -34,9 +34,11 @@ struct GemmEpilogue {
 void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool accumulate,
           const GemmEpilogue& epilogue = {});
 
-// The same on dense compute-type panels (S = float or double), used by conv2d.
+// The same on dense compute-type panels (S = float or double), used by conv2d; the optional bias
+// and relu are gemm's epilogue, in S.
 template <class S>
-void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate);
+void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate, const S* bias = nullptr,
+                bool relu = false);
 
 // C (f32, leading dimension ldc) [+]= A @ B with A and B of element type T (float, half,
 // bfloat16) on the packed kernel; bf16 uses native bf16 products where the CPU has them.

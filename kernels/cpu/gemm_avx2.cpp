@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/cpu/avx2_lanes.h"
 #include "kernels/cpu/gemm_microkernel.h"
 
 namespace hg::kernels::cpu {
@@ -31,12 +32,9 @@ constexpr int64_t kSlack = 8;
 HG_TARGET_BEGIN(HG_AVX2_FEATURES)
 namespace {
 
-// ---- packing ------------------------------------------------------------------------------------
+using avx2::first_lanes;
 
-// The first n (0..8) lanes set: a mask for vmaskmovps, which never touches masked-off memory.
-inline __m256i first_lanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-}
+// ---- packing ------------------------------------------------------------------------------------
 
 // In-register transpose of an 8 x 8 block: r[i] holds row i; afterwards r[j] holds column j.
 inline void transpose8(__m256 (&r)[8]) {

@@ -1,12 +1,13 @@
 // max_pool_2x2_row for each CPU level (see pool.h): portable, AVX2 (8 outputs per step) and
-// AVX-512 (16), the vector ones masking a row's last partial step. The vector versions separate even and odd columns with a permute, then three
-// selects pick each window's maximum and its position. GCC does not vectorise the portable
+// AVX-512 (16), the vector ones masking a row's last partial step. They separate even and odd
+// columns with a permute, then three selects pick each window's maximum and its position. GCC does not vectorise the portable
 // version (the stride-2 loads and the index selects), and scalar branches on random data
 // mispredict half the time.
 #include "kernels/cpu/pool.h"
 
 #include "core/cpu_features.h"
 #include "core/simd_target.h"
+#include "kernels/cpu/avx2_lanes.h"
 #include "kernels/math/pool.h"
 
 #if HG_X86
@@ -51,6 +52,8 @@ void max_pool_2x2_row_generic(const float* r0, const float* r1, float* y, uint8_
 HG_TARGET_BEGIN(HG_AVX2_FEATURES)
 namespace {
 
+using avx2::first_lanes;
+
 // All-ones lanes where b replaces a: b > a or b is NaN, unless a is already NaN.
 inline __m256 larger_avx2(__m256 a, __m256 b) {
   return _mm256_and_ps(_mm256_or_ps(_mm256_cmp_ps(b, a, _CMP_GT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q)),
@@ -69,11 +72,6 @@ inline __m256 odd_avx2(__m256 lo, __m256 hi) {
 inline __m256i select_index(__m256 take, int a, int b) {
   return _mm256_castps_si256(
       _mm256_blendv_ps(_mm256_castsi256_ps(_mm256_set1_epi32(a)), _mm256_castsi256_ps(_mm256_set1_epi32(b)), take));
-}
-
-// The first n (0..8) lanes set: a mask for vmaskmovps, which never touches masked-off memory.
-inline __m256i first_lanes(int64_t n) {
-  return _mm256_cmpgt_epi32(_mm256_set1_epi32(int(n)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
 void max_pool_2x2_row_avx2(const float* r0, const float* r1, float* y, uint8_t* where, int64_t OW) {
