@@ -133,7 +133,8 @@ class ThreadPool {
   ThreadPool() {
     threads_.store(default_threads());
     spawn_workers();
-    pthread_atfork(nullptr, nullptr, [] { instance().forget_workers_after_fork(); });
+    pthread_atfork([] { instance().let_workers_settle_before_fork(); }, nullptr,
+                   [] { instance().forget_workers_after_fork(); });
   }
 
   void spawn_workers() {
@@ -142,7 +143,10 @@ class ThreadPool {
     // NOTE: each worker starts from the generation current now; reading it in the new thread
     // instead could miss a job (or the stop) published before that thread first ran.
     const uint32_t start = generation_.load();
-    for (int i = 1; i < threads(); ++i) workers_.emplace_back([this, start] { worker_loop(start); });
+    for (int i = 1; i < threads(); ++i) {
+      busy_workers_.fetch_add(1);  // (a starting thread allocates: it counts as busy until it waits)
+      workers_.emplace_back([this, start] { worker_loop(start); });
+    }
   }
 
   // Announces a new job (or the stop) to the workers.
@@ -152,6 +156,18 @@ class ThreadPool {
       generation_.fetch_add(1);
     }
     wake_.notify_all();
+  }
+
+  // NOTE: a worker that still holds the last reference to a finished job frees it, and a fork
+  // while it is inside free() leaves the child with the allocator's lock held by a thread the
+  // child does not have: the child's first allocation then waits forever. glibc's malloc takes
+  // its locks around fork itself; AddressSanitizer's allocator (clang 14) does not, and a CI run
+  // of the fork test hung so. Before a fork, wait (briefly: a descheduled worker gets 100 ms) for
+  // every worker to be back waiting for work. A fork from inside a parallel task does not wait.
+  void let_workers_settle_before_fork() {
+    if (t_in_region) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+    while (busy_workers_.load() != 0 && std::chrono::steady_clock::now() < deadline) sched_yield();
   }
 
   // A forked child has only the thread that called fork(): the workers' handles name threads
@@ -165,6 +181,7 @@ class ThreadPool {
     new (&sleep_mutex_) std::mutex;
     new (&wake_) std::condition_variable;
     new (&job_) std::atomic<std::shared_ptr<Job>>();  // (a parent worker may have held it locked)
+    busy_workers_.store(0);
     respawn_after_fork_ = true;
   }
 
@@ -182,10 +199,15 @@ class ThreadPool {
 
   void worker_loop(uint32_t seen) {
     while (true) {
+      busy_workers_.fetch_sub(1);
       wait_for_job(seen);
-      if (stop_.load()) return;
+      busy_workers_.fetch_add(1);
+      if (stop_.load()) {
+        busy_workers_.fetch_sub(1);
+        return;
+      }
       seen = generation_.load();
-      if (const std::shared_ptr<Job> job = job_.load()) work_on(*job);
+      if (const std::shared_ptr<Job> job = job_.load()) work_on(*job);  // (the last holder frees it)
     }
   }
 
@@ -217,6 +239,7 @@ class ThreadPool {
   std::mutex sleep_mutex_;               // idle workers sleep on wake_ under it
   std::condition_variable wake_;
   std::atomic<bool> stop_{false};
+  std::atomic<int> busy_workers_{0};  // workers starting, running a job or letting go of one
   bool respawn_after_fork_ = false;
 };
 

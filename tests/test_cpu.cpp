@@ -2,6 +2,7 @@
 // at every level this CPU has: each level's GEMM, pooling and col2im against the naive f64
 // reference, in one process (CI also reruns the whole suite under HG_CPU_ISA caps, and under
 // qemu for CPUs it does not have).
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -198,6 +199,7 @@ TEST_CASE("parallel.exceptions_nesting_and_fork") {
   // A forked child (train_compare measures in children) gets working threads of its own.
   const pid_t child = fork();
   if (child == 0) {
+    alarm(60);  // a child that deadlocks dies with SIGALRM: a failure below, not a CTest timeout
     std::atomic<int64_t> sum{0};
     hg::parallel_for(0, 10000, 1, [&](int64_t lo, int64_t hi) { sum.fetch_add(hi - lo); });
     hg::set_num_threads(3);
@@ -207,6 +209,7 @@ TEST_CASE("parallel.exceptions_nesting_and_fork") {
   int status = -1;
   REQUIRE(child > 0);
   waitpid(child, &status, 0);
+  CHECK_MESSAGE(!(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM), "the forked child hung for 60 s");
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   hg::set_num_threads(saved);
 }
