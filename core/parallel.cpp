@@ -161,9 +161,10 @@ class ThreadPool {
   // NOTE: a worker that still holds the last reference to a finished job frees it, and a fork
   // while it is inside free() leaves the child with the allocator's lock held by a thread the
   // child does not have: the child's first allocation then waits forever. glibc's malloc takes
-  // its locks around fork itself; AddressSanitizer's allocator (clang 14) does not, and a CI run
-  // of the fork test hung so. Before a fork, wait (briefly: a descheduled worker gets 100 ms) for
-  // every worker to be back waiting for work. A fork from inside a parallel task does not wait.
+  // its locks around fork itself; AddressSanitizer's allocator (clang 14) does not (the likely
+  // cause of one CI run's hang in the fork test; not reproduced here). Before a fork, wait
+  // (briefly: a descheduled worker gets 100 ms) for every worker to be back waiting for work.
+  // A fork from inside a parallel task does not wait.
   void let_workers_settle_before_fork() {
     if (t_in_region) return;
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
@@ -201,11 +202,8 @@ class ThreadPool {
     while (true) {
       busy_workers_.fetch_sub(1);
       wait_for_job(seen);
+      if (stop_.load()) return;
       busy_workers_.fetch_add(1);
-      if (stop_.load()) {
-        busy_workers_.fetch_sub(1);
-        return;
-      }
       seen = generation_.load();
       if (const std::shared_ptr<Job> job = job_.load()) work_on(*job);  // (the last holder frees it)
     }
