@@ -220,6 +220,23 @@ TEST_CASE("cuda.reductions_match_cpu" * SKIP_WITHOUT_GPU) {
   }
 }
 
+// Integer sums add exactly in int64 on both devices: past 2^53 a double would round them.
+TEST_CASE("cuda.integer_sums_are_exact_in_int64" * SKIP_WITHOUT_GPU) {
+  const int64_t big = (int64_t(1) << 53) + 1;  // not a double
+  const Tensor x = i64_tensor({big, 1, big, -3, 7, 2}, {2, 3});
+  const Tensor total = hg::sum(x.to(gpu()));
+  CHECK(total.dtype() == hg::i64);
+  CHECK(total.item<int64_t>() == 2 * big + 7);
+  CHECK(total.item<int64_t>() == hg::sum(x).item<int64_t>());
+  const std::vector<int64_t> rows = hg::sum(x.to(gpu()), {1}).to_vector<int64_t>();
+  CHECK(rows == std::vector<int64_t>{big + 1 + big, -3 + 7 + 2});
+  const std::vector<int64_t> columns = hg::sum(x.to(gpu()), {0}).to_vector<int64_t>();
+  CHECK(columns == std::vector<int64_t>{big - 3, 1 + 7, big + 2});
+  // A long row takes the sliced path (partial sums combined by a second kernel).
+  const Tensor long_row = hg::full({100000}, double((int64_t(1) << 40) + 1), {.dtype = hg::i64});
+  CHECK(hg::sum(long_row.to(gpu())).item<int64_t>() == 100000 * ((int64_t(1) << 40) + 1));
+}
+
 // ---- matmul, linear, conv -----------------------------------------------------------------------------
 
 TEST_CASE("cuda.matmul_matches_cpu" * SKIP_WITHOUT_GPU) {

@@ -11,8 +11,6 @@
 
 namespace hg::cuda_kernels {
 
-// Writes `bits` (one element of t's dtype, in its low element_size bytes) into every element of
-
 using kernels::ReduceKind;
 // x viewed as contiguous (outer, reduce, inner) -> out (outer, inner).
 void reduce(ReduceKind kind, const Tensor& x, const Tensor& out, int64_t outer, int64_t reduce, int64_t inner);

@@ -348,10 +348,9 @@ void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weig
                          int64_t rows, int64_t D, Tensor& dx, Tensor& dw, Tensor& db) {
   detail::check_cuda_device(x.device(), "layer_norm backward");
   const DType param = parameter_dtype("layer_norm backward", {&weight});
-  const Shape param_shape = weight.defined() ? weight.shape() : Shape{D};
   dx = empty(x.shape(), {.dtype = x.dtype(), .device = x.device()});
-  dw = empty(param_shape, {.dtype = param, .device = x.device()});
-  db = empty(param_shape, {.dtype = param, .device = x.device()});
+  dw = empty({D}, {.dtype = param, .device = x.device()});  // flat, as on the CPU (kernels/norm.h)
+  db = empty({D}, {.dtype = param, .device = x.device()});
   if (D == 0) return;
   visit_floating(x.dtype(), "layer_norm backward", [&]<class T> {
     visit_floating(param, "layer_norm backward", [&]<class P> {

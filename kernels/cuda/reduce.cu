@@ -1,6 +1,7 @@
 // CUDA reductions of a contiguous x viewed as (outer, R, inner) into (outer, inner): sum and mean
-// accumulate in double (as on the CPU); amax/argmax keep NaN as the largest value and the first
-// maximum. Two shapes of work, so that every SM has something to do and reads are coalesced:
+// accumulate in double, integer sums exactly in int64 (as on the CPU); amax/argmax keep NaN as
+// the largest value and the first maximum. Two shapes of work, so that every SM has something to
+// do and reads are coalesced:
 //   * rows (inner == 1: sum of a whole tensor, softmax-like last-dim sums): one warp per
 //     (output, slice of R); the 32 lanes read consecutive elements.
 //   * columns (inner > 1: bias gradients, sum_to over leading dims): a 32 x 8 block per (outer,
@@ -36,11 +37,16 @@ constexpr int64_t kMaxSlices = 8192;
 
 // ---- the two reductions as (state, combine) pairs --------------------------------------------------
 
+// Floating inputs add in double, integers exactly in int64 (the CPU's rule, kernels/reduce.cpp):
+// a double would round an i64 sum past 2^53.
 template <class T>
 struct SumOp {
-  using State = double;
-  __device__ static State identity() { return 0.0; }
-  __device__ static State lift(T v, int64_t /*r*/) { return double(to_acc(v)); }
+  using State = std::conditional_t<is_floating_type_v<T>, double, int64_t>;
+  __device__ static State identity() { return State(0); }
+  __device__ static State lift(T v, int64_t /*r*/) {
+    if constexpr (is_floating_type_v<T>) return double(to_acc(v));
+    else return State(v);
+  }
   __device__ static State combine(State a, State b) { return a + b; }
   __device__ static State shuffle(State s, int step) { return __shfl_xor_sync(0xffffffffu, s, step); }
 };
@@ -78,8 +84,10 @@ template <class U>
 struct SumWriter {
   U* out;
   double divisor;  // R for mean, 1 for sum (NOTE: mean over R = 0 is 0/0 = NaN, as on the CPU)
-  __device__ void operator()(int64_t o, double total) const {
-    out[o] = cuda_detail::from_acc<U>(acc_t<U>(divisor == 1.0 ? total : total / divisor));
+  template <class State>  // double or int64 (SumOp)
+  __device__ void operator()(int64_t o, State total) const {
+    if (divisor == 1.0) out[o] = cuda_detail::from_acc<U>(acc_t<U>(total));
+    else out[o] = cuda_detail::from_acc<U>(acc_t<U>(double(total) / divisor));
   }
 };
 
