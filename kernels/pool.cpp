@@ -106,25 +106,30 @@ void max_pool_backward(const T* grad, const uint8_t* where, T* dx, const PoolGeo
   std::vector<int64_t> offset(static_cast<size_t>(g.kernel * g.kernel));
   for (int64_t at = 0; at < g.kernel * g.kernel; ++at) offset[size_t(at)] = at / g.kernel * g.W + at % g.kernel;
   const int64_t out_plane = g.OH * g.OW, in_plane = g.H * g.W;
+  constexpr bool widen = !std::is_same_v<T, A>;
   parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
-    std::vector<A> plane(static_cast<size_t>(in_plane)), widened(std::is_same_v<T, A> ? 0 : static_cast<size_t>(out_plane));
+    // 16-bit: gradients widened and rounded back in bulk (SIMD), not one value at a time; f32 and
+    // f64 are summed straight into dx.
+    std::vector<A> wide_plane(widen ? size_t(in_plane) : 0), wide_grad(widen ? size_t(out_plane) : 0);
     for (int64_t p = lo; p < hi; ++p) {
       const A* g_p = nullptr;
-      if constexpr (std::is_same_v<T, A>) {
+      A* plane = nullptr;
+      if constexpr (widen) {
+        convert_to_float(grad + p * out_plane, wide_grad.data(), size_t(out_plane));
+        g_p = wide_grad.data();
+        plane = wide_plane.data();
+      } else {
         g_p = grad + p * out_plane;
-      } else {  // 16-bit: widened and rounded back in bulk (SIMD), not one value at a time
-        convert_to_float(grad + p * out_plane, widened.data(), size_t(out_plane));
-        g_p = widened.data();
+        plane = dx + p * in_plane;
       }
       const uint8_t* w_p = where + p * out_plane;
-      std::fill(plane.begin(), plane.end(), A(0));
+      std::fill(plane, plane + in_plane, A(0));
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const int64_t out = oh * g.OW + ow;
-          plane[size_t(oh * g.stride * g.W + ow * g.stride + offset[w_p[out]])] += g_p[out];
+          plane[oh * g.stride * g.W + ow * g.stride + offset[w_p[out]]] += g_p[out];
         }
-      if constexpr (std::is_same_v<T, A>) std::copy(plane.begin(), plane.end(), dx + p * in_plane);
-      else convert_from_float(plane.data(), dx + p * in_plane, size_t(in_plane));
+      if constexpr (widen) convert_from_float(wide_plane.data(), dx + p * in_plane, size_t(in_plane));
     }
   });
 }
