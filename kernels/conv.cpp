@@ -75,7 +75,7 @@ template <class S>
 constexpr int64_t kColumnSlack = kCopyBlock / int64_t(sizeof(S));
 
 // One 64-byte block, moved as two 32-byte vector values: one AVX register each where the caller
-// is compiled for AVX2 or AVX-512, two SSE moves each otherwise. (A plain 64-byte memcpy is
+// is compiled for AVX2, two SSE moves each otherwise. (A plain 64-byte memcpy is
 // expanded in 16-byte moves at every level, and GCC 12 moves one 64-byte value through the stack
 // at AVX2.) The memcpy calls into and out of the vector values are how C++ spells an unaligned
 // load and store; they compile to single moves.
@@ -103,18 +103,16 @@ template <class S>
       }
 }
 
-// The same compiled for each x86 level: copy_runs is inlined into these, and each 64-byte block
-// becomes two AVX2 moves or one AVX-512 move instead of four SSE2 ones -- the portable build's
+// The same compiled for AVX2 (and used on the AVX-512 levels too): copy_runs is inlined into it,
+// and each 64-byte block becomes two AVX moves instead of four SSE2 ones -- the portable build's
 // copies took twice as long (11% of a CNN training step against 5.5%). Reached only through the
 // CPU level in use.
 #if HG_X86
 HG_TARGET_BEGIN(HG_AVX2_FEATURES)
 template <class S>
-void copy_runs_avx2(const S* padded, const ConvGeometry& g, S* cols, int64_t pitch) { copy_runs(padded, g, cols, pitch); }
-HG_TARGET_END
-HG_TARGET_BEGIN(HG_AVX512_FEATURES)
-template <class S>
-void copy_runs_avx512(const S* padded, const ConvGeometry& g, S* cols, int64_t pitch) { copy_runs(padded, g, cols, pitch); }
+void copy_runs_avx2(const S* padded, const ConvGeometry& g, S* cols, int64_t pitch) {
+  copy_runs(padded, g, cols, pitch);
+}
 HG_TARGET_END
 #endif
 
@@ -131,7 +129,6 @@ void im2col_stride1(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, s
       else convert_to_float(src, dst, size_t(g.W));
     }
 #if HG_X86
-  if (hg::cpu::supports(hg::cpu::Isa::Avx512)) return copy_runs_avx512(padded.data(), g, cols, pitch);
   if (hg::cpu::supports(hg::cpu::Isa::Avx2)) return copy_runs_avx2(padded.data(), g, cols, pitch);
 #endif
   copy_runs(padded.data(), g, cols, pitch);

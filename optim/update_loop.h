@@ -20,7 +20,8 @@ namespace hg::optim::detail {
 // branches on momentum/nesterov/first out of the loop); and the library is built with
 // -fno-math-errno (Adam's sqrt has no errno branch).
 template <class T, class Rule, class... Ptr>
-[[gnu::always_inline]] inline void update_range(int64_t lo, int64_t hi, const Rule& shared_rule, Ptr* __restrict... data) {
+[[gnu::always_inline]] inline void update_range(int64_t lo, int64_t hi, const Rule& shared_rule,
+                                                Ptr* __restrict... data) {
   const Rule rule = shared_rule;
   for (int64_t i = lo; i < hi; ++i) {
     std::array<Acc<T>, sizeof...(Ptr)> v{Acc<T>(data[i])...};
@@ -33,7 +34,7 @@ template <class T, class Rule, class... Ptr>
 // The same loop compiled for the wider vectors of each x86 level: update_range is inlined into
 // these, so the compiler vectorises it with that level's registers. A portable build's baseline
 // (SSE2) version ran the SGD update at half the speed of the AVX2 one (8% of an MLP step
-// against 4%). Reached only through the CPU level in use (cpu::isa()).
+// against 4%). Reached only through the CPU level in use (cpu::supports()).
 #if HG_X86
 HG_TARGET_BEGIN(HG_AVX2_FEATURES)
 template <class T, class Rule, class... Ptr>
