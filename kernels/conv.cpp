@@ -75,9 +75,8 @@ template <class S>
 constexpr int64_t kColumnSlack = kCopyBlock / int64_t(sizeof(S));
 
 // One 64-byte block, moved as two 32-byte vector values: one AVX register each where the caller
-// is compiled for AVX2, two SSE moves each otherwise. (A plain 64-byte memcpy is
-// expanded in 16-byte moves at every level, and GCC 12 moves one 64-byte value through the stack
-// at AVX2.) The memcpy calls into and out of the vector values are how C++ spells an unaligned
+// is compiled for AVX2, two SSE moves each otherwise. (A plain 64-byte memcpy is expanded in
+// 16-byte moves at every level, and GCC 12 moves one 64-byte value through the stack at AVX2.) The memcpy calls into and out of the vector values are how C++ spells an unaligned
 // load and store; they compile to single moves.
 [[gnu::always_inline]] inline void copy_block(const void* src, void* dst) {
   using Half = char __attribute__((vector_size(kCopyBlock / 2)));
@@ -88,7 +87,9 @@ constexpr int64_t kColumnSlack = kCopyBlock / int64_t(sizeof(S));
   std::memcpy(static_cast<char*>(dst) + sizeof(Half), &second, sizeof(Half));
 }
 
-// Every run of the padded image (C, Hp, Wp) into the column matrix, in whole blocks.
+// Every run of the padded image (C, Hp, Wp) into the column matrix, in whole blocks. NOTE: the
+// tap loops are written out rather than through for_each_tap: GCC does not inline that template
+// into the AVX2 wrapper below, and its copies would then stay SSE2.
 template <class S>
 [[gnu::always_inline]] inline void copy_runs(const S* padded, const ConvGeometry& g, S* cols, int64_t pitch) {
   const int64_t Hp = g.H + 2 * g.pad, Wp = g.W + 2 * g.pad, block = kColumnSlack<S>;
