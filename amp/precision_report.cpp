@@ -2,13 +2,13 @@
 #include "amp/precision_report.h"
 
 #include <algorithm>
-#include <fstream>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
 #include <utility>
 
 #include "core/error.h"
+#include "core/file.h"
 
 namespace hg::amp {
 
@@ -46,6 +46,7 @@ void ShadowError::merge(const ShadowError& other) {
   sum_error += other.sum_error;
   overflows += other.overflows;
   flushed_to_zero += other.flushed_to_zero;
+  unmeasured += other.unmeasured;
 }
 
 void PrecisionReport::add_shadow(const std::string& op, const std::vector<DType>& inputs, DType compute,
@@ -92,7 +93,10 @@ void PrecisionReport::print(std::ostream& os) const {
     table << std::left << std::setw(14) << r.op << std::setw(9) << r.policy << std::setw(20) << dtype_list(r.inputs, ",")
           << std::setw(9) << dtype_name(r.compute) << std::setw(8) << dtype_name(r.output) << std::right << std::setw(7)
           << r.calls << std::setw(7) << r.casts << std::setw(13) << r.cast_bytes << std::setw(12) << r.cache_hits;
-    if (shadow && r.has_shadow)
+    if (shadow && r.has_shadow && !r.shadow.measured())
+      table << std::setw(11) << "n/a" << std::setw(10) << "n/a" << std::setw(10) << r.shadow.overflows << std::setw(9)
+            << r.shadow.flushed_to_zero;
+    else if (shadow && r.has_shadow)
       table << std::fixed << std::setprecision(3) << std::setw(11) << r.shadow.max_error << std::setw(10)
             << r.shadow.mean_error() << std::defaultfloat << std::setw(10) << r.shadow.overflows << std::setw(9)
             << r.shadow.flushed_to_zero;
@@ -105,28 +109,32 @@ void PrecisionReport::print(std::ostream& os) const {
         << " casts saved by the weight-cast cache\n";
   if (shadow)
     table << "shadow errors: |16-bit - f32 re-run| / max(|f32|, RMS of the f32 output), in epsilons of the autocast dtype ("
-          << shadow_epsilon << "); \"-\": no output to compare (composite or non-differentiable op)\n";
+          << shadow_epsilon << "); \"-\": no output to compare (composite or non-differentiable op); \"n/a\": every "
+             "f32 output was inf/NaN, nothing to measure against\n";
   os << table.str();
 }
 
 void PrecisionReport::write_csv(const std::string& path) const {
-  std::ofstream out(path);
-  HG_CHECK(out.good(), "PrecisionReport::write_csv: cannot write \"", path, "\"");
+  std::ostringstream out;
   const bool shadow = has_shadow();
   out << "op,policy,inputs,compute,output,calls,casts,cast_bytes,cache_hits";
-  if (shadow) out << ",shadow_elements,max_error_eps,mean_error_eps,overflows,flushed_to_zero";
+  if (shadow) out << ",shadow_elements,max_error_eps,mean_error_eps,overflows,flushed_to_zero,unmeasured";
   out << '\n';
   for (const Row& r : rows_) {
     out << r.op << ',' << r.policy << ',' << dtype_list(r.inputs, " ") << ',' << dtype_name(r.compute) << ','
         << dtype_name(r.output) << ',' << r.calls << ',' << r.casts << ',' << r.cast_bytes << ',' << r.cache_hits;
-    if (shadow && r.has_shadow)
+    // (max/mean error empty where nothing was measured)
+    if (shadow && r.has_shadow && !r.shadow.measured())
+      out << ',' << r.shadow.elements << ",,," << r.shadow.overflows << ',' << r.shadow.flushed_to_zero << ','
+          << r.shadow.unmeasured;
+    else if (shadow && r.has_shadow)
       out << ',' << r.shadow.elements << ',' << r.shadow.max_error << ',' << r.shadow.mean_error() << ','
-          << r.shadow.overflows << ',' << r.shadow.flushed_to_zero;
+          << r.shadow.overflows << ',' << r.shadow.flushed_to_zero << ',' << r.shadow.unmeasured;
     else if (shadow)
-      out << ",0,,,,";
+      out << ",0,,,,,";
     out << '\n';
   }
-  HG_CHECK(out.good(), "PrecisionReport::write_csv: write to \"", path, "\" failed");
+  write_text_file(path, out.str(), "PrecisionReport::write_csv(\"" + path + "\")");
 }
 
 }  // namespace hg::amp

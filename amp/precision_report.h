@@ -32,6 +32,10 @@ struct ShadowError {
   int64_t overflows = 0;        // inf in the 16-bit output where the f32 output is finite
   int64_t flushed_to_zero = 0;  // 0 in the 16-bit output where the f32 output is not (underflow,
                                 // or a fused ReLU whose input changed sign)
+  int64_t unmeasured = 0;       // elements whose f32 output is inf/NaN: nothing to measure against
+  // Whether any element was compared: a row whose f32 outputs were all inf/NaN has no error to
+  // show (printed "n/a", not an error of 0).
+  bool measured() const { return elements > 0; }
   double mean_error() const { return elements ? sum_error / double(elements) : 0.0; }
   void merge(const ShadowError& other);
 };

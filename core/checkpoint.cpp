@@ -22,9 +22,9 @@ struct RngPart {
   }
   void load_state_dict(const Checkpoint::StateDict& state) {
     const std::string_view what = "rng";
+    state_dict::require_exact_keys(state, {"seed", "offset"}, what);
     const int64_t seed = state_dict::read_int(state, "seed", what, INT64_MIN, INT64_MAX);
     const int64_t offset = state_dict::read_int(state, "offset", what, INT64_MIN, INT64_MAX);
-    HG_CHECK(state.size() == 2, "rng: expected the keys seed and offset only, got ", state.size(), " keys");
     random::set_state({uint64_t(seed), uint64_t(offset)});
   }
 };
@@ -54,26 +54,35 @@ Checkpoint::StateDict cloned(const Checkpoint::StateDict& state) {
 
 // The parts a file holds: from its metadata (version >= 1), or, for hg-train's checkpoints from
 // before the format had one (version 0), from the first component of every key.
-std::vector<std::string> parts_in_file(const SafetensorsContents& file, const std::string& path, int& version) {
-  const auto format = file.metadata.find("format");
-  if (format == file.metadata.end()) {
-    version = 0;
+std::vector<std::string> parts_in_file(const SafetensorsContents& file, int version) {
+  if (version == 0) {
     std::set<std::string> parts;
     for (const auto& [key, t] : file.tensors) parts.insert(key.substr(0, key.find('.')));
     return {parts.begin(), parts.end()};
   }
-  HG_CHECK(format->second == Checkpoint::kFormatName, "Checkpoint::load: ", path, " has format \"", format->second,
-           "\", not \"", Checkpoint::kFormatName, "\"");
-  const auto v = file.metadata.find("format_version");
-  const auto parts = file.metadata.find("parts");
-  HG_CHECK(v != file.metadata.end() && parts != file.metadata.end(), "Checkpoint::load: ", path,
-           " names the format but not its format_version and parts: the file was edited or is damaged");
-  version = -1;
-  for (int known = 1; known <= Checkpoint::kFormatVersion; ++known)
-    if (v->second == std::to_string(known)) version = known;
-  HG_CHECK(version > 0, "Checkpoint::load: ", path, " has format_version \"", v->second,
-           "\"; this build of halfgrad reads versions up to ", Checkpoint::kFormatVersion);
-  return split(parts->second, ',');
+  return split(file.metadata.at("parts"), ',');
+}
+
+std::vector<std::string> keys_of(const Checkpoint::StateDict& state) {
+  std::vector<std::string> keys;
+  for (const auto& [key, _] : state) keys.push_back(key);
+  return keys;
+}
+
+// Version 2's promise for one part: after loading, it saves the keys it was given, no more, no
+// fewer. A key it does not save back was not used (a flipped bit in its name, state of other
+// options); a key it saves that the file lacked was filled in with a default.
+void check_round_trip(const std::string& part, const std::vector<std::string>& given,
+                      const std::vector<std::string>& saved) {
+  std::string unused, defaulted;
+  for (const std::string& key : given)
+    if (!std::binary_search(saved.begin(), saved.end(), key)) unused += (unused.empty() ? "" : ", ") + quoted(key);
+  for (const std::string& key : saved)
+    if (!std::binary_search(given.begin(), given.end(), key))
+      defaulted += (defaulted.empty() ? "" : ", ") + quoted(key);
+  HG_CHECK(unused.empty() && defaulted.empty(), part, ":", unused.empty() ? "" : " keys it did not use: ", unused,
+           !unused.empty() && !defaulted.empty() ? ";" : "", defaulted.empty() ? "" : " keys it needs that the file lacks: ",
+           defaulted);
 }
 
 }  // namespace
@@ -94,6 +103,7 @@ struct CounterPart {
   int64_t* counter;
   Checkpoint::StateDict state_dict() const { return {{"value", from_vector(std::vector<int64_t>{*counter}, {})}}; }
   void load_state_dict(const Checkpoint::StateDict& state) {
+    state_dict::require_exact_keys(state, {"value"}, "counter");
     *counter = state_dict::read_int(state, "value", "counter", INT64_MIN, INT64_MAX);
   }
 };
@@ -124,13 +134,16 @@ std::vector<std::string> Checkpoint::part_names() const {
   return names;
 }
 
-void Checkpoint::save(const std::string& path) const {
+Checkpoint::StateDict Checkpoint::state_dict() const {
   StateDict all;
+  for (const Part& p : parts_) state_dict::add_prefixed(all, p.name + ".", p.save());
+  return all;
+}
+
+void Checkpoint::save(const std::string& path) const {
+  const StateDict all = state_dict();
   std::string parts;
-  for (const Part& p : parts_) {
-    state_dict::add_prefixed(all, p.name + ".", p.save());
-    parts += (parts.empty() ? "" : ",") + p.name;
-  }
+  for (const Part& p : parts_) parts += (parts.empty() ? "" : ",") + p.name;
   Metadata metadata = metadata_;
   metadata["format"] = kFormatName;
   metadata["format_version"] = std::to_string(kFormatVersion);
@@ -138,20 +151,48 @@ void Checkpoint::save(const std::string& path) const {
   hg::save(path, all, metadata);
 }
 
-void Checkpoint::load(const std::string& path) {
-  const SafetensorsContents file = load_with_metadata(path);
-  int version = 0;
-  const std::vector<std::string> in_file = parts_in_file(file, path, version);
+int Checkpoint::format_version(const SafetensorsContents& file, const std::string& source) {
+  const auto format = file.metadata.find("format");
+  if (format == file.metadata.end()) return 0;
+  HG_CHECK(format->second == kFormatName, "Checkpoint::load: ", source, " has format ", quoted(format->second), ", not \"",
+           kFormatName, "\"");
+  const auto v = file.metadata.find("format_version");
+  HG_CHECK(v != file.metadata.end() && file.metadata.count("parts"), "Checkpoint::load: ", source,
+           " names the format but not its format_version and parts: the file was edited or is damaged");
+  for (int known = 1; known <= kFormatVersion; ++known)
+    if (v->second == std::to_string(known)) return known;
+  HG_FAIL("Checkpoint::load: ", source, " has format_version ", quoted(v->second), "; this build of halfgrad reads versions "
+          "up to ", kFormatVersion);
+}
+
+void Checkpoint::load(const std::string& path) { load(load_with_metadata(path), path); }
+
+void Checkpoint::load(const SafetensorsContents& file, const std::string& path) {
+  const int version = format_version(file, path);
+  const std::vector<std::string> in_file = parts_in_file(file, version);
   const std::vector<std::string> registered = part_names();
   for (const std::string& key : required_) {
     const auto found = file.metadata.find(key);
     HG_CHECK(found == file.metadata.end() || found->second == metadata_.at(key), "Checkpoint::load: ", path,
-             " was written with ", key, " ", found->second, ", not ", metadata_.at(key));
+             " was written with ", key, " ", quoted(found->second), ", not ", metadata_.at(key));
   }
 
-  std::vector<std::string> missing, unexpected, mismatched;
+  std::vector<std::string> missing, unexpected, mismatched, strays;
   for (const std::string& name : in_file)
-    if (std::find(registered.begin(), registered.end(), name) == registered.end()) unexpected.push_back(name);
+    if (std::find(registered.begin(), registered.end(), name) == registered.end()) unexpected.push_back(quoted(name));
+  // A key under no part the file lists would be ignored: it is lost state (a flipped bit in
+  // "optimizer.") or foreign data.
+  for (const auto& [key, _] : file.tensors) {
+    const std::string part = key.substr(0, key.find('.'));
+    if (key.find('.') == std::string::npos || std::find(in_file.begin(), in_file.end(), part) == in_file.end())
+      strays.push_back(quoted(key));
+  }
+  // A diverged run's state (inf/NaN weights or moments) would resume into a run that trains NaN
+  // and exits 0: refused, naming each tensor.
+  std::vector<std::string> nonfinite;
+  for (const auto& [key, t] : file.tensors)
+    if (const int64_t bad = state_dict::nonfinite_count(t); bad > 0)
+      nonfinite.push_back(quoted(key) + " (" + std::to_string(bad) + " of " + std::to_string(t.numel()) + ")");
   // Every part is tried, so that one error lists everything wrong; the parts that did load are
   // then put back as they were: a failed load changes nothing.
   std::vector<std::pair<const Part*, StateDict>> loaded_before;
@@ -164,13 +205,15 @@ void Checkpoint::load(const std::string& path) {
     StateDict before = cloned(p.save());
     try {
       // Version 0 stored a disabled GradScaler as no keys at all: an absent part is an empty one.
-      p.load(state_dict::entries_under(file.tensors, p.name + "."));
+      const StateDict given = state_dict::entries_under(file.tensors, p.name + ".");
+      p.load(given);
       loaded_before.emplace_back(&p, std::move(before));
+      if (version >= 2) check_round_trip(p.name, keys_of(given), keys_of(p.save()));
     } catch (const Error& e) {
       mismatched.push_back(p.name + " (" + e.what() + ")");
     }
   }
-  if (missing.empty() && unexpected.empty() && mismatched.empty()) {
+  if (missing.empty() && unexpected.empty() && mismatched.empty() && strays.empty() && nonfinite.empty()) {
     loaded_metadata_ = file.metadata;
     return;
   }
@@ -179,7 +222,10 @@ void Checkpoint::load(const std::string& path) {
   // One line (hg-train prints errors as one line): the kinds of problem separated by "; ".
   if (!missing.empty()) problems += "; missing (registered here, not in the file): " + join(missing);
   if (!unexpected.empty()) problems += "; unexpected (in the file, not registered here): " + join(unexpected);
+  if (!strays.empty()) problems += "; keys under no part the file lists: " + join(strays);
   if (!mismatched.empty()) problems += "; mismatched: " + join(mismatched);
+  if (!nonfinite.empty())
+    problems += "; inf/NaN values (the run had diverged: resume from an earlier checkpoint) in: " + join(nonfinite);
   HG_FAIL("Checkpoint::load: ", path, " does not match the parts registered here (", join(registered),
           "), nothing was loaded", problems);
 }

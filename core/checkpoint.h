@@ -34,7 +34,11 @@ class Checkpoint {
   using StateDict = std::map<std::string, Tensor>;
   // Written into every file's metadata ("format_version"); load() reads versions 0 (hg-train's
   // files from before this class: no metadata, parts found from the key prefixes) to this one.
-  static constexpr int kFormatVersion = 1;
+  // Version 2 promises that every key belongs to a part and that each part saves back exactly
+  // the keys it loaded (nothing in the file unused, nothing the part needs missing); versions 0
+  // and 1 are checked by the parts' own load_state_dict only. In every version a floating tensor
+  // holding inf or NaN is refused (a diverged run's state).
+  static constexpr int kFormatVersion = 2;
   static constexpr const char* kFormatName = "halfgrad-checkpoint";
 
   Checkpoint();
@@ -55,6 +59,14 @@ class Checkpoint {
 
   void save(const std::string& path) const;
   void load(const std::string& path);
+  // What save() writes, in memory: every part's state under "<part>." (an in-memory snapshot).
+  StateDict state_dict() const;
+  // The same from contents already read (e.g. an older file a program has upgraded in memory);
+  // `source` names it in errors.
+  void load(const SafetensorsContents& file, const std::string& source);
+  // The format version of a file's contents (0: no format metadata); an hg::Error for a file of
+  // another format or a newer version.
+  static int format_version(const SafetensorsContents& file, const std::string& source);
 
   std::vector<std::string> part_names() const;    // in registration order, "rng" first
   const Metadata& loaded_metadata() const { return loaded_metadata_; }  // of the last load()

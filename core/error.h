@@ -5,13 +5,53 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace hg {
 
+namespace detail {
+// Writes byte c as \xNN.
+inline void append_hex_escape(std::string& out, unsigned char c) {
+  const char* digits = "0123456789abcdef";
+  out += "\\x";
+  out += digits[c >> 4];
+  out += digits[c & 15];
+}
+// A message made safe to print: control bytes other than newline and tab (ESC, NUL, DEL, ...)
+// become \xNN, so text that came from a file can neither end the message early (a NUL stops C
+// strings) nor drive the terminal (escape sequences).
+inline std::string printable(const std::string& message) {
+  std::string out;
+  out.reserve(message.size());
+  for (const char ch : message) {
+    const auto c = static_cast<unsigned char>(ch);
+    if ((c < 0x20 && c != '\n' && c != '\t') || c == 0x7f) append_hex_escape(out, c);
+    else out += ch;
+  }
+  return out;
+}
+}  // namespace detail
+
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& message) : std::runtime_error(detail::printable(message)) {}
 };
+
+// Untrusted text (a key, a name or a value read from a file) for an error message: in quotes,
+// with quotes, backslashes and every control byte escaped, newlines included (hg-train prints an
+// error as one line), and cut after 120 bytes.
+inline std::string quoted(std::string_view text) {
+  constexpr size_t kMax = 120;
+  std::string out = "\"";
+  for (size_t i = 0; i < text.size() && i < kMax; ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c == '"' || c == '\\') out += '\\', out += char(c);
+    else if (c < 0x20 || c == 0x7f) detail::append_hex_escape(out, c);
+    else out += char(c);
+  }
+  if (text.size() > kMax) out += "...";
+  return out + "\"";
+}
 
 namespace detail {
 // Concatenates anything printable: str("conv2d: got ", shape, " and ", dtype).

@@ -72,6 +72,12 @@ void File::close() {
   HG_CHECK(::close(fd) == 0, what_, ": close failed: ", std::strerror(errno));
 }
 
+void write_text_file(const std::string& path, std::string_view text, std::string_view what) {
+  File file(path, O_WRONLY | O_CREAT | O_TRUNC, what);
+  file.write_all(text.data(), text.size());
+  file.close();
+}
+
 int File::release() {
   const int fd = fd_;
   fd_ = -1;

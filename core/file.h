@@ -41,4 +41,9 @@ class File {
   std::string what_;
 };
 
+// Writes `text` to `path` (created or truncated) and closes it, every step checked: a full disk
+// or /dev/full is an hg::Error starting with `what`, not a file silently left empty (a C++ stream
+// reports such a failure only when flushed, after the caller has checked it).
+void write_text_file(const std::string& path, std::string_view text, std::string_view what);
+
 }  // namespace hg

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/file.h"
@@ -23,44 +25,75 @@ int64_t element_size_of(uint8_t type_code) {
   }
 }
 
-// A plain or gzipped stream (zlib's gzread passes plain files through), read a piece at a time.
+// A plain or gzipped file, read a piece at a time. gzip is inflated here with zlib's inflate, not
+// its gzread: gzread ends quietly when a file stops right after the compressed data, before the
+// 8-byte trailer that holds the CRC-32 and the length (zlib 1.2.13 with a file read in several
+// pieces), so a file cut there loaded with nothing checked. Here the stream must reach its end,
+// trailer checked, and nothing may follow it.
 class Stream {
  public:
-  Stream(const std::string& path, const std::string& what) : what_(what) {
-    File file = File::open_regular(path, what);  // no FIFOs or devices: a read must end
-    gz_ = gzdopen(file.release(), "rb");
-    HG_CHECK(gz_ != nullptr, what_, ": cannot open");
+  Stream(const std::string& path, const std::string& what)
+      : file_(File::open_regular(path, what)), size_(file_.size()), what_(what) {  // no FIFOs: a read must end
+    uint8_t magic[2] = {0, 0};
+    if (size_ >= 2) file_.read_exact(magic, 2, 0);
+    gzip_ = magic[0] == 0x1f && magic[1] == 0x8b;
+    if (gzip_) HG_CHECK(inflateInit2(&z_, 15 + 16) == Z_OK, what_, ": cannot start zlib");  // 16: the gzip wrapper
   }
   ~Stream() {
-    if (gz_ != nullptr) gzclose(gz_);
+    if (gzip_) inflateEnd(&z_);
   }
   Stream(const Stream&) = delete;
   Stream& operator=(const Stream&) = delete;
 
   // Reads up to n bytes (fewer only at the end of the data).
   int64_t read(uint8_t* dst, int64_t n) {
+    if (!gzip_) {
+      const int64_t got = std::min<int64_t>(n, int64_t(size_ - offset_));
+      if (got > 0) file_.read_exact(dst, uint64_t(got), offset_);
+      offset_ += uint64_t(got);
+      return got;
+    }
     int64_t total = 0;
-    while (total < n) {
-      const int got = gzread(gz_, dst + total, unsigned(std::min<int64_t>(n - total, 1 << 20)));
-      if (got < 0) {
-        int code = 0;
-        HG_FAIL(what_, ": corrupt data: ", gzerror(gz_, &code));
-      }
-      if (got == 0) break;
-      total += got;
+    while (total < n && !ended_) {
+      if (z_.avail_in == 0) refill();
+      const uInt piece = uInt(std::min<int64_t>(n - total, 1 << 20));
+      z_.next_out = dst + total;
+      z_.avail_out = piece;
+      const int status = inflate(&z_, Z_NO_FLUSH);
+      total += piece - z_.avail_out;
+      if (status == Z_STREAM_END) ended_ = true;
+      else if (status == Z_BUF_ERROR && z_.avail_in == 0 && offset_ == size_)
+        HG_FAIL(what_, ": truncated gzip stream (the file ends before the compressed data and its checksum do)");
+      else HG_CHECK(status == Z_OK || status == Z_BUF_ERROR, what_, ": corrupt gzip data: ",
+                    z_.msg != nullptr ? z_.msg : "zlib error " + std::to_string(status));
     }
     return total;
   }
-  // NOTE: zlib reports a stream cut off before its checksum only here, not through gzread.
+  // After the last read: a gzip stream must have ended (its trailer checked) with nothing after it.
   void finish() {
-    const int status = gzclose(gz_);
-    gz_ = nullptr;
-    HG_CHECK(status == Z_OK, what_, ": truncated or corrupt gzip stream (unexpected end of file)");
+    if (!gzip_) return;
+    uint8_t extra = 0;
+    if (!ended_) read(&extra, 1);
+    HG_CHECK(ended_, what_, ": truncated gzip stream (the file ends before its checksum)");
+    HG_CHECK(z_.avail_in == 0 && offset_ == size_, what_, ": ", size_ - offset_ + z_.avail_in,
+             " bytes follow the gzip stream (a damaged or concatenated file)");
   }
 
  private:
-  gzFile gz_ = nullptr;
+  void refill() {
+    const uint64_t piece = std::min<uint64_t>(buffer_.size(), size_ - offset_);
+    if (piece > 0) file_.read_exact(buffer_.data(), piece, offset_);
+    offset_ += piece;
+    z_.next_in = buffer_.data();
+    z_.avail_in = uInt(piece);
+  }
+
+  File file_;
+  uint64_t size_, offset_ = 0;
   std::string what_;
+  bool gzip_ = false, ended_ = false;
+  z_stream z_{};
+  std::vector<uint8_t> buffer_ = std::vector<uint8_t>(1 << 16);
 };
 
 uint32_t big_endian_u32(const uint8_t* p) {

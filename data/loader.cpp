@@ -15,7 +15,7 @@ DataLoader::DataLoader(const MNIST& dataset, DataLoaderOptions options)
     : images_(dataset.images()), labels_(dataset.labels()), options_(options) {
   HG_CHECK(options.batch_size > 0, "DataLoader: batch_size must be positive, got ", options.batch_size);
   HG_CHECK(options.std > 0, "DataLoader: std must be positive, got ", options.std);
-  samples_ = sampler().num_samples();  // also checks num_replicas and rank
+  samples_ = sampler().num_samples(pass_start_);  // also checks num_replicas and rank
 }
 
 DistributedSampler DataLoader::sampler() const {
@@ -40,25 +40,45 @@ int64_t DataLoader::num_batches() const {
   return options_.drop_last ? n / b : n / b + (n % b != 0);
 }
 
-void DataLoader::prepare_epoch() {
-  if (order_epoch_ == epoch_) return;
-  // One replica: the epoch's whole order (epoch_order); several: this rank's shard of it.
+int64_t DataLoader::samples_in_epoch() const { return images_.shape()[0]; }
+
+int64_t DataLoader::epoch_sample() const {
+  // Batch k of this rank covers positions [k * b * r, (k + 1) * b * r) of the pass on all ranks.
+  const int64_t left = samples_in_epoch() - pass_start_;
+  const int64_t per_batch = options_.batch_size * options_.num_replicas;
+  int64_t done = 0;
+  if (__builtin_mul_overflow(position_, per_batch, &done) || done > left) done = left;
+  return pass_start_ + done;
+}
+
+void DataLoader::start_next_epoch() {
+  ++epoch_;
+  pass_start_ = 0;
+  position_ = 0;
+  samples_ = sampler().num_samples(0);
+}
+
+void DataLoader::prepare_pass() {
+  if (order_epoch_ == epoch_ && order_start_ == pass_start_) return;
+  // One replica: the epoch's order (epoch_order) from pass_start_ on; several: this rank's shard.
   DistributedSampler shard = sampler();
   shard.set_epoch(epoch_);
-  order_ = shard.indices();
+  order_ = shard.indices(pass_start_);
   order_epoch_ = epoch_;
+  order_start_ = pass_start_;
 }
 
 DataLoader::Iterator DataLoader::begin() {
-  if (position_ >= num_batches()) {  // the previous epoch was used up
-    ++epoch_;
-    position_ = 0;
-  }
-  prepare_epoch();
-  return Iterator(this, position_);
+  if (position_ >= num_batches()) start_next_epoch();  // the previous epoch was used up
+  prepare_pass();
+  return Iterator(this, position_, epoch_);
 }
 
-DataLoader::Iterator DataLoader::end() { return Iterator(this, num_batches()); }
+DataLoader::Iterator DataLoader::end() { return Iterator(nullptr, 0, 0); }
+
+bool DataLoader::Iterator::done() const {
+  return loader_ == nullptr || loader_->epoch_ != epoch_ || batch_ >= loader_->num_batches();
+}
 
 Batch DataLoader::make_batch(int64_t batch) const {
   const int64_t n = samples_, b = options_.batch_size;
@@ -81,10 +101,7 @@ Batch DataLoader::make_batch(int64_t batch) const {
 
 void DataLoader::finished_batch(int64_t batch) {
   position_ = batch + 1;
-  if (position_ >= num_batches()) {
-    ++epoch_;
-    position_ = 0;
-  }
+  if (position_ >= num_batches()) start_next_epoch();
 }
 
 Batch DataLoader::Iterator::operator*() const { return loader_->make_batch(batch_); }
@@ -96,18 +113,34 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
 }
 
 std::map<std::string, Tensor> DataLoader::state_dict() const {
-  return {{"epoch", full({}, double(epoch_), {.dtype = i64})}, {"position", full({}, double(position_), {.dtype = i64})}};
+  return {{"epoch", full({}, double(epoch_), {.dtype = i64})}, {"sample", full({}, double(epoch_sample()), {.dtype = i64})}};
 }
 
 void DataLoader::load_state_dict(const std::map<std::string, Tensor>& state) {
   const std::string_view what = "DataLoader.load_state_dict";
+  const bool legacy = state.count("position") != 0;  // halfgrad before 2026-12-05: a batch count
+  state_dict::require_exact_keys(state, {"epoch", legacy ? "position" : "sample"}, what);
   // The epoch picks the shuffle's Philox counters (epoch << 32) and is incremented: keep it far
   // from overflow.
   const int64_t epoch = state_dict::read_int(state, "epoch", what, 0, kMaxEpoch);
-  const int64_t position = state_dict::read_int(state, "position", what, 0, INT64_MAX);
-  HG_CHECK(position <= num_batches(), what, ": position ", position, " outside an epoch of ", num_batches(), " batches");
+  const int64_t n = samples_in_epoch();
+  int64_t sample = 0;
+  if (legacy) {  // batches of this loader's size and replicas: the only reading the writer allowed
+    const int64_t position = state_dict::read_int(state, "position", what, 0, INT64_MAX);
+    const int64_t batches = (sampler().num_samples() / options_.batch_size) + 1;
+    HG_CHECK(position <= batches, what, ": position ", position, " outside an epoch of ", batches - 1, " batches");
+    int64_t per_batch = 0;
+    if (__builtin_mul_overflow(options_.batch_size, options_.num_replicas, &per_batch) ||
+        __builtin_mul_overflow(position, per_batch, &sample) || sample > n)
+      sample = n;
+  } else {
+    sample = state_dict::read_int(state, "sample", what, 0, n);
+  }
   epoch_ = epoch;
-  position_ = position;
+  pass_start_ = sample;
+  position_ = 0;
+  samples_ = sampler().num_samples(pass_start_);
+  if (num_batches() == 0 && samples_in_epoch() > 0) start_next_epoch();  // nothing left of that epoch
 }
 
 }  // namespace hg::data

@@ -8,6 +8,10 @@
 // a training run resumed from a checkpoint sees exactly the batches it would have seen; leaving
 // a loop early and iterating again likewise continues the same epoch. With num_replicas > 1 each
 // rank gets a disjoint shard of that order (data/sampler.h).
+//
+// The position is saved as a sample index into the epoch's order (every rank's batches
+// together), not as a batch count: a loader with another batch size or number of replicas that
+// loads it continues with exactly the samples the saved one had not reached.
 #pragma once
 #include <map>
 #include <string>
@@ -52,38 +56,52 @@ class DataLoader {
    public:
     Batch operator*() const;
     Iterator& operator++();
-    bool operator!=(const Iterator& other) const { return batch_ != other.batch_; }
+    // Iterators compare equal when both are done: an iterator is done once its epoch's pass
+    // has run out (the loader then moves on to the next epoch).
+    bool operator!=(const Iterator& other) const { return !done() || !other.done(); }
 
    private:
     friend class DataLoader;
-    Iterator(DataLoader* loader, int64_t batch) : loader_(loader), batch_(batch) {}
-    DataLoader* loader_;
-    int64_t batch_;
+    Iterator(DataLoader* loader, int64_t batch, int64_t epoch) : loader_(loader), batch_(batch), epoch_(epoch) {}
+    bool done() const;
+    DataLoader* loader_;  // null for end()
+    int64_t batch_, epoch_;
   };
 
   Iterator begin();
   Iterator end();
+  // Batches of this pass over the epoch (a whole epoch, or what a resumed one has left).
   int64_t num_batches() const;
+  // Batches of the pass already handed out, and what is left of it.
+  int64_t position() const { return position_; }
+  int64_t remaining_batches() const { return num_batches() - position_; }
   int64_t epoch() const { return epoch_; }
+  // Samples of the epoch's order trained on so far, over every replica (what state_dict saves).
+  int64_t epoch_sample() const;
+  int64_t samples_in_epoch() const;  // the dataset's size
   const DataLoaderOptions& options() const { return options_; }
 
-  std::map<std::string, Tensor> state_dict() const;  // epoch and position within it
+  // {epoch, sample}: the epoch in progress and epoch_sample(). Loading also accepts the older
+  // {epoch, position}, a batch count of this loader's batch size and replicas.
+  std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
   static constexpr int64_t kMaxEpoch = int64_t(1) << 31;
 
  private:
   DistributedSampler sampler() const;
-  void prepare_epoch();
+  void prepare_pass();
   Batch make_batch(int64_t batch) const;
   void finished_batch(int64_t batch);
+  void start_next_epoch();
 
   Tensor images_, labels_;
   DataLoaderOptions options_;
-  int64_t samples_;             // per epoch on this rank
-  std::vector<int64_t> order_;  // this epoch's sample order (this rank's shard)
-  int64_t epoch_ = 0;           // the epoch in progress (or next to start)
-  int64_t position_ = 0;        // batches of epoch_ already handed out
-  int64_t order_epoch_ = -1;    // the epoch order_ was built for
+  int64_t samples_;              // this rank's samples in the current pass
+  std::vector<int64_t> order_;   // this pass's samples (this rank's shard)
+  int64_t epoch_ = 0;            // the epoch in progress (or next to start)
+  int64_t pass_start_ = 0;       // the epoch sample this pass started at (0 unless resumed)
+  int64_t position_ = 0;         // batches of this pass already handed out
+  int64_t order_epoch_ = -1, order_start_ = -1;  // the pass order_ was built for
 };
 
 }  // namespace hg::data

@@ -26,8 +26,7 @@ DistributedSampler::DistributedSampler(int64_t dataset_size, DistributedSamplerO
   HG_CHECK(options.num_replicas > 0, "DistributedSampler: num_replicas must be positive, got ", options.num_replicas);
   HG_CHECK(options.rank >= 0 && options.rank < options.num_replicas, "DistributedSampler: rank ", options.rank,
            " outside [0, ", options.num_replicas, ")");
-  const int64_t n = dataset_size, r = options.num_replicas;
-  num_samples_ = options.drop_last ? n / r : (n + r - 1) / r;
+  num_samples_ = num_samples(0);
 }
 
 void DistributedSampler::set_epoch(int64_t epoch) {
@@ -35,18 +34,25 @@ void DistributedSampler::set_epoch(int64_t epoch) {
   epoch_ = epoch;
 }
 
-std::vector<int64_t> DistributedSampler::indices() const {
-  std::vector<int64_t> order = epoch_order(dataset_size_, options_.seed, epoch_, options_.shuffle);
-  const auto total = size_t(total_size());
-  if (order.size() > total) order.resize(total);  // drop_last: the tail goes
-  // Padding: repeat the order from its start (several times over if the dataset is tiny).
-  for (size_t i = 0; order.size() < total; ++i) {
-    const int64_t repeat = order[i];
-    order.push_back(repeat);
-  }
+int64_t DistributedSampler::num_samples(int64_t from) const {
+  HG_CHECK(from >= 0 && from <= dataset_size_, "DistributedSampler: position ", from, " outside an epoch of ",
+           dataset_size_, " samples");
+  const int64_t left = dataset_size_ - from, r = options_.num_replicas;
+  return options_.drop_last ? left / r : left / r + (left % r != 0);
+}
+
+std::vector<int64_t> DistributedSampler::indices(int64_t from) const {
+  const int64_t per_rank = num_samples(from), left = dataset_size_ - from;
+  const std::vector<int64_t> order = epoch_order(dataset_size_, options_.seed, epoch_, options_.shuffle);
   std::vector<int64_t> mine;
-  mine.reserve(size_t(num_samples_));
-  for (size_t i = size_t(options_.rank); i < total; i += size_t(options_.num_replicas)) mine.push_back(order[i]);
+  mine.reserve(size_t(per_rank));
+  // Position i of the pass is order[from + i]; past the end (padding) it repeats the order from
+  // its start, several times over if the dataset is tiny. NOTE: padding from the epoch's start,
+  // not the pass's, keeps a resumed pass equal to the tail of the pass it continues.
+  for (int64_t k = 0; k < per_rank; ++k) {
+    const int64_t i = options_.rank + k * options_.num_replicas;
+    mine.push_back(i < left ? order[size_t(from + i)] : order[size_t((i - left) % dataset_size_)]);
+  }
   return mine;
 }
 

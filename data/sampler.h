@@ -29,9 +29,17 @@ class DistributedSampler {
 
   void set_epoch(int64_t epoch);
   int64_t epoch() const { return epoch_; }
-  std::vector<int64_t> indices() const;  // this rank's samples for the epoch, in order
+  std::vector<int64_t> indices() const { return indices(0); }  // this rank's samples for the epoch, in order
   int64_t num_samples() const { return num_samples_; }  // per rank
   int64_t total_size() const { return num_samples_ * options_.num_replicas; }
+
+  // The rest of the epoch from global position `from` of its order (the samples before it were
+  // trained on): this rank's share of order[from..n), padded to equal shares with the order's
+  // first samples. A pass that starts where another stopped, with another num_replicas or batch
+  // size, covers exactly the samples the other had not reached (a DataLoader resumed from a
+  // checkpoint). from = 0 is indices().
+  std::vector<int64_t> indices(int64_t from) const;
+  int64_t num_samples(int64_t from) const;  // per rank, from `from` on
 
  private:
   int64_t dataset_size_;

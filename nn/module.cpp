@@ -126,7 +126,7 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
     }
   }
   for (const auto& [name, _] : state)
-    if (!own.count(name)) unexpected.push_back(name);
+    if (!own.count(name)) unexpected.push_back(quoted(name));
   const auto join = [](const std::vector<std::string>& names) {
     std::string s;
     for (const std::string& n : names) {

@@ -157,24 +157,35 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   const std::string what = std::string(kind()) + ".load_state_dict";
   // Everything is read and checked first: a bad checkpoint leaves the optimizer as it was.
   const std::string saved_kind = state_dict::read_text(state, "kind", what);
-  HG_CHECK(saved_kind == kind(), what, ": the state was saved by ", saved_kind, ", not ", kind(),
+  HG_CHECK(saved_kind == kind(), what, ": the state was saved by ", quoted(saved_kind), ", not ", kind(),
            " (a checkpoint resumes only into the optimizer that wrote it)");
   std::vector<double> lrs;
+  std::set<std::string> known = {"kind", "steps_applied"};
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::string key = "param_groups." + std::to_string(g) + ".lr";
     HG_CHECK(state.count(key), what, ": missing ", key, " (was the state saved from an optimizer with ",
              groups_.size(), " group(s)?)");
     lrs.push_back(state_dict::read_double(state, key, what));
     check_lr(lrs.back(), what);
+    known.insert(key);
   }
-  const int64_t steps_applied =
-      state.count("steps_applied") ? state_dict::read_int(state, "steps_applied", what, 0, kMaxSteps) : 0;
+  const int64_t steps_applied = state_dict::read_int(state, "steps_applied", what, 0, kMaxSteps);
+  // Every other key is a parameter's state: a key that is neither would be silently unused.
+  for (const auto& [key, _] : state)
+    HG_CHECK(known.count(key) || key.starts_with("state."), what, ": unexpected key ", quoted(key),
+             " (an optimizer's state holds kind, steps_applied, param_groups.<g>.lr for its ", groups_.size(),
+             " group(s) and state.<i>.<name>)");
   std::map<const TensorImpl*, ParamState> previous = std::move(state_);
   state_.clear();
   try {
     const std::vector<Tensor> params = parameters();
+    std::map<size_t, std::set<std::string>> names_by_index;
     for (const auto& [key, _] : state)
-      if (key.starts_with("state.")) load_param_state(state, key, params);
+      if (key.starts_with("state.")) {
+        const auto [index, name] = load_param_state(state, key, params);
+        names_by_index[index].insert(name);
+      }
+    for (const auto& [index, names] : names_by_index) check_param_state_complete(index, params[index], names, what);
   } catch (...) {
     state_ = std::move(previous);
     throw;
@@ -184,8 +195,24 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   steps_applied_cuda_ = Tensor();
 }
 
-void Optimizer::load_param_state(const std::map<std::string, Tensor>& state, const std::string& key,
-                                 const std::vector<Tensor>& params) {
+// A parameter's state is all there or not there at all: its step count, and once it has taken a
+// step, every tensor update() keeps. A checkpoint that lost one (a flipped byte in its key) would
+// otherwise restart that moment from zero.
+void Optimizer::check_param_state_complete(size_t index, const Tensor& param, const std::set<std::string>& names,
+                                           std::string_view what) const {
+  HG_CHECK(names.count("step"), what, ": parameter ", index, " has state (", *names.begin(),
+           ") but no state.", index, ".step");
+  if (state_.at(param.impl()).step == 0) return;  // (a GPU step that was skipped left no values yet)
+  std::vector<std::string_view> expected = state_names();
+  if (has_master(param)) expected.push_back("master");
+  for (std::string_view name : expected)
+    HG_CHECK(names.count(std::string(name)), what, ": parameter ", index, " has taken ", state_.at(param.impl()).step,
+             " step(s) but its state lacks state.", index, ".", name,
+             " (the checkpoint lost it, or an optimizer with other options wrote it)");
+}
+
+std::pair<size_t, std::string> Optimizer::load_param_state(const std::map<std::string, Tensor>& state,
+                                                           const std::string& key, const std::vector<Tensor>& params) {
   const std::string what = std::string(kind()) + ".load_state_dict";
   // "state.<index>.<name>", the index in plain decimal digits.
   const size_t dot = key.find('.', 6);
@@ -193,8 +220,8 @@ void Optimizer::load_param_state(const std::map<std::string, Tensor>& state, con
   const char* first = key.data() + 6;
   const char* last = dot == std::string::npos ? first : key.data() + dot;
   const auto [end, error] = std::from_chars(first, last, index);
-  HG_CHECK(dot != std::string::npos && first != last && error == std::errc() && end == last, what, ": malformed key \"",
-           key, "\" (expected state.<parameter index>.<name>)");
+  HG_CHECK(dot != std::string::npos && first != last && error == std::errc() && end == last, what, ": malformed key ",
+           quoted(key), " (expected state.<parameter index>.<name>)");
   HG_CHECK(index < params.size(), what, ": state for parameter ", std::string_view(first, size_t(last - first)),
            " but the optimizer has ", params.size(), " parameters");
   const Tensor& param = params[index];
@@ -202,18 +229,24 @@ void Optimizer::load_param_state(const std::map<std::string, Tensor>& state, con
   ParamState& s = state_[param.impl()];
   if (name == "step") {
     s.step = state_dict::read_int(state, key, what, 0, kMaxSteps);  // a CUDA step() re-creates its device count
-    return;
+    return {index, name};
   }
   const std::vector<std::string_view> names = state_names();
   const bool known = std::find(names.begin(), names.end(), name) != names.end() || (name == "master" && has_master(param));
-  HG_CHECK(known, what, ": unknown state \"", key, "\" for a ", kind(), " optimizer",
-           has_master(param) ? "" : " (\"master\" needs master_weights and a 16-bit parameter)");
+  HG_CHECK(known, what, ": unexpected state ", quoted(key), " for this ", kind(), " optimizer (it keeps ",
+           names.empty() ? std::string("no tensors") : std::string(names.front()) + (names.size() > 1 ? ", ..." : ""),
+           " per parameter", has_master(param) ? ", and master" : "; \"master\" needs master_weights and a 16-bit parameter",
+           ")");
   // State lives in the dtype of the weight update() works on: the f32 master, or the parameter.
   const DType dtype = has_master(param) ? f32 : param.dtype();
   const Tensor& t = state_dict::entry(state, key, what);
-  HG_CHECK(t.shape() == param.shape() && t.dtype() == dtype, what, ": \"", key, "\" has shape ", t.shape(), " ",
+  HG_CHECK(t.shape() == param.shape() && t.dtype() == dtype, what, ": ", quoted(key), " has shape ", t.shape(), " ",
            t.dtype(), ", expected ", param.shape(), " ", dtype, " for parameter ", index);
+  const int64_t nonfinite = state_dict::nonfinite_count(t);
+  HG_CHECK(nonfinite == 0, what, ": ", quoted(key), " holds ", nonfinite, " inf/NaN value(s) of ", t.numel(),
+           " (state of a diverged run would make every later step NaN)");
   s.tensors[name] = t.detach().to(param.device()).clone();
+  return {index, name};
 }
 
 }  // namespace hg::optim

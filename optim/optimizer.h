@@ -10,6 +10,7 @@
 // are not lost to 16-bit rounding.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -69,7 +70,8 @@ class Optimizer : public amp::Scalable {
     Tensor momentum_ready;
   };
 
-  // The names of the per-parameter state tensors update() keeps (besides "master").
+  // The names of the per-parameter state tensors update() keeps with these options (besides
+  // "master"): once a parameter has taken a step, it has each of them (load_state_dict checks).
   virtual std::vector<std::string_view> state_names() const = 0;
 
   // Updates `weight` (the parameter, or its f32 master) from `grad` (already in weight's dtype and
@@ -96,9 +98,11 @@ class Optimizer : public amp::Scalable {
   Tensor weight_for(const Tensor& param, ParamState& state);
   bool has_master(const Tensor& param) const;
 
-  // One "state.<i>.<name>" entry of a checkpoint, checked and stored.
-  void load_param_state(const std::map<std::string, Tensor>& state, const std::string& key,
-                        const std::vector<Tensor>& params);
+  // One "state.<i>.<name>" entry of a checkpoint, checked and stored; returns (i, name).
+  std::pair<size_t, std::string> load_param_state(const std::map<std::string, Tensor>& state, const std::string& key,
+                                                  const std::vector<Tensor>& params);
+  void check_param_state_complete(size_t index, const Tensor& param, const std::set<std::string>& names,
+                                  std::string_view what) const;
 
   std::vector<ParamGroup> groups_;
   std::map<const TensorImpl*, ParamState> state_;

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "core/state_dict.h"
+
 
 namespace hg::optim {
 
@@ -24,9 +26,13 @@ std::map<std::string, Tensor> LRScheduler::state_dict() const {
 }
 
 void LRScheduler::load_state_dict(const std::map<std::string, Tensor>& state) {
-  HG_CHECK(state.count("t") && state.count("base_lr"), "LRScheduler.load_state_dict: expected keys t and base_lr");
-  t_ = state.at("t").item<int64_t>();
-  base_lr_ = state.at("base_lr").item<double>();
+  const std::string_view what = "LRScheduler.load_state_dict";
+  state_dict::require_exact_keys(state, {"t", "base_lr"}, what);
+  const int64_t t = state_dict::read_int(state, "t", what, 0, int64_t(1) << 53);
+  const double base_lr = state_dict::read_double(state, "base_lr", what);
+  HG_CHECK(std::isfinite(base_lr) && base_lr >= 0, what, ": base_lr must be finite and >= 0, got ", base_lr);
+  t_ = t;
+  base_lr_ = base_lr;
   apply();
 }
 

@@ -27,7 +27,10 @@ class SGD : public Optimizer {
   std::string_view kind() const override { return "SGD"; }
 
  protected:
-  std::vector<std::string_view> state_names() const override { return {"momentum_buffer"}; }
+  std::vector<std::string_view> state_names() const override {
+    if (options.momentum == 0) return {};
+    return {"momentum_buffer"};
+  }
   void update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) override;
   void update_cuda(DeviceGroup& group, const amp::StepControl& control) override;
   bool holds_value(const ParamState& state, const std::string& name) const override;

@@ -5,7 +5,7 @@
 # build-fuzz/, configured and built here when none is given. Any finding (crash, sanitizer report,
 # leak, timeout, out of memory) fails the step and leaves its reproducer in <build>/findings/.
 #
-#   scripts/ci-fuzz.sh                      # builds build-fuzz/, 30 s per target (4 targets)
+#   scripts/ci-fuzz.sh                      # builds build-fuzz/, 30 s per target (5 targets)
 #   scripts/ci-fuzz.sh build-sanitize       # the targets of an existing -DHG_FUZZ=ON build
 #   HG_FUZZ_SECONDS=600 scripts/ci-fuzz.sh  # longer: see tests/fuzz/README.md
 set -euo pipefail
@@ -29,7 +29,7 @@ rm -rf $build/seeds $build/findings
 mkdir -p $build/findings
 $build/tests/fuzz/make_fuzz_seeds $build/seeds
 export OMP_NUM_THREADS=1
-for target in json safetensors idx load_state_dict; do
+for target in json safetensors idx load_state_dict checkpoint; do
   corpus=$build/corpus/$target  # grows across runs on the same machine
   mkdir -p "$corpus"
   echo "halfgrad: fuzzing $target for $seconds s"

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "test_support.h"
 
@@ -177,7 +178,7 @@ TEST_CASE("checkpoint.metadata_names_the_format_version_and_parts") {
   run.checkpoint.set_metadata("precision", "f16").save(path);
   const hg::SafetensorsContents file = hg::load_with_metadata(path);
   CHECK(file.metadata.at("format") == "halfgrad-checkpoint");
-  CHECK(file.metadata.at("format_version") == "1");
+  CHECK(file.metadata.at("format_version") == "2");
   CHECK(file.metadata.at("parts") == "rng,model,optimizer,schedule,scaler,loader,step");
   CHECK(file.metadata.at("precision") == "f16");
   CHECK(file.tensors.count("model.0.weight") == 1);
@@ -227,7 +228,7 @@ TEST_CASE("checkpoint.one_error_lists_missing_unexpected_and_mismatched_parts_an
   CHECK(message.find("does not match the parts registered here (rng, model, optimizer, scaler), nothing was loaded; missing") !=
         std::string::npos);
   CHECK(message.find("missing (registered here, not in the file): scaler") != std::string::npos);
-  CHECK(message.find("unexpected (in the file, not registered here): epoch") != std::string::npos);
+  CHECK(message.find("unexpected (in the file, not registered here): \"epoch\"") != std::string::npos);
   CHECK(message.find("mismatched: model (load_state_dict: Error(s) in loading state_dict:") != std::string::npos);
   // Nothing changed: the parts that did load (rng, optimizer) were put back.
   CHECK(bytes_of(other_model.weight) == weight_before);
@@ -245,8 +246,8 @@ TEST_CASE("checkpoint.files_that_are_not_checkpoints_or_too_new_are_refused") {
   hg::save(other, model.state_dict(), {{"format", "pt"}});
   CHECK_THROWS_HG(checkpoint.load(other), "has format \"pt\", not \"halfgrad-checkpoint\"");
   const std::string newer = hg_test::temp_path("newer.safetensors");
-  hg::save(newer, {}, {{"format", "halfgrad-checkpoint"}, {"format_version", "2"}, {"parts", "rng"}});
-  CHECK_THROWS_HG(checkpoint.load(newer), "has format_version \"2\"; this build of halfgrad reads versions up to 1");
+  hg::save(newer, {}, {{"format", "halfgrad-checkpoint"}, {"format_version", "3"}, {"parts", "rng"}});
+  CHECK_THROWS_HG(checkpoint.load(newer), "has format_version \"3\"; this build of halfgrad reads versions up to 2");
   const std::string damaged = hg_test::temp_path("damaged.safetensors");
   hg::save(damaged, {}, {{"format", "halfgrad-checkpoint"}});
   CHECK_THROWS_HG(checkpoint.load(damaged), "names the format but not its format_version and parts");
@@ -294,7 +295,7 @@ TEST_CASE("checkpoint.required_metadata_is_checked_before_anything_loads") {
   int64_t other_step = 9;
   hg::Checkpoint reader;
   reader.add("step", other_step).require_metadata("model", "mlp");
-  CHECK_THROWS_HG(reader.load(path), "was written with model cnn, not mlp");
+  CHECK_THROWS_HG(reader.load(path), "was written with model \"cnn\", not mlp");
   CHECK(other_step == 9);
   reader.require_metadata("model", "cnn");
   reader.load(path);
@@ -311,4 +312,71 @@ TEST_CASE("checkpoint.counters_round_trip") {
   writer.load(path);
   CHECK(epoch == 3);
   CHECK(step == -12);
+}
+
+// ---- issue 25, item 2: "bitwise resume" means every key used and every needed key present ----
+
+namespace {
+// A part that reads one key and would silently ignore any other: the kind of user part the
+// Checkpoint's own check (format 2: a part saves back exactly the keys it loaded) protects.
+struct LenientPart {
+  double value = 1.0;
+  std::map<std::string, Tensor> state_dict() const { return {{"value", hg::full({}, value, {.dtype = hg::f64})}}; }
+  void load_state_dict(const std::map<std::string, Tensor>& state) {
+    if (state.count("value")) value = state.at("value").item<double>();  // a missing key keeps the default
+  }
+};
+}  // namespace
+
+TEST_CASE("checkpoint.every_key_is_used_and_every_needed_key_is_there") {
+  const std::string path = hg_test::temp_path("strict.safetensors");
+  LenientPart part{3.0};
+  int64_t step = 5;
+  hg::Checkpoint writer;
+  writer.add("part", part).add("step", step);
+  writer.save(path);
+  const hg::SafetensorsContents good = hg::load_with_metadata(path);
+
+  LenientPart loaded;
+  int64_t loaded_step = 0;
+  hg::Checkpoint reader;
+  reader.add("part", loaded).add("step", loaded_step);
+  const auto load_edited = [&](const std::function<void(std::map<std::string, Tensor>&)>& edit) {
+    hg::SafetensorsContents file = good;
+    edit(file.tensors);
+    reader.load(file, "edited");
+  };
+  // A key under no part the file lists (a flipped bit in "part.") is refused, not ignored.
+  CHECK_THROWS_HG(load_edited([](auto& t) { t["pa|t.value"] = t.at("part.value"); t.erase("part.value"); }),
+                  "keys under no part the file lists: \"pa|t.value\"");
+  // A part that would ignore a key, or fill one in with a default, is refused.
+  CHECK_THROWS_HG(load_edited([](auto& t) { t["part.valu3"] = t.at("part.value"); t.erase("part.value"); }),
+                  "mismatched: part (part: keys it did not use: \"valu3\"; keys it needs that the file lacks: \"value\")");
+  CHECK(loaded.value == 1.0);  // nothing was loaded
+  CHECK(loaded_step == 0);
+  // A diverged run's state is refused, naming the tensor.
+  CHECK_THROWS_HG(load_edited([](auto& t) { t["part.value"] = hg::full({}, std::nan(""), {.dtype = hg::f64}); }),
+                  "inf/NaN values (the run had diverged: resume from an earlier checkpoint) in: \"part.value\" (1 of 1)");
+  reader.load(path);
+  CHECK(loaded.value == 3.0);
+  CHECK(loaded_step == 5);
+  CHECK(reader.state_dict().size() == good.tensors.size());
+}
+
+TEST_CASE("checkpoint.format_1_files_still_load") {
+  // Written by the format-1 writer (2026-12-03/04): the same layout, format_version "1", and a
+  // loader position that counts batches.
+  const hg::data::MNIST& data = tiny_data();
+  hg::data::DataLoader loader(data, {.batch_size = 16, .seed = 5});
+  hg::Checkpoint checkpoint;
+  checkpoint.add("loader", loader);
+  std::map<std::string, Tensor> old = {{"loader.epoch", hg::full({}, 1.0, {.dtype = hg::i64})},
+                                       {"loader.position", hg::full({}, 2.0, {.dtype = hg::i64})}};
+  old["rng.seed"] = hg::from_vector(std::vector<int64_t>{42}, {});
+  old["rng.offset"] = hg::from_vector(std::vector<int64_t>{7}, {});
+  const std::string path = hg_test::temp_path("version1.safetensors");
+  hg::save(path, old, {{"format", "halfgrad-checkpoint"}, {"format_version", "1"}, {"parts", "rng,loader"}});
+  checkpoint.load(path);
+  CHECK(loader.epoch() == 1);
+  CHECK(loader.epoch_sample() == 32);  // 2 batches of 16
 }

@@ -5,6 +5,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <array>
+#include <map>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -230,9 +232,8 @@ TEST_CASE("data.idx.every_truncation_is_an_error") {
   expect_dataset_error(images.substr(0, images.size() - 1), idx(0x08, {2}, label_bytes(2)), "train-images-idx3-ubyte");
 }
 
-// NOTE: zlib's gzread returns the bytes it could inflate from a cut stream and reports the cut
-// only through gzerror()/gzclose() (Z_BUF_ERROR, "unexpected end of file"). A cut inside the
-// 8-byte CRC-32/length trailer leaves the IDX data complete, so only that check catches it.
+// NOTE: a cut inside the 8-byte CRC-32/length trailer leaves the IDX data complete, so only the
+// trailer check catches it.
 TEST_CASE("data.idx.every_truncation_of_a_gzip_file_is_an_error") {
   const std::string dir = fresh_dir("truncated_gz");
   const std::string gz_path = dir + "/labels";
@@ -252,12 +253,41 @@ TEST_CASE("data.idx.every_truncation_of_a_gzip_file_is_an_error") {
   CHECK_THROWS_HG(hg::data::read_idx(dir + "/bad_crc.gz"), "corrupt");
 }
 
+// Issue 25, item 3 (a regression): a gzip file larger than one read buffer, cut just before or
+// inside its trailer, loaded -- zlib's gzread ends quietly there -- so a flipped data byte went
+// unnoticed and trained on a wrong label. The reader inflates itself and requires the trailer.
+TEST_CASE("data.idx.a_large_gzip_file_cut_before_its_trailer_is_an_error") {
+  const std::string dir = fresh_dir("truncated_large_gz");
+  // Pixels from a simple generator: they do not compress, so the file spans several 64 KiB reads.
+  std::string pixels(200 * 784, '\0');
+  uint32_t state = 12345;
+  for (char& c : pixels) state = state * 1664525u + 1013904223u, c = char(state >> 24);
+  write_bytes(dir + "/images", idx(0x08, {200, 28, 28}, pixels));
+  gzip(dir + "/images");
+  const std::string packed = read_bytes(dir + "/images.gz");
+  REQUIRE(packed.size() > 2 * 65536);
+  REQUIRE(hg::data::read_idx(dir + "/images.gz").data.size() == pixels.size());
+  for (size_t cut = 1; cut <= 12; ++cut) {
+    INFO("the last ", cut, " bytes cut");
+    write_bytes(dir + "/cut.gz", packed.substr(0, packed.size() - cut));
+    CHECK_THROWS_HG(hg::data::read_idx(dir + "/cut.gz"), "truncated gzip stream");
+  }
+  // The trailer's CRC catches a flipped data byte, however far into the file.
+  std::string flipped = packed;
+  flipped[packed.size() / 2] = char(flipped[packed.size() / 2] ^ 0x01);
+  write_bytes(dir + "/flipped.gz", flipped);
+  CHECK_THROWS_AS(hg::data::read_idx(dir + "/flipped.gz"), hg::Error);
+  // Bytes after the stream are refused too.
+  write_bytes(dir + "/trailing.gz", packed + "x");
+  CHECK_THROWS_HG(hg::data::read_idx(dir + "/trailing.gz"), "1 bytes follow the gzip stream");
+}
+
 // ---- bad input beyond scenario 28 (issue 11, items 2, 6 and 8) --------------------------------------
 
 TEST_CASE("data.idx.gzip_bomb_stops_at_the_size_the_header_claims") {
   // A valid 10-image file followed by 512 MB of zeros, as 512 concatenated 1 MB gzip members
-  // (zlib reads them as one stream): well under 1 MB on disk. The reader used to inflate all of
-  // it (up to its 2 GB cap) before noticing; now it stops one byte after the claimed size.
+  // (gzread read them as one stream): well under 1 MB on disk. The reader once inflated all of
+  // it (up to its 2 GB cap) before noticing; now it stops at the end of the first member.
   const std::string dir = fresh_dir("gzip_bomb");
   write_bytes(dir + "/head", idx(0x08, {10, 28, 28}, image_bytes(10)));
   write_bytes(dir + "/zeros", std::string(1 << 20, '\0'));
@@ -270,7 +300,7 @@ TEST_CASE("data.idx.gzip_bomb_stops_at_the_size_the_header_claims") {
   REQUIRE(bomb.size() < (1 << 20));
   const bool measured = reset_peak_rss();
   const int64_t before = peak_rss();
-  CHECK_THROWS_HG(hg::data::read_idx(dir + "/bomb.gz"), "more follow (trailing bytes; reading stopped there)");
+  CHECK_THROWS_HG(hg::data::read_idx(dir + "/bomb.gz"), "follow the gzip stream");
   const int64_t grown = peak_rss() - before;
   MESSAGE("peak resident memory grew by ", grown / 1024, " KiB while reading the bomb");
   if (measured) CHECK(grown < (64 << 20));
@@ -327,7 +357,8 @@ TEST_CASE("data.loader.state_dict_counters_are_range_checked") {
   };
   CHECK_THROWS_HG(loader.load_state_dict(with("epoch", std::numeric_limits<int64_t>::max())), "\"epoch\" is");
   CHECK_THROWS_HG(loader.load_state_dict(with("epoch", -1)), "\"epoch\" is");
-  CHECK_THROWS_HG(loader.load_state_dict(with("position", -1)), "\"position\" is");
+  CHECK_THROWS_HG(loader.load_state_dict(with("sample", -1)), "\"sample\" is");
+  CHECK_THROWS_HG(loader.load_state_dict(with("sample", 11)), "\"sample\" is 11, outside [0, 10]");
   auto fractional = loader.state_dict();
   fractional["epoch"] = hg::full({}, 1.5, {.dtype = hg::f64});
   CHECK_THROWS_HG(loader.load_state_dict(fractional), "one integer value");
@@ -476,7 +507,7 @@ TEST_CASE("data.loader.state_dict_resumes_mid_epoch") {
   }
   const auto state = a.state_dict();
   CHECK(state.at("epoch").item<int64_t>() == 1);
-  CHECK(state.at("position").item<int64_t>() == 2);
+  CHECK(state.at("sample").item<int64_t>() == 6);  // two batches of 3: the sample index, not a batch count
 
   // Save through a file, like a checkpoint, and resume in a fresh loader.
   const std::string path = hg_test::temp_path("loader_state.safetensors");
@@ -496,8 +527,19 @@ TEST_CASE("data.loader.state_dict_resumes_mid_epoch") {
   CHECK(a.epoch() == 3);
 
   auto bad = state;
-  bad["position"] = hg::full({}, 9.0, {.dtype = hg::i64});
-  CHECK_THROWS_HG(b.load_state_dict(bad), "position 9");
+  bad["sample"] = hg::full({}, 11.0, {.dtype = hg::i64});
+  CHECK_THROWS_HG(b.load_state_dict(bad), "\"sample\" is 11");
+  // The older form, {epoch, position} with a batch count, still loads (as batches of this size).
+  hg::data::DataLoader c(data, {.batch_size = 3, .seed = 11});
+  c.load_state_dict({{"epoch", hg::full({}, 1.0, {.dtype = hg::i64})}, {"position", hg::full({}, 2.0, {.dtype = hg::i64})}});
+  CHECK(c.epoch_sample() == 6);
+  auto legacy_bad = c.state_dict();
+  legacy_bad.erase("sample");
+  legacy_bad["position"] = hg::full({}, 9.0, {.dtype = hg::i64});
+  CHECK_THROWS_HG(c.load_state_dict(legacy_bad), "position 9");
+  auto both = c.state_dict();
+  both["position"] = hg::full({}, 1.0, {.dtype = hg::i64});
+  CHECK_THROWS_HG(c.load_state_dict(both), "unexpected key(s) \"sample\"");
   CHECK_THROWS_HG(b.load_state_dict({}), "epoch");
 }
 
@@ -579,4 +621,51 @@ TEST_CASE("data.loader.shards_per_rank_make_up_the_single_process_batches") {
     }
   }
   CHECK_THROWS_HG(hg::data::DataLoader(data, {.num_replicas = 2, .rank = 5}), "rank 5");
+}
+
+// Issue 25, item 7: a checkpoint's loader position is a sample index of the epoch, so a resume
+// with another batch size or number of ranks continues with exactly the samples not yet seen
+// (it used to count batches: at half the batch size, samples 22,080-44,159 were trained twice).
+TEST_CASE("data.loader.resumes_with_another_batch_size_or_number_of_ranks") {
+  const hg::data::FashionMNIST data(tiny_dataset("loader_rescale", 37));  // 37: nothing divides it
+  for (const auto& [ranks_before, batch_before, ranks_after, batch_after] :
+       std::vector<std::array<int64_t, 4>>{{1, 8, 1, 3}, {1, 3, 1, 8}, {2, 4, 1, 5}, {1, 6, 3, 2}, {3, 2, 2, 7}}) {
+    INFO("ranks ", ranks_before, " x batch ", batch_before, " -> ranks ", ranks_after, " x batch ", batch_after);
+    // The writer: `ranks_before` loaders (one per rank) take 2 batches of epoch 0 each.
+    std::vector<int64_t> seen;
+    std::map<std::string, Tensor> saved;
+    for (int64_t r = 0; r < ranks_before; ++r) {
+      hg::data::DataLoader rank(data, {.batch_size = batch_before, .seed = 4, .num_replicas = ranks_before, .rank = r});
+      int taken = 0;
+      for (auto batch : rank) {  // (a batch counts as taken once the loop moves past it)
+        if (taken++ == 2) break;
+        const std::vector<int64_t> ids = sample_ids(batch);
+        seen.insert(seen.end(), ids.begin(), ids.end());
+      }
+      if (r == 0) saved = rank.state_dict();  // every rank saves the same position
+      CHECK(rank.state_dict().at("sample").item<int64_t>() == 2 * batch_before * ranks_before);
+    }
+    // The resumed run: `ranks_after` loaders with another batch size finish epoch 0.
+    std::vector<int64_t> rest;
+    for (int64_t r = 0; r < ranks_after; ++r) {
+      hg::data::DataLoader rank(data, {.batch_size = batch_after, .seed = 4, .num_replicas = ranks_after, .rank = r});
+      rank.load_state_dict(saved);
+      CHECK(rank.epoch() == 0);
+      for (const auto& ids : epoch_ids(rank)) rest.insert(rest.end(), ids.begin(), ids.end());
+      CHECK(rank.epoch() == 1);
+    }
+    // Every sample exactly once over the two runs, but for the few repeats padding adds so that
+    // each rank gets an equal share (DistributedSampler's rule): at most ranks - 1 per run.
+    std::vector<int64_t> all = seen;
+    all.insert(all.end(), rest.begin(), rest.end());
+    std::set<int64_t> distinct(all.begin(), all.end());
+    CHECK(distinct.size() == 37);
+    CHECK(int64_t(all.size()) - 37 <= (ranks_before - 1) + (ranks_after - 1));
+    // In one process the rest is exactly the tail of the epoch's order an uninterrupted loader sees.
+    if (ranks_before == 1 && ranks_after == 1) {
+      hg::data::DataLoader whole(data, {.batch_size = 1, .seed = 4});
+      const std::vector<int64_t> order = flat(epoch_ids(whole));
+      CHECK(std::vector<int64_t>(order.begin() + int64_t(seen.size()), order.end()) == rest);
+    }
+  }
 }

@@ -153,6 +153,51 @@ TEST_CASE("amp.grad_scaler.huge_scale_stays_finite_and_bounds_hold") {
   CHECK_THROWS_AS(amp::GradScaler({.min_scale = 8, .max_scale = 4}), hg::Error);
 }
 
+// Issue 25, item 1: a scale that is a subnormal f32 (1e-40), rounds to 0 in f32 (1e-300) or lies
+// must be in [min_scale, max_scale] is refused wherever a scale comes in, so 1/scale never overflows
+// into NaN weights; and a gradient whose unscaled value overflows its dtype skips the step.
+TEST_CASE("amp.grad_scaler.scales_outside_the_bounds_are_refused") {
+  for (const double bad : {1e-40, 1e-300, 0.5, 3.4e38, 1e39}) {
+    CAPTURE(bad);
+    CHECK_THROWS_WITH_AS(amp::GradScaler({.init_scale = bad}), doctest::Contains("must be in [min_scale, max_scale]"),
+                         hg::Error);
+  }
+  // A min_scale that is not a normal f32 would let backoff reach a scale whose inverse overflows.
+  CHECK_THROWS_WITH_AS(amp::GradScaler({.init_scale = 1.0, .min_scale = 1e-40}),
+                       doctest::Contains("smallest normal f32"), hg::Error);
+  // Widened bounds accept what they say.
+  CHECK(amp::GradScaler({.init_scale = 0.5, .min_scale = 0.25}).get_scale() == 0.5);
+
+  amp::GradScaler scaler;
+  CHECK_THROWS_AS(scaler.update(1e-40), hg::Error);
+  CHECK_THROWS_AS(scaler.update(1e30), hg::Error);
+  // A checkpoint's scale: the state is checked against this scaler's bounds, and nothing changes.
+  std::map<std::string, Tensor> state = amp::GradScaler().state_dict();
+  for (const double bad : {1e-40, 1e-300, 3.4e38}) {
+    state["scale"] = hg::full({}, bad, {.dtype = hg::f64});
+    CHECK_THROWS_WITH_AS(scaler.load_state_dict(state), doctest::Contains("must be in [min_scale, max_scale]"), hg::Error);
+    CHECK(scaler.get_scale() == 65536.0);
+  }
+}
+
+TEST_CASE("amp.grad_scaler.an_unscaled_value_that_overflows_skips_the_step") {
+  // Scale 0.5: an f16 gradient of 60000 unscales to 120000, past f16's 65504. Storing it would
+  // put inf into the weights; the scaler flags it like any inf and skips.
+  const Tensor p = hg::zeros({3}, {.dtype = hg::f16, .requires_grad = true});
+  optim::SGD opt({p}, {.lr = 1.0});
+  amp::GradScaler scaler({.init_scale = 0.5, .growth_interval = 100, .min_scale = 0.25});
+  as_if_scaled(scaler);
+  p.set_grad(hg::from_vector(std::vector<float>{1.0f, 60000.0f, 2.0f}, {3}).to(hg::f16));
+  const amp::StepResult r = scaler.step(opt);
+  scaler.update();
+  CHECK(r.found_inf);
+  CHECK_FALSE(r.applied);
+  const std::vector<float> weights = p.to(hg::f32).to_vector<float>();
+  for (float w : weights) CHECK(w == 0.0f);
+  CHECK(scaler.get_scale() == 0.25);
+  CHECK(scaler.diagnostics().nonfinite_parameters.size() == 1);
+}
+
 // ---- scenario 21: an inf/NaN gradient skips the step ---------------------------------------------
 
 namespace {
@@ -657,7 +702,7 @@ TEST_CASE("amp.grad_scaler.load_state_dict_applies_the_constructor_rules") {
   const auto i64 = [](int64_t v) { return hg::from_vector(std::vector<int64_t>{v}, {}); };
   amp::GradScaler target({.init_scale = 64});
   for (double scale : {0.0, -2.0, kNaN, kInf, 1e39})  // 1e39 is inf in f32
-    CHECK_THROWS_HG(target.load_state_dict(with("scale", f64(scale))), "scale must be positive and finite");
+    CHECK_THROWS_HG(target.load_state_dict(with("scale", f64(scale))), "scale must be in [min_scale, max_scale] = [1, 16777216] and finite in f32");
   for (double growth : {1.0, 0.5, kNaN, kInf})
     CHECK_THROWS_HG(target.load_state_dict(with("growth_factor", f64(growth))), "growth_factor must be > 1");
   for (double backoff : {0.0, 1.0, -0.5, kNaN})

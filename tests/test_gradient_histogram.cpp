@@ -104,4 +104,10 @@ TEST_CASE("amp.gradient_histogram.errors") {
   CHECK_THROWS_HG(h.add({hg::ones({2}, {.dtype = hg::i64})}, 1.0), "gradients must be floating-point tensors, got i64");
   CHECK_THROWS_HG(h.add({Tensor()}, 1.0), "got an undefined one");
   CHECK_THROWS_HG(h.count(Stage::AfterUnscale, 500), "exponent 500 is outside [-160, 140]");
+  // All or nothing (issue 25, item 8): a bad second gradient leaves the first one uncounted.
+  CHECK_THROWS_HG(h.add({hg::ones({3}), hg::ones({2}, {.dtype = hg::i64})}, 1.0), "(gradient 1); nothing was added");
+  CHECK(h.total(Stage::BeforeUnscale) == 0);
+  CHECK(h.additions() == 0);
+  // A file that cannot be written (a full disk) is an error, not an empty file.
+  CHECK_THROWS_HG(h.write_csv("/dev/full"), "write failed");
 }

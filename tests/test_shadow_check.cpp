@@ -140,10 +140,45 @@ TEST_CASE("amp.shadow.print_csv_and_cost") {
   check.write_csv(path);
   const std::string csv = read_file(path);
   CHECK(csv.starts_with("op,policy,inputs,compute,output,calls,casts,cast_bytes,cache_hits,shadow_elements,max_error_eps,"
-                        "mean_error_eps,overflows,flushed_to_zero\n"));
+                        "mean_error_eps,overflows,flushed_to_zero,unmeasured\n"));
   CHECK(csv.find("\nlinear,Lower,f32 f32,f16,f16,1,2,") != std::string::npos);
   // relu of f16 values is exact: its row reads 0.
   CHECK(row_of(check, "relu").shadow.max_error == 0.0);
+}
+
+// Issue 25, item 8: with all-NaN inputs the f32 re-run is NaN too; the rows used to read 0.000
+// error. Nothing was measured, and the report says so.
+TEST_CASE("amp.shadow.all_nan_inputs_are_not_reported_as_zero_error") {
+  const Tensor x = hg::full({4, 8}, std::nan("")), w = hg::ones({2, 8});
+  hg::amp::ShadowCheck check(hg::f16);
+  check.run([&] { return hg::linear(x, w); });
+  const PrecisionReport::Row& r = row_of(check, "linear");
+  REQUIRE(r.has_shadow);
+  CHECK_FALSE(r.shadow.measured());
+  CHECK(r.shadow.unmeasured == 8);
+  std::ostringstream os;
+  check.print(os);
+  const std::string printed_report = os.str();
+  const std::string line = printed_report.substr(printed_report.find("\nlinear"), 160);
+  CHECK(line.find("n/a") != std::string::npos);
+  CHECK(line.find("0.000") == std::string::npos);
+  const std::string path = hg_test::temp_path("shadow_nan.csv");
+  check.write_csv(path);
+  CHECK(read_file(path).find("\nlinear,Lower,f32 f32,f16,f16,1,2,96,0,0,,,0,0,8\n") != std::string::npos);
+
+  // compare_step: a weight gradient that is NaN in f32 is "n/a", not an error of 0 (the bias's
+  // gradient, a count of rows, is finite and measured).
+  hg::nn::Linear model(8, 2);
+  const auto loss = [&] { return hg::sum(model(x)); };
+  const hg::amp::StepComparison step = hg::amp::compare_step(hg::bf16, model.named_parameters(), loss);
+  REQUIRE(step.parameters.size() == 2);
+  CHECK(step.parameters[0].name == "weight");
+  CHECK_FALSE(step.parameters[0].measured());
+  CHECK(std::isnan(step.parameters[0].norm_error));
+  CHECK(step.parameters[1].measured());
+  std::ostringstream printed;
+  step.print(printed);
+  CHECK(printed.str().find("n/a") != std::string::npos);
 }
 
 TEST_CASE("amp.shadow.misuse_is_an_error") {

@@ -3,6 +3,7 @@
 #include "amp/tools/grad_scaler.h"
 
 #include <cmath>
+#include <cstdio>
 #include <sstream>
 
 #include "autograd/grad_mode.h"
@@ -39,9 +40,11 @@ UnscaleResult unscale_cpu(T* g, int64_t n, double scale, bool check_only) {
     UnscaleResult r;
     for (int64_t i = lo; i < hi; ++i) {
       const Acc<T> v = Acc<T>(g[i]);
-      if (!Rule::finite(v)) r.found_inf = true;
+      const T unscaled = T(unscale(v));
+      // Both the gradient and its unscaled value as stored must be finite (kernels/math/unscale.h).
+      if (!Rule::finite(v) || !Rule::finite(Acc<T>(unscaled))) r.found_inf = true;
       if constexpr (std::is_same_v<T, half>) r.tiny += Rule::f16_tiny(v);
-      if (!check_only) g[i] = T(unscale(v));
+      if (!check_only) g[i] = unscaled;
     }
     partial[size_t(c)] = r;
   });
@@ -56,6 +59,22 @@ void update_rule(float& scale, int32_t& tracker, int32_t& skipped, bool found, c
   rule.apply(scale, tracker, skipped, found);
 }
 
+constexpr double kSmallestScale = 0x1p-126;  // the smallest normal f32
+
+// A loss scale (the initial one, one from a checkpoint, or update(new_scale)) must be a normal,
+// finite f32 within the scaler's own bounds: a scale outside them is a mistake (1e-40 would give
+// NaN weights, 1e39 an f32 inf) that the update rule would never produce.
+void check_scale(double scale, const GradScalerOptions& o, std::string_view what, std::string_view which) {
+  const auto number = [](double v) {
+    char text[32];
+    std::snprintf(text, sizeof text, "%.10g", v);  // 16777216, not 1.67772e+07
+    return std::string(text);
+  };
+  HG_CHECK(scale >= o.min_scale && scale <= o.max_scale && std::isfinite(float(scale)), what, ": ", which,
+           " must be in [min_scale, max_scale] = [", number(o.min_scale), ", ", number(o.max_scale),
+           "] and finite in f32, got ", number(scale), " (the options min_scale and max_scale widen the range)");
+}
+
 // The rules for the options, from the constructor or from a checkpoint (`what` says which).
 void check_options(const GradScalerOptions& o, std::string_view what) {
   HG_CHECK(o.growth_factor > 1 && std::isfinite(o.growth_factor), what, ": growth_factor must be > 1 and finite, got ",
@@ -65,11 +84,16 @@ void check_options(const GradScalerOptions& o, std::string_view what) {
   // overflow it.
   HG_CHECK(o.growth_interval > 0 && o.growth_interval <= GradScaler::kMaxGrowthInterval, what,
            ": growth_interval must be in [1, ", GradScaler::kMaxGrowthInterval, "], got ", o.growth_interval);
-  HG_CHECK(o.init_scale > 0 && std::isfinite(float(o.init_scale)), what,
-           ": the scale must be positive and finite in f32, got ", o.init_scale);
-  HG_CHECK(o.min_scale > 0 && o.min_scale <= o.max_scale, what, ": need 0 < min_scale <= max_scale");
+  // NOTE: the scale lives in an f32 and gradients are multiplied by 1/scale: below the smallest
+  // normal f32 (2^-126) the scale is a subnormal or 0 and 1/scale overflows to inf, which would
+  // turn every gradient into inf or NaN.
+  HG_CHECK(o.min_scale >= kSmallestScale && o.min_scale <= o.max_scale, what, ": need ", kSmallestScale,
+           " (the smallest normal f32) <= min_scale <= max_scale, got min_scale ", o.min_scale, " and max_scale ",
+           o.max_scale);
+  check_scale(o.init_scale, o, what, "the scale");
   HG_CHECK(o.max_consecutive_skips > 0, what, ": max_consecutive_skips must be positive");
 }
+
 
 }  // namespace
 
@@ -263,7 +287,7 @@ void GradScaler::update() {
 
 void GradScaler::update(double new_scale) {
   if (!options_.enabled) return;
-  HG_CHECK(new_scale > 0 && std::isfinite(float(new_scale)), "GradScaler: update(new_scale) needs a positive finite scale");
+  check_scale(new_scale, options_, "GradScaler::update(new_scale)", "the new scale");
   lazy_init(scale_.defined() ? scale_.device() : Device::cpu());
   NoGradGuard no_grad;
   scale_.fill_(new_scale);
@@ -284,6 +308,8 @@ std::map<std::string, Tensor> GradScaler::state_dict() const {
 void GradScaler::load_state_dict(const std::map<std::string, Tensor>& state) {
   const std::string_view what = "GradScaler.load_state_dict";
   HG_CHECK(!state.empty(), what, ": the state dict is empty: it was saved from a disabled GradScaler");
+  state_dict::require_exact_keys(
+      state, {"scale", "growth_factor", "backoff_factor", "growth_interval", "_growth_tracker", "skipped_in_a_row"}, what);
   // Read and check everything first: a bad checkpoint leaves the scaler as it was.
   GradScalerOptions loaded = options_;
   loaded.growth_factor = state_dict::read_double(state, "growth_factor", what);
@@ -292,8 +318,7 @@ void GradScaler::load_state_dict(const std::map<std::string, Tensor>& state) {
   loaded.init_scale = state_dict::read_double(state, "scale", what);
   check_options(loaded, what);
   const int64_t tracker = state_dict::read_int(state, "_growth_tracker", what, 0, loaded.growth_interval - 1);
-  const int64_t skipped =  // an i32 that update() increments
-      state.count("skipped_in_a_row") ? state_dict::read_int(state, "skipped_in_a_row", what, 0, INT32_MAX - 1) : 0;
+  const int64_t skipped = state_dict::read_int(state, "skipped_in_a_row", what, 0, INT32_MAX - 1);  // update() adds 1
   options_.growth_factor = loaded.growth_factor;
   options_.backoff_factor = loaded.backoff_factor;
   options_.growth_interval = loaded.growth_interval;

@@ -37,6 +37,9 @@ struct MappedSlot;  // core/cuda/cuda_copy.h
 
 namespace hg::amp {
 
+// Every scale the scaler takes (init_scale, a checkpoint's, update(new_scale)) must lie in
+// [min_scale, max_scale]; min_scale is at least 2^-126, the smallest normal f32 (below it 1/scale
+// overflows). Widen the bounds to start outside the defaults: {.init_scale = 0.5, .min_scale = 0.25}.
 struct GradScalerOptions {
   double init_scale = 65536.0;
   double growth_factor = 2.0;

@@ -3,10 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <iomanip>
 #include <ostream>
 #include <sstream>
+
+#include "core/file.h"
 
 namespace hg::amp {
 
@@ -33,9 +34,14 @@ void GradientHistogram::add(const Scalable& optimizer, const GradScaler& scaler)
 void GradientHistogram::add(const std::vector<Tensor>& scaled_gradients, double scale) {
   HG_CHECK(scale > 0 && std::isfinite(scale), "GradientHistogram::add: the scale must be positive and finite, got ",
            scale);
-  for (const Tensor& g : scaled_gradients) {
+  // Every gradient is checked before any is counted: a bad one leaves the histogram as it was.
+  for (size_t i = 0; i < scaled_gradients.size(); ++i) {
+    const Tensor& g = scaled_gradients[i];
     HG_CHECK(g.defined() && is_floating(g.dtype()), "GradientHistogram::add: gradients must be floating-point tensors",
-             g.defined() ? std::string(", got ") + std::string(dtype_name(g.dtype())) : std::string(", got an undefined one"));
+             g.defined() ? std::string(", got ") + std::string(dtype_name(g.dtype())) : std::string(", got an undefined one"),
+             " (gradient ", i, "); nothing was added");
+  }
+  for (const Tensor& g : scaled_gradients) {
     // In f64: every f16/bf16/f32 value is exact there, and so is dividing by a power of two.
     for (double v : g.to(Device::cpu()).to(f64).contiguous().to_vector<double>()) {
       const double unscaled = v / scale;
@@ -119,15 +125,14 @@ void GradientHistogram::print(std::ostream& os) const {
 }
 
 void GradientHistogram::write_csv(const std::string& path) const {
-  std::ofstream out(path);
-  HG_CHECK(out.good(), "GradientHistogram::write_csv: cannot write \"", path, "\"");
+  std::ostringstream out;
   out << "# zeros before/after: " << zeros(Stage::BeforeUnscale) << ' ' << zeros(Stage::AfterUnscale)
       << "; inf/NaN before/after: " << nonfinite(Stage::BeforeUnscale) << ' ' << nonfinite(Stage::AfterUnscale) << '\n';
   out << "exponent,before,after,f16_region,bf16_region\n";
   for (int e = kMinExponent; e <= kMaxExponent; ++e)
     out << e << ',' << count(Stage::BeforeUnscale, e) << ',' << count(Stage::AfterUnscale, e) << ',' << f16_region(e)
         << ',' << bf16_region(e) << '\n';
-  HG_CHECK(out.good(), "GradientHistogram::write_csv: write to \"", path, "\" failed");
+  write_text_file(path, out.str(), "GradientHistogram::write_csv(\"" + path + "\")");
 }
 
 }  // namespace hg::amp

@@ -5,7 +5,6 @@
 #include <chrono>
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <iomanip>
 #include <ostream>
@@ -14,6 +13,7 @@
 #include "amp/autocast.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
+#include "core/file.h"
 #include "core/rng.h"
 #include "ops/elementwise.h"
 
@@ -45,7 +45,10 @@ ShadowError compare_outputs(const Tensor& low, const Tensor& reference, DType dt
   const double rms = finite ? std::sqrt(sum_squares / double(finite)) : 0.0;
   const double eps = epsilon_of(dtype);
   for (size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(r[i])) continue;  // nothing to measure against
+    if (!std::isfinite(r[i])) {  // nothing to measure against
+      ++e.unmeasured;
+      continue;
+    }
     ++e.elements;
     if (!std::isfinite(a[i])) {
       ++e.overflows;
@@ -240,6 +243,10 @@ GradientError compare_gradient(const std::string& name, const Tensor& low_grad, 
   double diff2 = 0, ref2 = 0, max_diff = 0, max_ref = 0;
   for (size_t i = 0; i < a.size(); ++i) {
     const double g = a[i] / scale;
+    if (!std::isfinite(r[i])) {
+      ++e.unmeasured;
+      continue;
+    }
     if (!std::isfinite(g)) {
       ++e.nonfinite;
       continue;
@@ -252,6 +259,7 @@ GradientError compare_gradient(const std::string& name, const Tensor& low_grad, 
   }
   e.norm_error = ref2 > 0 ? std::sqrt(diff2 / ref2) / eps : 0.0;
   e.max_error = max_ref > 0 ? max_diff / max_ref / eps : 0.0;
+  if (!e.measured()) e.norm_error = e.max_error = std::numeric_limits<double>::quiet_NaN();  // not 0: nothing compared
   return e;
 }
 
@@ -311,22 +319,24 @@ void StepComparison::print(std::ostream& os) const {
     std::ostringstream shape;
     shape << p.shape;
     t << std::left << std::setw(16) << p.name << std::setw(18) << shape.str() << std::right << std::fixed
-      << std::setprecision(3) << std::setw(12) << p.norm_error << std::setw(11) << p.max_error << std::defaultfloat
-      << std::setw(9) << p.flushed_to_zero << std::setw(11) << p.nonfinite << '\n';
+      << std::setprecision(3);
+    if (p.measured()) t << std::setw(12) << p.norm_error << std::setw(11) << p.max_error;
+    else t << std::setw(12) << "n/a" << std::setw(11) << "n/a";
+    t << std::defaultfloat << std::setw(9) << p.flushed_to_zero << std::setw(11) << p.nonfinite << '\n';
   }
   t << "errors in epsilons of " << dtype << " (" << epsilon << "): norm err = ||g - g_f32|| / ||g_f32||, max err = "
-    << "max |g - g_f32| / max |g_f32|; cost: forward and backward ran twice\n";
+    << "max |g - g_f32| / max |g_f32| over the elements finite in f32 (n/a: none was); cost: forward and backward ran "
+       "twice\n";
   os << t.str();
 }
 
 void StepComparison::write_csv(const std::string& path) const {
-  std::ofstream out(path);
-  HG_CHECK(out.good(), "StepComparison::write_csv: cannot write \"", path, "\"");
+  std::ostringstream out;
   out << "parameter,elements,norm_error_eps,max_error_eps,flushed_to_zero,nonfinite\n";
   for (const GradientError& p : parameters)
     out << p.name << ',' << p.elements << ',' << p.norm_error << ',' << p.max_error << ',' << p.flushed_to_zero << ','
         << p.nonfinite << '\n';
-  HG_CHECK(out.good(), "StepComparison::write_csv: write to \"", path, "\" failed");
+  write_text_file(path, out.str(), "StepComparison::write_csv(\"" + path + "\")");
 }
 
 }  // namespace hg::amp

@@ -58,6 +58,9 @@ struct GradientError {
   int64_t flushed_to_zero = 0;  // elements 0 under autocast but not in f32 (underflow)
   int64_t nonfinite = 0;        // inf/NaN under autocast (the step a GradScaler would skip)
   int64_t elements = 0;
+  int64_t unmeasured = 0;       // inf/NaN in f32: nothing to measure against (the errors skip them)
+  // Whether any element was compared (else the errors are NaN, printed "n/a").
+  bool measured() const { return elements > nonfinite + unmeasured; }
 };
 
 struct StepComparison {

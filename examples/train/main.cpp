@@ -9,7 +9,9 @@
 // --resume), then metrics.csv, model.safetensors (PyTorch names) and, when gnuplot is installed,
 // metrics.png. Every error, bad input included, ends the program with one line and exit code 1.
 // Under mpirun (or with --distributed) it trains data-parallel: --batch-size is per rank, rank 0
-// prints and writes, every rank resumes from the same checkpoint (with the same number of ranks).
+// prints and writes, every rank resumes from the same checkpoint (with any number of ranks and
+// batch size: the loader continues with the samples the checkpoint had not reached). The ranks
+// compare their settings at start-up (train/rank_settings.h) and refuse to train apart.
 #include <CLI/CLI.hpp>
 #include <fcntl.h>
 #include <unistd.h>
@@ -22,7 +24,9 @@
 #include <fstream>
 #include <iostream>
 
+#include "core/file.h"
 #include "train/precision_choice.h"
+#include "train/rank_settings.h"
 #include "train/trainer.h"
 
 namespace {
@@ -67,6 +71,14 @@ void prepare_output_dir(const std::string& dir) {
     std::printf("hg-train: removed %d temporary file(s) left in %s by an interrupted write\n", stale, dir.c_str());
 }
 
+// Every file a run writes besides --out is created now, before any training, with a line saying
+// it will be filled: a bad path, or a full disk (/dev/full), fails here and not after hours of
+// training -- or never, with nothing written (a C++ stream reports a failed write only on flush).
+void check_output_file(const std::string& path, const std::string& option) {
+  if (path.empty()) return;
+  hg::write_text_file(path, "# hg-train writes this file during the run\n", option + " " + path);
+}
+
 void write_outputs(const std::string& dir, const std::vector<EpochMetrics>& epochs, hg_train::Trainer& trainer) {
   std::ofstream csv(dir + "/metrics.csv");
   csv << "epoch,train_loss,test_accuracy,samples_per_s,peak_bytes\n";
@@ -101,8 +113,8 @@ int run_single(const TrainConfig& config, const hg::data::MNIST& train, const hg
   if (!resume.empty()) {
     trainer.load_checkpoint(resume);
     if (speaker) std::printf("resuming from %s: %d epoch(s) done", resume.c_str(), trainer.epochs_done());
-    if (speaker && trainer.epoch_steps_done() > 0)
-      std::printf(", %lld step(s) into the next", (long long)trainer.epoch_steps_done());
+    if (speaker && trainer.epoch_sample() > 0)
+      std::printf(", %lld sample(s) into the next", (long long)trainer.epoch_sample());
     if (speaker) std::printf("\n");
   }
   // --epochs counts every epoch of the run, those before a resume included.
@@ -308,6 +320,19 @@ int run(int argc, char** argv) {
   const hg::data::MNIST test = hg::data::FashionMNIST(data_root, {.train = false});
   if (train_limit > 0) train = train.head(train_limit);
   HG_CHECK(compare || compare_csv.empty(), "--compare-csv needs --compare");
+  if (!config.group || config.group->rank() == 0) {  // the rank that writes them
+    for (const char* precision : {"f32", "f16", "bf16"}) {  // --compare writes one file per precision
+      check_output_file(compare ? with_suffix(config.step_log, precision) : config.step_log, "--log-steps");
+      check_output_file(compare ? with_suffix(config.gradient_histogram, precision) : config.gradient_histogram,
+                        "--gradient-histogram");
+      if (!compare) break;
+    }
+    check_output_file(compare_csv, "--compare-csv");
+  }
+  // Distributed: every setting the ranks must share, compared once before anything trains (a
+  // mismatch is one error on every rank, naming it, not a wrong model or a collective's timeout).
+  if (config.group)
+    hg::distributed::require_same_settings(*config.group, hg_train::rank_settings(config, train, test, resume));
   return compare ? run_compare(config, train, test, compare_csv) : run_single(config, train, test, out, resume);
 }
 

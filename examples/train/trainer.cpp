@@ -69,7 +69,8 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
   if (!config_.step_log.empty() && writes_diagnostics()) {
     step_log_ = std::make_unique<std::ofstream>(config_.step_log);
     HG_CHECK(step_log_->good(), "--log-steps ", config_.step_log, ": cannot write there");
-    *step_log_ << "step,epoch,loss,scale,applied\n";
+    *step_log_ << "step,epoch,loss,scale,applied\n" << std::flush;
+    HG_CHECK(step_log_->good(), "--log-steps ", config_.step_log, ": write failed (disk full?)");
   }
 }
 
@@ -77,10 +78,12 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   EpochMetrics m;
   m.epoch = int(counters_.epoch) + 1;
   const hg::Device device = config_.device;
-  int64_t total = loader_.num_batches();
-  if (config_.max_steps_per_epoch > 0) total = std::min(total, config_.max_steps_per_epoch);
-  // A checkpoint written mid-epoch took some of the steps already.
-  const int64_t budget = std::max<int64_t>(total - counters_.epoch_step, 0);
+  // What the loader has left of the epoch (all of it, or the rest after a mid-epoch checkpoint,
+  // in batches of this run's size); --max-steps caps the epoch's steps, those before a resume
+  // included.
+  int64_t budget = loader_.remaining_batches();
+  if (config_.max_steps_per_epoch > 0)
+    budget = std::min(budget, std::max<int64_t>(config_.max_steps_per_epoch - counters_.epoch_step, 0));
   ProgressBar bar("epoch " + std::to_string(m.epoch) + "/" + std::to_string(config_.epochs), budget);
   model_.train();
   int64_t epoch_peak = 0;
@@ -160,7 +163,10 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
   counters_.epoch_step = 0;
   if (writes_files()) save_checkpoint(config_.checkpoint_path);
   if (!config_.gradient_histogram.empty() && writes_diagnostics()) histogram_.write_csv(config_.gradient_histogram);
-  if (step_log_) step_log_->flush();
+  if (step_log_) {
+    step_log_->flush();
+    HG_CHECK(step_log_->good(), "--log-steps ", config_.step_log, ": write failed (disk full?)");
+  }
   return m;
 }
 
@@ -195,18 +201,42 @@ std::map<std::string, hg::Tensor> Trainer::Counters::state_dict() const {
 
 void Trainer::Counters::load_state_dict(const std::map<std::string, hg::Tensor>& state) {
   const std::string_view what = "trainer";
-  // The loader's position counts batches of this rank's shard: only the same world size resumes it.
-  const int64_t saved_world = state.count("world_size") ? sd::read_int(state, "world_size", what, 1, 1 << 20) : 1;
-  HG_CHECK(saved_world == world_size, "the checkpoint was written by a run on ", saved_world,
-           " process(es); resume it with the same number (mpirun -np ", saved_world, "), not ", world_size);
+  sd::require_exact_keys(state, {"epoch", "epoch_step", "step", "world_size"}, what);
   const int64_t loaded_epoch = sd::read_int(state, "epoch", what, 0, 1 << 30);
-  // Checkpoints from before per-step checkpoints have no step counters: they were written at
-  // the end of an epoch.
-  const int64_t loaded_epoch_step =
-      state.count("epoch_step") ? sd::read_int(state, "epoch_step", what, 0, batches_per_epoch) : 0;
-  step = state.count("step") ? sd::read_int(state, "step", what, 0, int64_t(1) << 53) : 0;
+  // epoch_step counts the steps of the writer's batch size: --max-steps caps it, nothing else.
+  const int64_t loaded_epoch_step = sd::read_int(state, "epoch_step", what, 0, int64_t(1) << 53);
+  const int64_t loaded_step = sd::read_int(state, "step", what, 0, int64_t(1) << 53);
+  // (The loader saves its position as a sample index: a checkpoint of another number of ranks
+  // resumes exactly; world_size says only who wrote it.)
+  sd::read_int(state, "world_size", what, 1, 1 << 20);
   epoch = loaded_epoch;
   epoch_step = loaded_epoch_step;
+  step = loaded_step;
+}
+
+// hg-train's checkpoints from before hg::Checkpoint (format 0, 2026-12-02) lack keys that later
+// ones have, and each has one right value for such a file: the optimizer's kind is the one this
+// run resumes with (its state names are checked on load: SGD's momentum against Adam's moments;
+// Adam and AdamW keep the same state, so resume with the one you trained with), the file was
+// written at the end of an epoch (epoch_step 0, step = epochs x this run's batches per epoch) by
+// one process. The loader's {epoch, position} it holds is read as a batch count of this run's
+// batch size.
+void Trainer::upgrade_format_0(hg::SafetensorsContents& file) const {
+  auto& t = file.tensors;
+  const auto i64 = [](int64_t v) { return hg::from_vector(std::vector<int64_t>{v}, {}); };
+  HG_CHECK(t.count("trainer.epoch"), "the checkpoint has no format metadata and no trainer.epoch: it was not written by "
+           "hg-train (format 0) or is damaged");
+  const int64_t epochs = sd::read_int(t, "trainer.epoch", "trainer", 0, 1 << 30);
+  if (!t.count("optimizer.kind")) t["optimizer.kind"] = sd::from_text(optimizer_->kind());
+  if (!t.count("trainer.epoch_step")) t["trainer.epoch_step"] = i64(0);
+  if (!t.count("trainer.step")) t["trainer.step"] = i64(epochs * counters_.batches_per_epoch);
+  if (!t.count("trainer.world_size")) t["trainer.world_size"] = i64(1);
+}
+
+void Trainer::load_checkpoint(const std::string& path) {
+  hg::SafetensorsContents file = hg::load_with_metadata(path);
+  if (hg::Checkpoint::format_version(file, path) == 0) upgrade_format_0(file);
+  checkpoint_.load(file, path);
 }
 
 }  // namespace hg_train

@@ -77,8 +77,11 @@ class Trainer {
   // Everything needed to resume bitwise, through hg::Checkpoint: model, optimizer, scaler, loader
   // position, RNG and the trainer's own epoch/step counters. Saving is atomic; loading checks
   // every value and loads all of it or nothing.
+  // Checkpoints of every hg-train version load (docs: README, "The training program").
   void save_checkpoint(const std::string& path) { checkpoint_.save(path); }
-  void load_checkpoint(const std::string& path) { checkpoint_.load(path); }
+  void load_checkpoint(const std::string& path);
+  // Where the loader stands in the epoch in progress: samples of it trained on (all ranks).
+  int64_t epoch_sample() const { return loader_.epoch_sample(); }
 
  private:
   TrainConfig config_;
@@ -99,12 +102,13 @@ class Trainer {
     int64_t epoch = 0;       // epochs completed
     int64_t epoch_step = 0;  // steps taken in the epoch in progress
     int64_t step = 0;        // steps taken in all
-    int64_t world_size = 1;  // processes of the run (the loader's position counts one rank's shard)
-    int64_t batches_per_epoch = 0;  // bounds epoch_step on load
+    int64_t world_size = 1;  // processes of the run that wrote it (informational)
+    int64_t batches_per_epoch = 0;  // this run's (upgrades a format-0 checkpoint's step count)
     std::map<std::string, hg::Tensor> state_dict() const;
     void load_state_dict(const std::map<std::string, hg::Tensor>& state);
   };
   Counters counters_;
+  void upgrade_format_0(hg::SafetensorsContents& file) const;
   hg::Checkpoint checkpoint_;
   std::unique_ptr<std::ofstream> step_log_;
   hg::amp::GradientHistogram histogram_;

@@ -15,7 +15,9 @@ namespace hg::cuda_kernels {
 namespace {
 
 using cuda_detail::acc_t;
+using cuda_detail::from_acc;
 using cuda_detail::kVec;
+using cuda_detail::to_acc;
 
 // ---- multi-tensor unscale ------------------------------------------------------------------------
 
@@ -47,9 +49,11 @@ __global__ void unscale_kernel(UnscaleTable<T> table, const float* scale, float*
     cuda_detail::load_vec(g, i, chunk.n, wide, v);
     for (int j = 0; j < kVec; ++j) {
       if (i + j >= chunk.n) break;
-      bad |= !Rule::finite(v[j]);
       if constexpr (std::is_same_v<T, half>) small += Rule::f16_tiny(v[j]);
-      v[j] = unscale(v[j]);
+      const A unscaled = unscale(v[j]);
+      // The value as stored must be finite too (see kernels/math/unscale.h).
+      bad |= !Rule::finite(v[j]) || !Rule::finite(to_acc(from_acc<T>(unscaled)));
+      v[j] = unscaled;
     }
     if (!chunk.meta.check_only) cuda_detail::store_vec(g, i, chunk.n, wide, v);
   }

@@ -17,6 +17,11 @@ struct Unscale {
   // NOTE: 1/scale in f64, rounded once to A (exact for powers of two), as PyTorch does.
   HG_HD static Unscale of(double scale) { return {A(1.0 / scale)}; }
 
+  // NOTE: a gradient counts as inf/NaN when its value is not finite *or its unscaled value as
+  // stored is not*: with a scale below 1, v / scale can overflow (an f16 gradient of 60000 at scale
+  // 0.5), and a scale of 1e-40 would make every product inf. GradScaler keeps the scale a normal
+  // f32 in [min_scale, max_scale], and this check makes the step skip, not apply inf, whatever
+  // the scale.
   HG_HD static bool finite(A v) {
     using std::isfinite;  // (on the device the unqualified call finds CUDA's)
     return isfinite(v);

@@ -179,3 +179,25 @@ TEST_CASE("distributed.cuda_tensors_need_nccl" * doctest::skip(!hg_test::cuda_av
   pg.all_reduce(flag, {.op = dist::ReduceOp::Max});
   CHECK(flag.item<float>() == 1.0f);
 }
+
+// Issue 25, item 4: settings the ranks must share are compared through one collective, and a
+// difference is the same hg::Error on every rank, naming the setting, the rank and both values.
+TEST_CASE("distributed.require_same_settings_names_what_differs_on_every_rank") {
+  dist::ProcessGroup& pg = group();
+  const std::string rank = std::to_string(pg.rank());
+  dist::require_same_settings(pg, {{"--seed", "1"}, {"--lr", "0.05"}});  // agreeing ranks pass
+  CHECK_THROWS_HG(dist::require_same_settings(pg, {{"--seed", "1"}, {"--lr", rank == "0" ? "0.05" : "0.1"}}),
+                  "the ranks disagree on --lr: rank 1 has \"0.1\", rank 0 has \"0.05\"");
+  // A list (a model's parameters): the first item that differs is named.
+  hg::manual_seed(0);
+  hg::nn::Sequential mine = pg.rank() == 0 ? hg::nn::Sequential(hg::nn::Linear(4, 8), hg::nn::Linear(8, 2))
+                                           : hg::nn::Sequential(hg::nn::Linear(4, 8), hg::nn::Linear(8, 3));
+  CHECK_THROWS_HG(dist::require_same_settings(pg, {{"model", dist::structure_of(mine)}}),
+                  "the ranks disagree on model: item 2 differs: rank 1 has \"parameter 1.weight [3, 8] f32\", rank 0 has "
+                  "\"parameter 1.weight [2, 8] f32\"");
+  // Other names (another program) are refused as such.
+  CHECK_THROWS_HG(dist::require_same_settings(pg, {{rank == "0" ? "--seed" : "--sed", "1"}}),
+                  "rank 1 runs another program or version");
+  CHECK_FALSE(pg.is_broken());  // the group stays usable
+  dist::require_same_settings(pg, {});
+}

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -89,5 +90,38 @@ struct TrainingSetup {
     return state;
   }
 };
+
+// The Checkpoint target's setup: the same training parts registered in an hg::Checkpoint, as
+// hg-train does, plus a learning-rate schedule and a step counter.
+struct CheckpointSetup {
+  TrainingSetup training;
+  hg::optim::StepLR schedule;
+  int64_t step = 0;
+  hg::Checkpoint checkpoint;
+
+  explicit CheckpointSetup(OptimizerKind kind) : training(kind), schedule(*training.optimizer, 3, 0.5) {
+    checkpoint.add("model", training.model).add("optimizer", *training.optimizer).add("scaler", training.scaler)
+        .add("schedule", schedule).add("step", step);
+  }
+  void train_step() {
+    training.step();
+    schedule.step();
+    ++step;
+  }
+};
+
+// The oracles a successful load must satisfy; a violation aborts (a finding).
+// Every floating value the loaded state holds is finite: inf/NaN state trains NaN in silence.
+inline void require_finite(const std::map<std::string, hg::Tensor>& state) {
+  for (const auto& [key, t] : state)
+    if (hg::state_dict::nonfinite_count(t) != 0) std::abort();
+}
+// The object saves back exactly the keys it was given: none unused, none defaulted.
+inline void require_same_keys(const std::map<std::string, hg::Tensor>& given,
+                              const std::map<std::string, hg::Tensor>& saved) {
+  if (given.size() != saved.size()) std::abort();
+  for (auto a = given.begin(), b = saved.begin(); a != given.end(); ++a, ++b)
+    if (a->first != b->first) std::abort();
+}
 
 }  // namespace hg_fuzz

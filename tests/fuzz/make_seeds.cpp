@@ -1,7 +1,7 @@
 // Writes the seed corpora of the fuzz targets: small valid inputs of each format, made with the
 // library's own writers, so that libFuzzer starts from the formats' structure.
 //
-//   make_fuzz_seeds DIR     ->  DIR/json/, DIR/safetensors/, DIR/idx/, DIR/load_state_dict/
+//   make_fuzz_seeds DIR     ->  DIR/json/, DIR/safetensors/, DIR/idx/, DIR/load_state_dict/, DIR/checkpoint/
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -76,14 +76,19 @@ void idx_seeds(const fs::path& dir) {
   fs::remove(scratch);
 }
 
-// Checkpoints after two real steps, one per optimizer kind (the first byte picks it).
-void checkpoint_seeds(const fs::path& dir) {
+// Checkpoints after two real training steps, one per optimizer kind (the first byte picks it),
+// written by `save`: the parts as hg-train once saved them (load_state_dict target) or a whole
+// hg::Checkpoint (checkpoint target).
+template <class Setup, class Save>
+void checkpoint_seeds(const fs::path& dir, Save save) {
   for (int kind = 0; kind < hg_fuzz::kOptimizerKinds; ++kind) {
-    hg_fuzz::TrainingSetup setup{hg_fuzz::OptimizerKind(kind)};
-    setup.step();
-    setup.step();
+    Setup setup{hg_fuzz::OptimizerKind(kind)};
+    for (int step = 0; step < 2; ++step) {
+      if constexpr (requires { setup.train_step(); }) setup.train_step();
+      else setup.step();
+    }
     const fs::path file = dir / "checkpoint.tmp";
-    hg::save(file.string(), setup.state_dict());
+    save(setup, file.string());
     write_file(dir / ("checkpoint_" + std::to_string(kind)), with_first_byte(char(kind), read_file(file)));
     fs::remove(file);
   }
@@ -99,11 +104,17 @@ int main(int argc, char** argv) {
   try {
     hg::set_num_threads(1);
     const fs::path root = argv[1];
-    for (const char* target : {"json", "safetensors", "idx", "load_state_dict"}) fs::create_directories(root / target);
+    for (const char* target : {"json", "safetensors", "idx", "load_state_dict", "checkpoint"})
+      fs::create_directories(root / target);
     json_seeds(root / "json");
     safetensors_seeds(root / "safetensors");
     idx_seeds(root / "idx");
-    checkpoint_seeds(root / "load_state_dict");
+    checkpoint_seeds<hg_fuzz::TrainingSetup>(root / "load_state_dict", [](const auto& setup, const std::string& path) {
+      hg::save(path, setup.state_dict());
+    });
+    checkpoint_seeds<hg_fuzz::CheckpointSetup>(root / "checkpoint", [](const auto& setup, const std::string& path) {
+      setup.checkpoint.save(path);
+    });
   } catch (const std::exception& e) {
     std::fprintf(stderr, "make_fuzz_seeds: %s\n", e.what());
     return 1;

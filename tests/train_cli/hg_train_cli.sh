@@ -7,6 +7,7 @@
 #   hg_train_cli.sh HG_TRAIN FIXTURES_TOOL WORK_DIR CASE
 set -uo pipefail
 hg_train=$1 tool=$2 work=$3 case=$4
+fixtures=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/fixtures
 data=$work/data
 dir=$work/cases/$case
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir" || exit 1
@@ -73,22 +74,22 @@ case $case in
   checkpoint_without_rng_seed)
     make_checkpoint
     edit bad.safetensors drop:rng.seed
-    expect_error "mismatched: rng \(rng: missing key \"seed\"\)" "${quick[@]}" --resume bad.safetensors ;;
+    expect_error "mismatched: rng \(rng: missing key\(s\) \"seed\"\)" "${quick[@]}" --resume bad.safetensors ;;
   # ---- item 3: checkpoint values obey the constructors' rules ----------------------------------
   checkpoint_scale_zero)
     make_checkpoint --precision f16
     edit bad.safetensors f64:scaler.scale=0
-    expect_error "the scale must be positive and finite" "${quick[@]}" --precision f16 --resume bad.safetensors ;;
+    expect_error "the scale must be in \[min_scale, max_scale\]" "${quick[@]}" --precision f16 --resume bad.safetensors ;;
   checkpoint_nan_learning_rate)
     make_checkpoint
     edit bad.safetensors f64:optimizer.param_groups.0.lr=nan
     expect_error "learning rate must be finite and >= 0, got nan" "${quick[@]}" --resume bad.safetensors ;;
   checkpoint_of_another_optimizer)
     make_checkpoint --optimizer sgd
-    expect_error "saved by SGD, not Adam" "${quick[@]}" --optimizer adam --resume ck/checkpoint.safetensors ;;
+    expect_error "saved by \"SGD\", not Adam" "${quick[@]}" --optimizer adam --resume ck/checkpoint.safetensors ;;
   checkpoint_of_another_model)  # refused from the metadata, before anything is loaded
     make_checkpoint --model mlp
-    expect_error "was written with model mlp, not cnn" "${quick[@]}" --model cnn --resume ck/checkpoint.safetensors ;;
+    expect_error "was written with model \"mlp\", not cnn" "${quick[@]}" --model cnn --resume ck/checkpoint.safetensors ;;
   checkpoint_of_a_disabled_scaler)  # a bf16 run's checkpoint has no GradScaler state for an f16 run
     make_checkpoint --precision bf16
     expect_error "mismatched: scaler \\(GradScaler.load_state_dict: the state dict is empty" "${quick[@]}" --precision f16 \
@@ -113,8 +114,21 @@ case $case in
   compare_csv_needs_compare)
     expect_error "--compare-csv needs --compare" "${quick[@]}" --compare-csv c.csv ;;
   step_log_not_writable)  # refused before any training
-    expect_error "--log-steps /nonexistent-dir/steps.csv: cannot write there" "${quick[@]}" \
+    expect_error "--log-steps /nonexistent-dir/steps.csv: cannot open: No such file" "${quick[@]}" \
       --log-steps /nonexistent-dir/steps.csv ;;
+  # ---- issue 25, item 6: every output path is checked before training, every write checked ------
+  gradient_histogram_not_writable)
+    expect_error "--gradient-histogram /nonexistent-dir/h.csv: cannot open: No such file" "${quick[@]}" \
+      --gradient-histogram /nonexistent-dir/h.csv ;;
+  compare_outputs_not_writable)  # used to fail only after all three trainings
+    expect_error "--compare-csv /nonexistent-dir/c.csv: cannot open" "${quick[@]}" --compare --compare-csv /nonexistent-dir/c.csv
+    expect_error "--gradient-histogram /nonexistent-dir/h_f32.csv: cannot open" "${quick[@]}" --compare \
+      --gradient-histogram /nonexistent-dir/h.csv ;;
+  outputs_to_a_full_disk)  # /dev/full: every write fails with ENOSPC; used to exit 0 with nothing written
+    for option in --log-steps --gradient-histogram; do
+      expect_error "$option /dev/full: write failed: No space left on device" "${quick[@]}" --max-steps 2 "$option" /dev/full
+    done
+    expect_error "--compare-csv /dev/full: write failed" "${quick[@]}" --compare --compare-csv /dev/full ;;
   checkpoint_every_needs_out)
     expect_error "--checkpoint-every needs --out" "${quick[@]}" --checkpoint-every 5 ;;
   empty_test_set)
@@ -156,6 +170,73 @@ case $case in
       ! ls $out/*.tmp.* >/dev/null 2>&1 || fail "temporaries left in $out"
       cmp $out/model.safetensors reference/model.safetensors || fail "the resumed model differs (every $every)"
     done ;;
+  # ---- issue 25: nothing silent ----------------------------------------------------------------
+  checkpoint_scale_outside_the_bounds)  # item 1: 1e-40 passed as "finite" and every weight became NaN
+    make_checkpoint --precision f16
+    for scale in 1e-40 1e-300 3.4e38; do
+      edit bad.safetensors f64:scaler.scale=$scale
+      expect_error "mismatched: scaler \(GradScaler.load_state_dict: the scale must be in \[min_scale, max_scale\] = \[1, 16777216\]" \
+        "${quick[@]}" --precision f16 --epochs 2 --resume bad.safetensors
+    done ;;
+  checkpoint_keys_lost_or_unused)  # item 2: a flipped bit in a key used to drop that state silently
+    make_checkpoint --optimizer sgd
+    edit bad.safetensors "rename:optimizer.state.0.momentum_buffer=op|imizer.state.0.momentum_buffer"
+    expect_error "keys under no part the file lists: \"op\|imizer.state.0.momentum_buffer\".*lacks state.0.momentum_buffer" \
+      "${quick[@]}" --epochs 2 --resume bad.safetensors
+    edit bad.safetensors "rename:optimizer.steps_applied=optimizer.steps_applieD"
+    expect_error "optimizer \(SGD.load_state_dict: missing key \"steps_applied\"" "${quick[@]}" --epochs 2 --resume bad.safetensors
+    edit bad.safetensors drop:trainer.step
+    expect_error "trainer \(trainer: missing key\(s\) \"step\"" "${quick[@]}" --epochs 2 --resume bad.safetensors
+    edit bad.safetensors "rename:loader.sample=loader.samplf"
+    expect_error "DataLoader.load_state_dict: missing key\(s\) \"sample\"; unexpected key\(s\) \"samplf\"" "${quick[@]}" \
+      --epochs 2 --resume bad.safetensors ;;
+  checkpoint_of_the_first_hg_train)  # item 5: written by hg-train at 2c8fe25 (format 0, no "kind")
+    cp "$fixtures/hg_train_2c8fe25_cnn_f16_sgd.safetensors" old.safetensors
+    old=(--data "$data/tiny" --threads 1 --batch-size 64 --train-limit 256 --model cnn --precision f16 --optimizer sgd)
+    expect_success "${old[@]}" --epochs 2 --resume old.safetensors
+    grep -q "^resuming from old.safetensors: 1 epoch(s) done" stdout || fail "it did not resume"
+    grep -q "^epoch 2/2 " stdout || fail "expected the line of epoch 2/2"
+    # Its state names must fit the optimizer it resumes into (no kind to compare).
+    expect_error "unexpected state \"state.0.momentum_buffer\" for this Adam optimizer" \
+      "${old[@]/sgd/adam}" --epochs 2 --resume old.safetensors ;;
+  resume_with_another_batch_size)  # item 7: the loader continues at the sample where it stopped
+    # 10 steps of 128 = samples 0..1279 of 4096 taken; at 64 per step, 44 steps are left.
+    expect_success --data "$data/tiny" --threads 1 --batch-size 128 --epochs 1 --max-steps 10 --out ck
+    expect_success "${quick[@]}" --epochs 2 --resume ck/checkpoint.safetensors --log-steps steps.csv
+    grep -q "1 epoch(s) done, 1280 sample(s) into the next" stdout || fail "expected the resume position"
+    [[ $(grep -c '^[0-9]' steps.csv) -eq 44 ]] || fail "expected 44 steps of 64, got $(grep -c '^[0-9]' steps.csv)"
+    [[ $(sed -n 2p steps.csv | cut -d, -f1) -eq 11 ]] || fail "the step count does not continue at 11" ;;
+  ranks_must_agree)  # item 4 (with MPI): each setting the ranks share, one rank differing
+    [[ -n ${HG_MPIEXEC:-} ]] || { echo "skipped: built without MPI"; exit 0; }
+    export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+    base=(--threads 1 --epochs 1 --max-steps 2)
+    cp -r "$data/tiny" other_data  # the same size, one label changed
+    printf '\x03' | dd of=other_data/train-labels-idx1-ubyte bs=1 seek=20 conv=notrunc status=none
+    make_checkpoint
+    while IFS='|' read -r rank0 rank1 name; do
+      [[ $rank0 == *--data* ]] || rank0="--data $data/tiny $rank0"
+      [[ $rank1 == *--data* ]] || rank1="--data $data/tiny $rank1"
+      echo "+ mpirun: rank 0 [$rank0], rank 1 [$rank1]"
+      # shellcheck disable=SC2086 # the options are separate words on purpose
+      timeout 120 "$HG_MPIEXEC" -np 1 "$hg_train" "${base[@]}" $rank0 : -np 1 "$hg_train" "${base[@]}" $rank1 \
+        </dev/null >stdout 2>stderr  # (mpirun would read the case list from stdin)
+      rc=$?
+      [[ $rc -ne 0 && $rc -ne 124 ]] || fail "exit code $rc for [$rank0] vs [$rank1]"
+      grep -q "^hg-train (rank [01] of 2): the ranks disagree on $name" stderr || fail "no error naming $name"
+      ! grep -q "^epoch " stdout || fail "it trained"
+    done <<'CASES'
+--seed 1|--seed 2|--seed: rank 1 has "2", rank 0 has "1"
+--lr 0.05|--lr 0.1|--lr
+--optimizer sgd|--optimizer adam|--optimizer
+--momentum 0.9|--momentum 0.8|--momentum
+--precision bf16|--precision f32|--precision
+--batch-size 64|--batch-size 32|--batch-size
+--model mlp|--model cnn|--model
+--train-limit 1000|--train-limit 999|the training data
+--data other_data|--data ../../data/tiny|the training data
+--resume ck/checkpoint.safetensors||--resume
+CASES
+    ;;
   # ---- the CPU level (issue 10) ---------------------------------------------------------------
   cpu_level_cap_unknown)
     HG_CPU_ISA=pentium4 expect_error "HG_CPU_ISA: unknown CPU level 'pentium4'; expected one of generic" "${quick[@]}" --max-steps 1 ;;
