@@ -59,7 +59,6 @@
 #include "amp/autocast.h"
 #include "amp/tools/grad_scaler.h"
 #include "amp/tools/gradient_histogram.h"
-#include "amp/op_table.h"
 #include "amp/precision_report.h"
 #include "amp/policy.h"
 #include "amp/tools/shadow_check.h"

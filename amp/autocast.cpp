@@ -4,6 +4,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "amp/op_table.h"
 #include "amp/precision_report.h"
 #include "autograd/grad_mode.h"
 

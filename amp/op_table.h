@@ -6,8 +6,10 @@
 //
 // amp::policy_table(), docs/amp.md's table (tests/print_policy_table.cpp checks it) and the tests
 // that enumerate ops all read this table. amp::set_policy can override a row at run time; custom
-// ops are not here: they are keyed by name (amp/policy.h). To add an op: add its enumerator and
-// its row (in the same place: the rows follow the enum's order) and call amp::prepare(Op::...).
+// ops are not here: they are keyed by name (amp/policy.h). To add an op: add its enumerator (amp/op.h)
+// and its row here (the rows follow the enum's order), and call amp::prepare(Op::...) and
+// record(Op::..., ...). Only the files that read the rows include this header, so a new row
+// rebuilds them and the files that name an Op, not the whole library.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -16,18 +18,10 @@
 #include <string_view>
 
 #include "amp/cast_policy.h"
+#include "amp/op.h"
 #include "core/dtype.h"
 
 namespace hg::amp {
-
-// Grouped by default policy, as the tables print.
-enum class Op : uint8_t {
-  Matmul, Linear, Conv2d,                                                              // Lower
-  Exp, Log, Pow, Sqrt, Softmax, LogSoftmax, CrossEntropy, MseLoss, Sum, Mean, LayerNorm, // F32
-  Cat,                                                                                 // Promote
-  BatchNorm, Add, Sub, Mul, Div, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
-  Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, Dropout, Embedding,
-};
 
 // The dtype of an op's output, from its floating inputs after the cast.
 enum class OutputDType : uint8_t {
@@ -42,6 +36,10 @@ struct OpInfo {
   CastPolicy policy;       // the default; amp::set_policy may override it
   OutputDType output;
   std::string_view why;    // in a few words
+  // false: a view or copy (reshape, permute, ...). It has a row for its identity -- the name its
+  // autograd node carries -- but never goes through amp::prepare (there is nothing to cast), so it
+  // has no policy to set and no PrecisionReport row.
+  bool autocasts = true;
 };
 
 namespace why {
@@ -50,6 +48,7 @@ inline constexpr std::string_view kRange = "needs f32 range or accuracy";
 inline constexpr std::string_view kRowSum = "exp and a sum over a row";
 inline constexpr std::string_view kLongSum = "long sums lose 16-bit precision";
 inline constexpr std::string_view kKept = "runs in the dtype it receives (PyTorch's default)";
+inline constexpr std::string_view kLayout = "moves or copies values: no arithmetic";
 }  // namespace why
 
 inline constexpr OpInfo kOpTable[] = {
@@ -91,6 +90,12 @@ inline constexpr OpInfo kOpTable[] = {
     {Op::AvgPool2d, "avg_pool2d", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Dropout, "dropout", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Embedding, "embedding", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    // Views and copies record a node too (their backward moves gradients back); nothing to cast.
+    {Op::View, "view", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},
+    {Op::Permute, "permute", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},
+    {Op::Expand, "expand", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},
+    {Op::Narrow, "narrow", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},
+    {Op::Clone, "clone", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},
 };
 inline constexpr size_t kNumOps = std::size(kOpTable);
 
@@ -103,11 +108,10 @@ constexpr bool rows_follow_the_enum() {
 }  // namespace detail
 // Row i describes Op(i), and the last row is the last enumerator: every Op has exactly one row.
 static_assert(detail::rows_follow_the_enum(), "kOpTable: the rows must follow enum class Op's order");
-static_assert(kOpTable[kNumOps - 1].op == Op::Embedding, "kOpTable: every Op needs a row (update this check "
-                                                         "when you add an enumerator at the end)");
+static_assert(kOpTable[kNumOps - 1].op == Op::Clone, "kOpTable: every Op needs a row (update this check when you "
+                                                     "add an enumerator at the end)");
 
 constexpr const OpInfo& op_info(Op op) { return kOpTable[static_cast<size_t>(op)]; }
-constexpr std::string_view op_name(Op op) { return op_info(op).name; }
 
 // The built-in op called `name`, if there is one.
 constexpr std::optional<Op> find_op(std::string_view name) {

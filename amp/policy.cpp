@@ -9,6 +9,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "amp/op_table.h"
 #include "core/error.h"
 
 namespace hg::amp {
@@ -33,6 +34,8 @@ constexpr std::string_view kSetNote = "set by set_policy";
 
 }  // namespace
 
+std::string_view op_name(Op op) { return op_info(op).name; }
+
 CastPolicy policy(Op op) { return state().builtin[size_t(op)].load(std::memory_order_relaxed); }
 
 std::optional<CastPolicy> find_policy(std::string_view op) {
@@ -55,6 +58,8 @@ void set_policy(std::string_view op, CastPolicy policy) {
   HG_CHECK(!op.empty(), "amp::set_policy: empty op name");
   PolicyState& s = state();
   if (const std::optional<Op> builtin = find_op(op)) {
+    HG_CHECK(op_info(*builtin).autocasts, "amp::set_policy: '", op, "' is a view or copy: it never goes through "
+             "autocast (there is nothing to cast), so it has no policy to set");
     s.builtin[size_t(*builtin)].store(policy);
     return;
   }
@@ -65,6 +70,7 @@ void set_policy(std::string_view op, CastPolicy policy) {
 std::vector<PolicyEntry> policy_entries() {
   std::vector<PolicyEntry> entries;
   for (const OpInfo& row : kOpTable) {
+    if (!row.autocasts) continue;  // views and copies: no policy
     const CastPolicy now = policy(row.op);
     entries.push_back({std::string(row.name), now, std::string(now == row.policy ? row.why : kSetNote)});
   }

@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "amp/cast_policy.h"
-#include "amp/op_table.h"
 
 namespace hg::amp {
+
+enum class Op : uint8_t;  // the built-in ops: amp/op.h, their rows amp/op_table.h
 
 // The policy of a built-in op now (its table row unless set_policy overrode it).
 CastPolicy policy(Op op);

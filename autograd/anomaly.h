@@ -1,4 +1,4 @@
-// Anomaly mode (TESTING.md scenario 29), with LibTorch's names: while it is on, every op that
+// Anomaly mode (docs/testing.md scenario 29), with LibTorch's names: while it is on, every op that
 // records itself remembers where it was created (the native call stack), and backward checks the
 // gradients each op returns; the first NaN is an hg::Error naming the op, the input whose
 // gradient went bad, and the stack of the forward call that created the op.

@@ -27,7 +27,7 @@ namespace autograd {
 
 // ---- SavedTensor -------------------------------------------------------------------------------
 
-SavedTensor::SavedTensor(const Tensor& t, std::string_view op) : op_(op) {
+SavedTensor::SavedTensor(const Tensor& t) {
   if (!t.defined()) return;
   alias_ = t.detach();
   version_ = t.impl()->storage->version();
@@ -36,9 +36,10 @@ SavedTensor::SavedTensor(const Tensor& t, std::string_view op) : op_(op) {
 Tensor SavedTensor::get() const {
   if (!alias_.defined()) return alias_;
   const uint64_t now = alias_.impl()->storage->version();
-  HG_CHECK(now == version_, "backward: a tensor of shape ", alias_.shape(), " saved by '", op_,
-           "' for its backward was modified by an in-place operation (version ", now, ", expected ", version_,
-           "). Clone it before modifying it, or modify a copy.");
+  if (now != version_)  // Node::apply adds the op's name
+    throw SavedTensorModified(::hg::detail::str("a tensor of shape ", alias_.shape(), " saved by '%s' for its backward was "
+                                          "modified by an in-place operation (version ", now, ", expected ", version_,
+                                          "). Clone it before modifying it, or modify a copy."));
   return alias_;
 }
 
@@ -79,13 +80,19 @@ Node::~Node() {
 std::vector<Tensor> Node::apply(std::vector<Tensor> grad_outputs) {
   HG_CHECK(!released_, "backward: trying to backward through the graph a second time (the graph of '", name_,
            "' was freed by the first backward). Run the forward pass again.");
-  if (backward_) return backward_(grad_outputs[0]);  // the engine calls a node only once a gradient arrived
-  // Several outputs: an output no gradient reached (the loss used only the other) counts as zeros,
-  // so a backward can use every grad_outputs[i] without checking. Integer outputs have none.
-  for (size_t i = 0; i < outputs_.size(); ++i)
-    if (!grad_outputs[i].defined() && is_floating(outputs_[i].dtype))
-      grad_outputs[i] = zeros(outputs_[i].shape, {.dtype = outputs_[i].dtype, .device = outputs_[i].device});
-  return multi_backward_(std::move(grad_outputs));
+  try {
+    if (backward_) return backward_(grad_outputs[0]);  // the engine calls a node only once a gradient arrived
+    // Several outputs: an output no gradient reached (the loss used only the other) counts as
+    // zeros, so a backward can use every grad_outputs[i] without checking. Integer outputs have none.
+    for (size_t i = 0; i < outputs_.size(); ++i)
+      if (!grad_outputs[i].defined() && is_floating(outputs_[i].dtype))
+        grad_outputs[i] = zeros(outputs_[i].shape, {.dtype = outputs_[i].dtype, .device = outputs_[i].device});
+    return multi_backward_(std::move(grad_outputs));
+  } catch (const SavedTensorModified& e) {  // a tensor this node saved: its name goes into the message
+    std::string message = e.what();
+    message.replace(message.find("%s"), 2, name_);
+    HG_FAIL("backward: ", message);
+  }
 }
 
 AccumulateGrad::AccumulateGrad(std::shared_ptr<TensorImpl> leaf)

@@ -3,7 +3,7 @@
 // forward (see ops/activation.cpp). Leaves that require grad end in an AccumulateGrad node.
 //
 //   Tensor out = ...forward...;
-//   autograd::record("mul", out, {a, b}, [sa = SavedTensor(a, "mul"), sb = SavedTensor(b, "mul")]
+//   autograd::record("mul", out, {a, b}, [sa = SavedTensor(a), sb = SavedTensor(b)]
 //                    (const Tensor& g) -> std::vector<Tensor> { return {g * sb.get(), g * sa.get()}; });
 //
 // An op with several outputs (a custom Function returning (var, mean)) is one node with one
@@ -25,19 +25,23 @@ struct CreationTrace;  // autograd/anomaly.h
 }
 
 // A tensor kept for backward: an alias of its data without autograd history (so saving an op's
-// own output makes no reference cycle) plus the data's version at save time. get() throws if
-// the data was modified in place since, naming the op that saved it.
+// own output makes no reference cycle) plus the data's version at save time. get() throws
+// SavedTensorModified if the data was modified in place since; the node whose backward called
+// it (Node::apply) turns that into an hg::Error naming the op, so a SavedTensor needs no name.
 class SavedTensor {
  public:
   SavedTensor() = default;
-  SavedTensor(const Tensor& t, std::string_view op);
+  explicit SavedTensor(const Tensor& t);
   Tensor get() const;
   bool defined() const { return alias_.defined(); }
 
  private:
   Tensor alias_;
   uint64_t version_ = 0;
-  std::string_view op_;
+};
+
+struct SavedTensorModified : Error {
+  using Error::Error;
 };
 
 // Where the gradient of one input goes: the node that produced the input and which of that

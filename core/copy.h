@@ -8,7 +8,7 @@ namespace hg::detail {
 void copy_into(const Tensor& dst, const Tensor& src);
 // Strides of `t` seen through broadcasting to `shape` (0 on broadcast dimensions).
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
-// CUDA side (kernels/cuda/copy.cu): both tensors on the same CUDA device, same shape after broadcast.
+// CUDA side (core/cuda/copy_kernel.cu): both tensors on the same CUDA device, same shape after broadcast.
 void cuda_copy_into(const Tensor& dst, const Tensor& src);
 
 // The layouts the kernels need, without an autograd node (Tensor::contiguous, view and

@@ -1,6 +1,6 @@
 // parallel_for: halfgrad's CPU parallelism. Work smaller than `grain` items stays on the calling
 // thread (handing work to another thread costs microseconds); larger work is cut into tasks that
-// the calling thread and the pool's workers claim one at a time (core/thread_pool.h). The
+// the calling thread and the pool's workers claim one at a time (core/parallel.cpp). The
 // calling thread never waits for a worker that has not started: on a busy machine, where
 // another program holds a core, the work simply runs on fewer threads instead of stalling at a
 // barrier. hg::set_num_threads / get_num_threads control the thread count (default: the cores

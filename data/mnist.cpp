@@ -1,4 +1,4 @@
-// Loading (Fashion-)MNIST from IDX files, with every check of TESTING.md scenario 28.
+// Loading (Fashion-)MNIST from IDX files, with every check of docs/testing.md scenario 28.
 #include "data/mnist.h"
 
 #include <cstdlib>

@@ -7,11 +7,10 @@
 #include "autograd/node.h"
 #include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/activation.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
-using autograd::SavedTensor;
 
 namespace {
 
@@ -23,7 +22,7 @@ Tensor activation_from_input(amp::Op op, const Tensor& input, Math formula = {})
   auto [x] = amp::prepare(op, input);
   HG_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
   Tensor out = detail::map_to_new<1>(x.shape(), {x}, math::Forward<Math>{formula});
-  record(std::string(name), out, {x}, [sx = SavedTensor(x, name), formula](const Tensor& g) -> std::vector<Tensor> {
+  record(op, out, {x}, [sx = SavedTensor(x), formula](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
     return {detail::map_to_new<2>(x.shape(), {x, g}, math::BackwardFromInput<Math>{formula})};
   });
@@ -37,7 +36,7 @@ Tensor activation_from_output(amp::Op op, const Tensor& input) {
   auto [x] = amp::prepare(op, input);
   HG_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
   Tensor out = detail::map_to_new<1>(x.shape(), {x}, math::Forward<Math>{});
-  record(std::string(name), out, {x}, [sy = SavedTensor(out, name)](const Tensor& g) -> std::vector<Tensor> {
+  record(op, out, {x}, [sy = SavedTensor(out)](const Tensor& g) -> std::vector<Tensor> {
     const Tensor y = sy.get();
     return {detail::map_to_new<2>(y.shape(), {y, g}, math::BackwardFromOutput<Math>{})};
   });

@@ -6,11 +6,10 @@
 #include "autograd/node.h"
 #include "kernels/conv.h"
 #include "ops/elementwise.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
-using autograd::SavedTensor;
 
 namespace {
 
@@ -55,9 +54,9 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2d
 
   Tensor out = kernels::conv2d(x, w, b, g, relu);
   const bool need_x = x.requires_grad(), need_w = w.requires_grad(), need_b = b.defined() && b.requires_grad();
-  record(std::string(name), out, {x, w, b},
-         [sx = SavedTensor(x, name), sw = SavedTensor(need_x ? w : Tensor(), name),
-          sy = SavedTensor(relu ? out : Tensor(), name), g, need_x, need_w,
+  record(amp::Op::Conv2d, out, {x, w, b},
+         [sx = SavedTensor(x), sw = SavedTensor(need_x ? w : Tensor()),
+          sy = SavedTensor(relu ? out : Tensor()), g, need_x, need_w,
           need_b](const Tensor& grad) -> std::vector<Tensor> {
            auto [gx, gw, gb] = kernels::conv2d_backward(sx.get(), sw.get(), grad, sy.get(), g, need_x, need_w, need_b);
            return {gx, gw, gb};

@@ -7,10 +7,10 @@
 #include "autograd/node.h"
 #include "kernels/dropout.h"
 #include "ops/elementwise.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
 
 Tensor dropout(const Tensor& input, double p, bool training) {
   auto [x0] = amp::prepare(amp::Op::Dropout, input);
@@ -21,7 +21,7 @@ Tensor dropout(const Tensor& input, double p, bool training) {
   const Tensor x = x0.contiguous();
   const random::GeneratorState stream = random::reserve(uint64_t(x.numel()));
   Tensor out = kernels::dropout_masked(x, p, stream);
-  record("dropout", out, {x}, [p, stream](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Dropout, out, {x}, [p, stream](const Tensor& g) -> std::vector<Tensor> {
     return {kernels::dropout_masked(g.contiguous(), p, stream)};
   });
   return out;

@@ -10,11 +10,10 @@
 #include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
-using autograd::SavedTensor;
 
 namespace detail {
 
@@ -51,7 +50,7 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
   Shape shape;
   auto [a, b] = promote("add", a0, b0, &shape);
   Tensor out = map_to_new<2>(shape, {a, b}, math::Add{});
-  record("add", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Add, out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
     return {sum_to(g, sa), sum_to(g, sb)};
   });
   return out;
@@ -62,7 +61,7 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   Shape shape;
   auto [a, b] = promote("sub", a0, b0, &shape);
   Tensor out = map_to_new<2>(shape, {a, b}, math::Sub{});
-  record("sub", out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Sub, out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
     return {sum_to(g, sa), sum_to(neg(g), sb)};
   });
   return out;
@@ -76,8 +75,8 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = promote("mul", a0, b0, &shape);
   Tensor out = map_to_new<2>(shape, {a, b}, math::Mul{});
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  record("mul", out, {a, b},
-         [sa = SavedTensor(need_b ? a : Tensor(), "mul"), sb = SavedTensor(need_a ? b : Tensor(), "mul"),
+  record(amp::Op::Mul, out, {a, b},
+         [sa = SavedTensor(need_b ? a : Tensor()), sb = SavedTensor(need_a ? b : Tensor()),
           shape_a = a.shape(), shape_b = b.shape()](const Tensor& g) -> std::vector<Tensor> {
            return {sb.defined() ? sum_to(g * sb.get(), shape_a) : Tensor(),
                    sa.defined() ? sum_to(g * sa.get(), shape_b) : Tensor()};
@@ -92,8 +91,8 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   HG_CHECK(is_floating(a.dtype()), "div: integer division is not supported (got ", a.dtype(),
            "); convert to a floating dtype first");
   Tensor out = map_to_new<2>(shape, {a, b}, math::Div{});
-  record("div", out, {a, b},
-         [sa = SavedTensor(a, "div"), sb = SavedTensor(b, "div")](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Div, out, {a, b},
+         [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) -> std::vector<Tensor> {
            const Tensor a = sa.get(), b = sb.get();
            const Shape& shape = g.shape();
            return {sum_to(g / b, a.shape()), sum_to(map_to_new<3>(shape, {a, b, g}, math::DivGradDenominator{}), b.shape())};
@@ -109,7 +108,7 @@ Tensor scalar_op(amp::Op op, const Tensor& x_in, double s, const F& f, double gr
   auto [x0] = amp::prepare(op, x_in);
   const Tensor x = x0.to(detail::scalar_result_dtype(x0.dtype(), s));
   Tensor out = map_to_new<1>(x.shape(), {x}, f);
-  record(std::string(amp::op_name(op)), out, {x}, [grad_factor](const Tensor& g) -> std::vector<Tensor> {
+  record(op, out, {x}, [grad_factor](const Tensor& g) -> std::vector<Tensor> {
     return {grad_factor == 1.0 ? g : g * grad_factor};
   });
   return out;
@@ -129,7 +128,7 @@ Tensor div(const Tensor& a, double b) {
 Tensor neg(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Neg, x_in);
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Neg{});
-  record("neg", out, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {neg(g)}; });
+  record(amp::Op::Neg, out, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {neg(g)}; });
   return out;
 }
 
@@ -137,7 +136,7 @@ Tensor exp(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Exp, x_in);
   HG_CHECK(is_floating(x.dtype()), "exp: expected a floating tensor, got ", x.dtype());
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Exp{});
-  record("exp", out, {x}, [y = SavedTensor(out, "exp")](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Exp, out, {x}, [y = SavedTensor(out)](const Tensor& g) -> std::vector<Tensor> {
     return {g * y.get()};
   });
   return out;
@@ -147,7 +146,7 @@ Tensor log(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Log, x_in);
   HG_CHECK(is_floating(x.dtype()), "log: expected a floating tensor, got ", x.dtype());
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Log{});
-  record("log", out, {x}, [sx = SavedTensor(x, "log")](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Log, out, {x}, [sx = SavedTensor(x)](const Tensor& g) -> std::vector<Tensor> {
     return {g / sx.get()};
   });
   return out;
@@ -157,7 +156,7 @@ Tensor sqrt(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Sqrt, x_in);
   HG_CHECK(is_floating(x.dtype()), "sqrt: expected a floating tensor, got ", x.dtype());
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Sqrt{});
-  record("sqrt", out, {x}, [y = SavedTensor(out, "sqrt")](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Sqrt, out, {x}, [y = SavedTensor(out)](const Tensor& g) -> std::vector<Tensor> {
     return {g / (y.get() * 2.0)};
   });
   return out;
@@ -167,7 +166,7 @@ Tensor pow(const Tensor& x_in, double exponent) {
   auto [x] = amp::prepare(amp::Op::Pow, x_in);
   HG_CHECK(is_floating(x.dtype()), "pow: expected a floating tensor, got ", x.dtype());
   Tensor out = map_to_new<1>(x.shape(), {x}, math::PowScalar{exponent});
-  record("pow", out, {x}, [sx = SavedTensor(x, "pow"), exponent](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Pow, out, {x}, [sx = SavedTensor(x), exponent](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
     return {map_to_new<2>(x.shape(), {x, g}, math::PowScalarGrad{exponent})};
   });
@@ -177,7 +176,7 @@ Tensor pow(const Tensor& x_in, double exponent) {
 Tensor abs(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Abs, x_in);
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Abs{});
-  record("abs", out, {x}, [sx = SavedTensor(x, "abs")](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Abs, out, {x}, [sx = SavedTensor(x)](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
     return {g * map_to_new<1>(x.shape(), {x}, math::Sign{})};
   });
@@ -189,7 +188,7 @@ Tensor clamp(const Tensor& x_in, double min, double max) {
   // NOTE: min > max is not an error: every element becomes max, as in PyTorch and ONNX. The
   // gradient (x inside [min, max]) is then zero everywhere, also as in PyTorch.
   Tensor out = map_to_new<1>(x.shape(), {x}, math::Clamp{min > max ? max : min, max});
-  record("clamp", out, {x}, [sx = SavedTensor(x, "clamp"), min, max](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Clamp, out, {x}, [sx = SavedTensor(x), min, max](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
     return {map_to_new<2>(x.shape(), {x, g}, math::ClampGrad{min, max})};
   });

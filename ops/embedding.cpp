@@ -6,11 +6,10 @@
 #include "autograd/node.h"
 #include "kernels/embedding.h"
 #include "ops/elementwise.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
-using autograd::SavedTensor;
 
 Tensor embedding(const Tensor& indices, const Tensor& weight_in) {
   auto [weight] = amp::prepare(amp::Op::Embedding, weight_in);
@@ -24,7 +23,7 @@ Tensor embedding(const Tensor& indices, const Tensor& weight_in) {
   const Tensor index = indices.contiguous();
   Tensor out = empty(shape, weight.options());
   kernels::embedding_forward(index, weight.contiguous(), out);
-  record("embedding", out, {weight}, [si = SavedTensor(index, "embedding"), num, dim,
+  record(amp::Op::Embedding, out, {weight}, [si = SavedTensor(index), num, dim,
                                       options = weight.options()](const Tensor& g) -> std::vector<Tensor> {
     Tensor grad = zeros({num, dim}, options);
     kernels::embedding_backward(si.get(), g.to(options.dtype).contiguous(), grad);

@@ -10,7 +10,7 @@ namespace hg::autograd {
 
 void Context::save_for_backward(const std::vector<Tensor>& tensors) {
   saved_.clear();
-  for (const Tensor& t : tensors) saved_.emplace_back(t, op_name_);  // op_name_ outlives the saved tensors
+  for (const Tensor& t : tensors) saved_.emplace_back(t);
 }
 
 std::vector<Tensor> Context::saved() const {

@@ -10,11 +10,10 @@
 #include "kernels/matmul.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
-using autograd::SavedTensor;
 
 namespace {
 
@@ -74,8 +73,8 @@ Tensor matmul_prepared(const Tensor& a0, const Tensor& b0) {
   Tensor out = empty_sum ? zeros(shape, a.options()) : empty(shape, a.options());
   if (out.numel() > 0 && !empty_sum) kernels::batched_gemm(a, b, out);
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
-  record("matmul", out, {a, b},
-         [sa = SavedTensor(need_b ? a : Tensor(), "matmul"), sb = SavedTensor(need_a ? b : Tensor(), "matmul"),
+  record(amp::Op::Matmul, out, {a, b},
+         [sa = SavedTensor(need_b ? a : Tensor()), sb = SavedTensor(need_a ? b : Tensor()),
           shape_a = a.shape(), shape_b = b.shape()](const Tensor& g) -> std::vector<Tensor> {
            Tensor ga, gb;
            if (sb.defined()) ga = sum_to(matmul(g, sb.get().transpose(-1, -2)), shape_a);
@@ -115,9 +114,9 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Linear
   // A fresh output, never a view of the bias; the epilogue is relu's own formula on both devices,
   // so NaN stays NaN everywhere.
   Tensor out = kernels::linear(x2, w, b, relu).view(out_shape);
-  record(std::string(name), out, {x, w, b},
-         [sx = SavedTensor(w.requires_grad() ? x2 : Tensor(), name),
-          sw = SavedTensor(x.requires_grad() ? w : Tensor(), name), sy = SavedTensor(relu ? out : Tensor(), name),
+  record(amp::Op::Linear, out, {x, w, b},
+         [sx = SavedTensor(w.requires_grad() ? x2 : Tensor()),
+          sw = SavedTensor(x.requires_grad() ? w : Tensor()), sy = SavedTensor(relu ? out : Tensor()),
           x_shape = x.shape(), rows, out_features,
           need_bias = b.defined() && b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
            Tensor g2 = g.reshape({rows, out_features});

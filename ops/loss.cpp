@@ -10,11 +10,10 @@
 #include "kernels/cross_entropy.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
-using autograd::SavedTensor;
 
 // ---- cross_entropy ----------------------------------------------------------------------------------
 
@@ -32,8 +31,8 @@ Tensor cross_entropy(const Tensor& logits_in, const Tensor& targets, CrossEntrop
 
   const kernels::CrossEntropyResult r = kernels::cross_entropy(logits, t, options.label_smoothing, options.ignore_index);
   Tensor out = r.loss;
-  record("cross_entropy", out, {logits},
-         [sl = SavedTensor(logits, "cross_entropy"), st = SavedTensor(t, "cross_entropy"), options,
+  record(amp::Op::CrossEntropy, out, {logits},
+         [sl = SavedTensor(logits), st = SavedTensor(t), options,
           rows = r.rows](const Tensor& g) -> std::vector<Tensor> {
            return {kernels::cross_entropy_backward(sl.get(), st.get(), g, options.label_smoothing, options.ignore_index,
                                                    rows)};

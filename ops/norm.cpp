@@ -6,11 +6,10 @@
 #include "autograd/node.h"
 #include "kernels/norm.h"
 #include "ops/elementwise.h"  // check_same_device
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
-using autograd::SavedTensor;
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
                   const Tensor& bias_in, bool training, double momentum, double eps) {
@@ -32,8 +31,8 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
            x.shape());
   kernels::NormStatistics stats;
   Tensor out = kernels::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps, stats);
-  record("batch_norm", out, {x, weight, bias},
-         [sx = SavedTensor(x, "batch_norm"), sw = SavedTensor(weight, "batch_norm"), stats = std::move(stats), training,
+  record(amp::Op::BatchNorm, out, {x, weight, bias},
+         [sx = SavedTensor(x), sw = SavedTensor(weight), stats = std::move(stats), training,
           has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {
            kernels::NormGradients g = kernels::batch_norm_backward(sx.get(), grad.contiguous(), sw.get(), stats, training);
            return {g.dx, sw.defined() ? g.dw : Tensor(), has_b ? g.db : Tensor()};
@@ -60,8 +59,8 @@ Tensor layer_norm(const Tensor& x_in, Shape normalized_shape, const Tensor& weig
   const int64_t D = checked_numel(normalized_shape, "layer_norm"), rows = D == 0 ? 0 : x.numel() / D;
   kernels::NormStatistics stats;
   Tensor out = kernels::layer_norm_forward(x, weight, bias, rows, D, eps, stats);
-  record("layer_norm", out, {x, weight, bias},
-         [sx = SavedTensor(x, "layer_norm"), sw = SavedTensor(weight, "layer_norm"), stats = std::move(stats), rows, D,
+  record(amp::Op::LayerNorm, out, {x, weight, bias},
+         [sx = SavedTensor(x), sw = SavedTensor(weight), stats = std::move(stats), rows, D,
           normalized_shape, has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {
            kernels::NormGradients g = kernels::layer_norm_backward(sx.get(), grad.contiguous(), sw.get(), stats, rows, D);
            return {g.dx, sw.defined() ? g.dw.reshape(normalized_shape) : Tensor(),

@@ -5,11 +5,10 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "kernels/pool.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
-using autograd::SavedTensor;
 
 namespace {
 
@@ -29,7 +28,7 @@ Tensor max_pool2d(const Tensor& input, int kernel, int stride) {
   check_pool("max_pool2d", x0, kernel, stride);
   const Tensor x = x0.contiguous();
   auto [out, where] = kernels::max_pool2d(x, kernel, stride);
-  record("max_pool2d", out, {x}, [sw = SavedTensor(where, "max_pool2d"), shape = x.shape(), kernel, stride](const Tensor& grad)
+  record(amp::Op::MaxPool2d, out, {x}, [sw = SavedTensor(where), shape = x.shape(), kernel, stride](const Tensor& grad)
          -> std::vector<Tensor> { return {kernels::max_pool2d_backward(grad.contiguous(), sw.get(), shape, kernel, stride)}; });
   return out;
 }
@@ -39,7 +38,7 @@ Tensor avg_pool2d(const Tensor& input, int kernel, int stride) {
   check_pool("avg_pool2d", x0, kernel, stride);
   const Tensor x = x0.contiguous();
   Tensor out = kernels::avg_pool2d(x, kernel, stride);
-  record("avg_pool2d", out, {x}, [shape = x.shape(), kernel, stride](const Tensor& grad) -> std::vector<Tensor> {
+  record(amp::Op::AvgPool2d, out, {x}, [shape = x.shape(), kernel, stride](const Tensor& grad) -> std::vector<Tensor> {
     return {kernels::avg_pool2d_backward(grad.contiguous(), shape, kernel, stride)};
   });
   return out;

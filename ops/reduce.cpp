@@ -7,11 +7,10 @@
 #include "kernels/reduce.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
-using autograd::SavedTensor;
 using kernels::all_dims;
 using kernels::ReduceKind;
 
@@ -25,7 +24,7 @@ Tensor reduce_sum(amp::Op op_id, const Tensor& input, Shape dims, bool keepdim, 
   const kernels::Reduction plan = kernels::plan_reduction(x, dims, op);
   Tensor out = kernels::reduce(mean ? ReduceKind::Mean : ReduceKind::Sum, plan, keepdim);
   const double scale = mean ? 1.0 / double(plan.R) : 1.0;
-  record(std::string(op), out, {x},
+  record(op_id, out, {x},
          [shape = x.shape(), keep = plan.keepdim_shape, scale](const Tensor& g) -> std::vector<Tensor> {
            const Tensor spread = expand(g.reshape(keep), shape);
            return {scale == 1.0 ? spread : spread * scale};
@@ -67,7 +66,7 @@ Tensor amax(const Tensor& input, int dim, bool keepdim) {
   auto [x] = amp::prepare(amp::Op::Amax, input);
   Tensor out = run_max(x, dim, keepdim, false, "amax");
   dim = normalize_dim(dim, x.dim(), "amax");
-  record("amax", out, {x}, [sx = SavedTensor(x, "amax"), sy = SavedTensor(out, "amax"), dim, keepdim]
+  record(amp::Op::Amax, out, {x}, [sx = SavedTensor(x), sy = SavedTensor(out), dim, keepdim]
          (const Tensor& g) -> std::vector<Tensor> {
            const Tensor x = sx.get();
            const Tensor y = keepdim ? sy.get() : unsqueeze(sy.get(), dim);

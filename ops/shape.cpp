@@ -10,10 +10,10 @@
 #include "core/copy.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
 
 namespace {
 
@@ -79,7 +79,7 @@ Tensor Tensor::view(Shape shape) const {
            " and strides ", this->strides(), " (at least one dimension spans two contiguous subspaces); use "
            "reshape(), which copies");
   Tensor out = detail::alias(*this, shape, *strides, storage_offset());
-  record("view", out, {*this}, [in_shape = this->shape()](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::View, out, {*this}, [in_shape = this->shape()](const Tensor& g) -> std::vector<Tensor> {
     return {g.reshape(in_shape)};
   });
   return out;
@@ -118,7 +118,7 @@ Tensor Tensor::permute(Shape dims) const {
     inverse[d] = i;
   }
   Tensor out = detail::alias(*this, shape, strides, storage_offset());
-  record("permute", out, {*this}, [inverse](const Tensor& g) -> std::vector<Tensor> { return {g.permute(inverse)}; });
+  record(amp::Op::Permute, out, {*this}, [inverse](const Tensor& g) -> std::vector<Tensor> { return {g.permute(inverse)}; });
   return out;
 }
 
@@ -144,7 +144,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     strides[lead + d] = from == 1 && to != 1 ? 0 : x.strides()[d];
   }
   Tensor out = detail::alias(x, shape, strides, x.storage_offset());
-  record("expand", out, {x}, [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {sum_to(g, in)}; });
+  record(amp::Op::Expand, out, {x}, [in = x.shape()](const Tensor& g) -> std::vector<Tensor> { return {sum_to(g, in)}; });
   return out;
 }
 
@@ -172,7 +172,7 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
   Shape shape = x.shape();
   shape[d] = length;
   Tensor out = detail::alias(x, shape, x.strides(), x.storage_offset() + start * x.strides()[d]);
-  record("narrow", out, {x}, [in = x.shape(), options = x.options(), d, start](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Narrow, out, {x}, [in = x.shape(), options = x.options(), d, start](const Tensor& g) -> std::vector<Tensor> {
     Tensor full = zeros(in, options);
     narrow(full, d, start, g.shape()[d]).copy_(g);
     return {full};
@@ -185,7 +185,7 @@ Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length) {
 Tensor Tensor::clone() const {
   Tensor out = empty(shape(), options());
   detail::copy_into(out, *this);
-  record("clone", out, {*this}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
+  record(amp::Op::Clone, out, {*this}, [](const Tensor& g) -> std::vector<Tensor> { return {g}; });
   return out;
 }
 
@@ -220,7 +220,7 @@ Tensor cat(const std::vector<Tensor>& inputs, int dim) {
     sizes.push_back(t.shape()[d]);
     offset += t.shape()[d];
   }
-  record("cat", out, tensors, [sizes, d](const Tensor& g) -> std::vector<Tensor> {
+  record(amp::Op::Cat, out, tensors, [sizes, d](const Tensor& g) -> std::vector<Tensor> {
     std::vector<Tensor> grads;
     int64_t at = 0;
     for (int64_t size : sizes) {

@@ -5,11 +5,10 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "kernels/softmax.h"
+#include "ops/record.h"
 
 namespace hg {
 
-using autograd::record;
-using autograd::SavedTensor;
 
 namespace {
 
@@ -19,7 +18,7 @@ Tensor softmax_op(amp::Op op_id, const Tensor& input, int dim, bool log) {
   HG_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
   const int d = normalize_dim(dim, x.dim(), name);
   Tensor out = kernels::softmax(x.contiguous(), d, log);
-  record(name, out, {x}, [sy = SavedTensor(out, name), d, log](const Tensor& g) -> std::vector<Tensor> {
+  record(op_id, out, {x}, [sy = SavedTensor(out), d, log](const Tensor& g) -> std::vector<Tensor> {
     return {kernels::softmax_backward(sy.get(), g.contiguous(), d, log)};
   });
   return out;

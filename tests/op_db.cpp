@@ -737,10 +737,87 @@ std::vector<OpEntry> other_entries() {
   };
 }
 
+// ---- views and copies: they move values, so the reference moves them too --------------------------
+
+// Element c of the result reads element source(c) of the input.
+template <class F>
+ref::Array gather_by(const ref::Array& x, const hg::Shape& shape, F source) {
+  ref::Array out{shape, std::vector<double>(size_t(ref::numel(shape)))};
+  for (int64_t i = 0; i < ref::numel(shape); ++i) out.v[size_t(i)] = x.v[size_t(ref::offset(source(ref::coords(i, shape)), x.shape))];
+  return out;
+}
+
+ref::Array permuted(const ref::Array& x, const hg::Shape& dims) {
+  hg::Shape shape(x.shape.size());
+  for (size_t d = 0; d < dims.size(); ++d) shape[d] = x.shape[dims[d]];
+  return gather_by(x, shape, [&](const std::vector<int64_t>& c) {
+    std::vector<int64_t> src(c.size());
+    for (size_t d = 0; d < dims.size(); ++d) src[size_t(dims[d])] = c[d];
+    return src;
+  });
+}
+
+ref::Array expanded(const ref::Array& x, const hg::Shape& shape) {
+  const size_t lead = shape.size() - x.shape.size();
+  return gather_by(x, shape, [&](const std::vector<int64_t>& c) {
+    std::vector<int64_t> src(x.shape.size());
+    for (size_t d = 0; d < src.size(); ++d) src[d] = x.shape[d] == 1 ? 0 : c[d + lead];
+    return src;
+  });
+}
+
+ref::Array narrowed(const ref::Array& x, int64_t dim, int64_t start, int64_t length) {
+  hg::Shape shape = x.shape;
+  shape[dim] = length;
+  return gather_by(x, shape, [&](std::vector<int64_t> c) {
+    c[size_t(dim)] += start;
+    return c;
+  });
+}
+
+std::vector<OpEntry> layout_entries() {
+  return {
+      {.op = Op::View, .name = "view", .call = [](I in, A a) { return in[0].reshape(integers(a, "shape")); },
+       .default_args = R"({"shape": [3, 4]})", .inputs = {{{2, 6}}},
+       .reference = [](const Arrays& x, A a) { return ref::Array{integers(a, "shape"), x[0].v}; },
+       .f32_tolerance = kExact, .golden_family = "shape",
+       .more_samples = {{.inputs = {{{2, 3, 4}}}, .args = R"({"shape": [6, 4]})"},
+                        {.inputs = {{{5}}}, .args = R"({"shape": [1, 5, 1]})"},
+                        {.inputs = {{{0, 4}}}, .args = R"({"shape": [2, 0]})"}}},
+      {.op = Op::Permute, .name = "permute", .call = [](I in, A a) { return in[0].permute(integers(a, "dims")); },
+       .default_args = R"({"dims": [2, 0, 1]})", .inputs = {{{2, 3, 4}}},
+       .reference = [](const Arrays& x, A a) { return permuted(x[0], integers(a, "dims")); }, .f32_tolerance = kExact,
+       .golden_family = "shape",
+       .more_samples = {{.inputs = {{{3, 5}}}, .args = R"({"dims": [1, 0]})"},
+                        {.inputs = {{{2, 1, 3, 2}}}, .args = R"({"dims": [3, 1, 0, 2]})"}}},
+      {.op = Op::Expand, .name = "expand", .call = [](I in, A a) { return hg::expand(in[0], integers(a, "shape")); },
+       .default_args = R"({"shape": [2, 3, 4]})", .inputs = {{{3, 1}}},
+       .reference = [](const Arrays& x, A a) { return expanded(x[0], integers(a, "shape")); }, .f32_tolerance = kExact,
+       .golden_family = "shape",
+       .more_samples = {{.inputs = {{{1}}}, .args = R"({"shape": [5]})"},
+                        {.inputs = {{{2, 1, 3}}}, .args = R"({"shape": [2, 4, 3]})"}}},
+      {.op = Op::Narrow, .name = "narrow",
+       .call = [](I in, A a) {
+         return hg::narrow(in[0], int(integer(a, "dim")), integer(a, "start"), integer(a, "length"));
+       },
+       .default_args = R"({"dim": 1, "start": 1, "length": 2})", .inputs = {{{3, 5}}},
+       .reference = [](const Arrays& x, A a) {
+         return narrowed(x[0], integer(a, "dim"), integer(a, "start"), integer(a, "length"));
+       },
+       .f32_tolerance = kExact, .golden_family = "shape",
+       .more_samples = {{.inputs = {{{4, 2, 3}}}, .args = R"({"dim": 0, "start": 3, "length": 1})"},
+                        {.inputs = {{{4, 2, 3}}}, .args = R"({"dim": 2, "start": 0, "length": 0})"}}},
+      {.op = Op::Clone, .name = "clone", .call = [](I in, A) { return in[0].clone(); }, .default_args = "{}",
+       .inputs = {{{2, 3}}},
+       .reference = [](const Arrays& x, A) { return x[0]; }, .f32_tolerance = kExact, .golden_family = "shape",
+       .more_samples = {{.inputs = {{{7}}}}, {.inputs = {{{}}}}}},
+  };
+}
+
 std::vector<OpEntry> all_entries() {
   std::vector<OpEntry> db;
   for (auto part : {elementwise_entries, activation_entries, reduction_entries, linalg_entries,
-                    softmax_and_loss_entries, pool_and_norm_entries, other_entries})
+                    softmax_and_loss_entries, pool_and_norm_entries, other_entries, layout_entries})
     for (OpEntry& e : part()) db.push_back(std::move(e));
   return db;
 }

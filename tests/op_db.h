@@ -11,7 +11,7 @@
 //                                            gradients (f64);
 //   * op_db.a_second_call_agrees_and_leaves_its_inputs_alone
 //   * op_db.f16_and_bf16_match_f32           the 16-bit output and gradients within one rounding
-//                                            of f32's (TESTING.md scenario 3);
+//                                            of f32's (docs/testing.md scenario 3);
 //   * op_db.autocast_output_dtype            under f16/bf16 autocast the output has the dtype the
 //                                            op-table row (cast policy, output rule) says;
 //   * op_db.precision_report_row_is_the_op_table_row, op_db.shadow_check_sees_every_op_under_its_table_name

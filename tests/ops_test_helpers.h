@@ -1,4 +1,4 @@
-// Helpers shared by tests/test_ops_*.cpp (the ops' behaviour, TESTING.md scenarios 1, 3-7, 10-16):
+// Helpers shared by tests/test_ops_*.cpp (the ops' behaviour, docs/testing.md scenarios 1, 3-7, 10-16):
 // the naive f64 reference every op is checked against (namespace ref), the tolerances kF32, kExact
 // and gemm_tolerance(), CHECK_CLOSE_WITH / CHECK_MATCHES_REF, scenario 3's 16-bit rule
 // (CHECK_LOW_PRECISION), and the random inputs normal() and positive(). Helpers only; the

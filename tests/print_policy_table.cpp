@@ -30,10 +30,11 @@ std::string markdown_table() {
     const OpInfo& first = kOpTable[i];
     std::string ops;
     for (; i < std::size(kOpTable) && kOpTable[i].policy == first.policy && kOpTable[i].output == first.output &&
-           kOpTable[i].why == first.why;
+           kOpTable[i].why == first.why && kOpTable[i].autocasts == first.autocasts;
          ++i)
       ops += (ops.empty() ? "" : ", ") + std::string(kOpTable[i].name);
-    os << "| " << hg::amp::policy_name(first.policy) << " | " << ops << " | "
+    // Views and copies never autocast: no policy.
+    os << "| " << (first.autocasts ? hg::amp::policy_name(first.policy) : "none") << " | " << ops << " | "
        << hg::amp::output_dtype_name(first.output) << " | " << first.why << " |\n";
   }
   return os.str();

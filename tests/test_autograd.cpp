@@ -1,7 +1,7 @@
 // The autograd engine and its contract: every reachable node runs once in a deterministic order
 // and leaves accumulate; the graph (and every tensor it saved) is freed by backward; grad mode,
 // detach and requires_grad_; the saved-tensor version counter; gradients arrive in their leaf's
-// dtype; custom ops through hg::autograd::Function<T>; and TESTING.md scenario 30 (misuse errors).
+// dtype; custom ops through hg::autograd::Function<T>; and docs/testing.md scenario 30 (misuse errors).
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -622,7 +622,7 @@ TEST_CASE("autograd.function.gradcheck_fails_a_wrong_backward") {
   CHECK_THROWS_HG(hg::autograd::gradcheck(wrong, f32_inputs), "f64");
 }
 
-// ---- TESTING.md scenario 30 ---------------------------------------------------------------------
+// ---- docs/testing.md scenario 30 ---------------------------------------------------------------------
 
 TEST_CASE("autograd.scenario30.misuse_errors") {
   // 1. backward twice without retaining the graph.
@@ -652,7 +652,7 @@ TEST_CASE("autograd.scenario30.misuse_errors") {
   }
 }
 
-// ---- TESTING.md scenario 29: anomaly mode --------------------------------------------------------
+// ---- docs/testing.md scenario 29: anomaly mode --------------------------------------------------------
 
 namespace {
 // sqrt's derivative at 0 is infinite; an incoming gradient of 0 makes its backward 0 * inf = NaN

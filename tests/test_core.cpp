@@ -1,6 +1,6 @@
 // The tensor core: the dtype table and promotion, factories, views sharing storage, contiguous
 // copies, conversions between every pair of dtypes, element access, printing, and the errors
-// that misuse raises (TESTING.md scenarios 7 and 8 for shapes).
+// that misuse raises (docs/testing.md scenarios 7 and 8 for shapes).
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -184,7 +184,7 @@ TEST_CASE("tensor.printing_shows_values_shape_dtype_device") {
   CHECK(scalar.str() == "tensor(0.5000, shape=[], dtype=bf16, device=cpu)");
 }
 
-TEST_CASE("shape.errors_name_the_op_and_sizes") {  // TESTING.md scenario 7
+TEST_CASE("shape.errors_name_the_op_and_sizes") {  // docs/testing.md scenario 7
   CHECK_THROWS_HG(hg::zeros({2, 3}).reshape({4}), "reshape: shape [4] is invalid for input of size 6");
   CHECK_THROWS_HG(hg::zeros({2, 3}).reshape({-1, -1}), "only one dimension can be -1");
   CHECK_THROWS_HG(hg::zeros({2, 3}).transpose(0, 2), "dimension out of range (expected to be in range of [-2, 1], but got 2)");

@@ -1,6 +1,6 @@
-// The CUDA suite: every op of API.md's "ops" run on the CPU and on hg::Device::cuda() with the same
+// The CUDA suite: every public op run on the CPU and on hg::Device::cuda() with the same
 // inputs in f32, f16 and bf16 (output and every input gradient compared); the GPU variants of
-// TESTING.md's scenarios 5, 9, 10, 12, 21 and 25; the caching allocator's counters; the optimizers'
+// docs/testing.md's scenarios 5, 9, 10, 12, 21 and 25; the caching allocator's counters; the optimizers'
 // multi-tensor kernels. Then issue 12's cases: f64 through every op family; non-contiguous,
 // in-place strided and 2-byte-offset operands; NaN/inf inputs; 70 mixed parameters with one inf;
 // embedding with i32 and many repeated indices; no host synchronisation in an AMP training step

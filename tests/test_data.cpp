@@ -1,4 +1,4 @@
-// data: the IDX reader and (Fashion-)MNIST (TESTING.md scenario 28) on tiny IDX files written
+// data: the IDX reader and (Fashion-)MNIST (docs/testing.md scenario 28) on tiny IDX files written
 // here, plain and gzipped -- every malformed variant is a specific hg::Error, every truncation
 // too; the dataset root (argument, HG_DATA, default) and its error; the real Fashion-MNIST when
 // installed; the DataLoader's batches, shuffling, epochs and mid-epoch resume.

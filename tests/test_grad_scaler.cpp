@@ -1,4 +1,4 @@
-// GradScaler (TESTING.md scenarios 20-23): the exact scale arithmetic and its bounds; inf/NaN in
+// GradScaler (docs/testing.md scenarios 20-23): the exact scale arithmetic and its bounds; inf/NaN in
 // one gradient (contiguous, transposed, sliced; f16 and f32) skipping the step bitwise; misuse
 // errors and the disabled pass-through; gradient accumulation, two optimizers on one scaler and
 // clipping after unscale_ against an unscaled f32 control; plus StepResult, the LR-scheduler

@@ -1,4 +1,4 @@
-// Gradients against central finite differences in f64 (TESTING.md scenario 2, tolerance T64:
+// Gradients against central finite differences in f64 (docs/testing.md scenario 2, tolerance T64:
 // eps 1e-6, atol 1e-5, rtol 1e-3) for what is not one op's gradient. Each op's own gradient, on
 // every sample of its entry in tests/op_db.cpp (shapes, broadcasts, arguments) and through
 // strided, transposed and channels-last inputs, is checked by test_op_db (op_db.gradcheck_f64,

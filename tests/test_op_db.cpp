@@ -141,7 +141,7 @@ constexpr int64_t kGradcheckMaxWork = int64_t(1) << 22;
 
 }  // namespace
 
-// T64 (TESTING.md scenario 2). Random normal values stay away from the kinks of abs/relu/clamp
+// T64 (docs/testing.md scenario 2). Random normal values stay away from the kinks of abs/relu/clamp
 // and from ties in amax/max_pool2d (a value within eps of a kink would make the finite difference
 // meaningless).
 TEST_CASE("op_db.gradcheck_f64") {
@@ -223,7 +223,7 @@ Outcome forward_and_backward(const OpEntry& entry, const Sample& sample, Inputs 
 
 }  // namespace
 
-// TESTING.md scenario 4 for every sample: the same values laid out with strides give the same
+// docs/testing.md scenario 4 for every sample: the same values laid out with strides give the same
 // output and the same input gradients, in f64, for every combination of layouts over the floating
 // inputs (a transposed weight with a strided input, ...). Kernels that read strides directly,
 // kernels that take a transposed operand as it is and kernels that copy first must agree.
@@ -363,7 +363,7 @@ TEST_CASE("op_db.a_second_call_agrees_and_leaves_its_inputs_alone") {
 
 // ---- 16-bit against f32 ---------------------------------------------------------------------------
 
-// TESTING.md scenario 3 (the rule: CHECK_LOW_PRECISION, ops_test_helpers.h). The op on 16-bit
+// docs/testing.md scenario 3 (the rule: CHECK_LOW_PRECISION, ops_test_helpers.h). The op on 16-bit
 // inputs, and on the same rounded values in f32 and f64: the output and, unless the entry says why
 // not, the gradient of every differentiated input that is not broadcast (upstream gradient: one
 // random tensor, rounded to the 16-bit dtype as well). Where the 16-bit output overflowed (inf
@@ -487,8 +487,11 @@ TEST_CASE("op_db.autocast_output_dtype") {
 
 namespace {
 
-// The entry that carries an op-table row's own name (not a "<op>_scalar" form).
-bool is_the_rows_entry(const OpEntry& entry) { return entry.name == hg::amp::op_name(entry.op); }
+// The entry that carries an op-table row's own name (not a "<op>_scalar" form), of an op that goes
+// through autocast (views and copies do not: they have no report row).
+bool is_the_rows_entry(const OpEntry& entry) {
+  return entry.name == hg::amp::op_name(entry.op) && hg::amp::op_info(entry.op).autocasts;
+}
 
 // The first report row (PrecisionReport's or ShadowCheck's) named op, or rows.end().
 template <class Rows>

@@ -1,4 +1,4 @@
-// Behaviour of the ops, TESTING.md scenarios 6, 7 and 10-13: what goes wrong is an hg::Error that
+// Behaviour of the ops, docs/testing.md scenarios 6, 7 and 10-13: what goes wrong is an hg::Error that
 // says why. 06 matmul/linear shape errors;  07 shape/dim errors;  10 devices;
 // 11 dtype promotion (and unsafe downcasts);  12/13 cross_entropy targets.
 // Helpers are in ops_test_helpers.h.

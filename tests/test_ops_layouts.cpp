@@ -1,4 +1,4 @@
-// Behaviour of the ops, TESTING.md scenarios 4 and 5, one TEST_CASE per scenario and op family:
+// Behaviour of the ops, docs/testing.md scenarios 4 and 5, one TEST_CASE per scenario and op family:
 //   04 non-contiguous inputs give the results and gradients of their contiguous copy;
 //   05 zero-size tensors.
 // Helpers (normal(), tolerances, CHECK_CLOSE_WITH) are in ops_test_helpers.h.

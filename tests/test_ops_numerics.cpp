@@ -1,4 +1,4 @@
-// Behaviour of the ops, TESTING.md scenarios 14-16: 14 NaN/Inf propagate;  15 extreme logits stay
+// Behaviour of the ops, docs/testing.md scenarios 14-16: 14 NaN/Inf propagate;  15 extreme logits stay
 // finite and match f64;  16 long reductions are accurate and independent of the thread count.
 // The f64 reference (namespace ref) and the other helpers are in ops_test_helpers.h.
 #include <cmath>

@@ -1,4 +1,4 @@
-// Behaviour of the ops, TESTING.md scenarios 1 and 3, beyond what the per-op harness checks. Every
+// Behaviour of the ops, docs/testing.md scenarios 1 and 3, beyond what the per-op harness checks. Every
 // op's forward against the naive f64 reference (scenario 1) and its f16/bf16 results against f32
 // (scenario 3) run on every sample of its entry in tests/op_db.cpp, in test_op_db
 // (op_db.matches_the_naive_reference, op_db.f16_and_bf16_match_f32). Here: the operator spellings

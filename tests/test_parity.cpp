@@ -43,7 +43,7 @@ const std::map<std::string, hg_test::OpCall>& op_table() {
 // f32 / f64, elementwise:  |hg - torch| <= atol + rtol * |torch|,  T(dtype) for ops that round
 // each element once; kSummingF32 for f32 ops that sum (see there).
 //
-// f16 / bf16 (TESTING.md scenario 3). With torch16 = PyTorch's 16-bit result and ref64 = PyTorch's
+// f16 / bf16 (docs/testing.md scenario 3). With torch16 = PyTorch's 16-bit result and ref64 = PyTorch's
 // f64 result from the same rounded inputs, an element passes if
 //   (a) |hg - torch16| <= atol + rtol * |torch16|           T(dtype) around PyTorch's result, or
 //   (b) |hg - ref64|   <= |torch16 - ref64| + atol          no farther from the f64 truth than
@@ -256,8 +256,8 @@ void check_family(const std::string& family) {
   }
 }
 
-const char* const kFamilies[] = {"elementwise", "activation", "reduce", "linalg",    "softmax", "loss",
-                                 "conv2d",      "pool",       "norm",   "embedding", "cat"};
+const char* const kFamilies[] = {"elementwise", "activation", "reduce",    "linalg", "softmax", "loss",
+                                 "conv2d",      "pool",       "norm",      "embedding", "cat",  "shape"};
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;

@@ -1,4 +1,4 @@
-// Checkpoint resume and determinism (TESTING.md scenarios 24-25). A small MLP with dropout
+// Checkpoint resume and determinism (docs/testing.md scenarios 24-25). A small MLP with dropout
 // trains with SGD + momentum under f16 autocast and a GradScaler; a run interrupted after 10
 // steps, saved (model + optimizer + scaler + data loader + RNG, one safetensors file through
 // hg::save) and resumed into fresh objects gives losses bitwise identical to an uninterrupted

@@ -1,5 +1,5 @@
 // Test helpers shared by every tests/test_<area>.cpp:
-//   * assert_close(actual, expected) with TESTING.md's T(dtype) tolerances and PyTorch's
+//   * assert_close(actual, expected) with docs/testing.md's T(dtype) tolerances and PyTorch's
 //     mismatch message ("Mismatched elements: k / n; greatest absolute difference ... at index ...");
 //   * cuda_available() for `TEST_CASE("..." * doctest::skip(!hg_test::cuda_available()))`;
 //   * temp_path() for files the tests write.
@@ -19,7 +19,7 @@ struct Tolerance {
   double atol;
 };
 
-// PyTorch's assert_close defaults (TESTING.md's T(dtype)).
+// PyTorch's assert_close defaults (docs/testing.md's T(dtype)).
 Tolerance tolerance_for(hg::DType dtype);
 
 // Empty when |actual - expected| <= atol + rtol*|expected| everywhere (NaN == NaN when

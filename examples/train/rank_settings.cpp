@@ -49,7 +49,7 @@ std::vector<hg::distributed::Setting> rank_settings(const TrainConfig& config, c
           {"--optimizer", config.optimizer},
           {"--lr", number(config.lr)},
           {"--momentum", number(config.momentum)},
-          {"--precision", config.precision},  // as resolved (amp/auto may resolve per machine)
+          {"--precision", config.precision},  // as resolved ("amp" and "auto" may resolve per machine)
           {"--batch-size", std::to_string(config.batch_size)},
           {"--seed", std::to_string(config.seed)},
           {"--epochs", std::to_string(config.epochs)},

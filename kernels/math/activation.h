@@ -1,5 +1,6 @@
-// Scalar formulas of the activations (ops/activation.cpp, kernels/cuda/activation.cu). Each has the
-// forward f(x) and the backward dx = f'(x) * g, written from x (or from y = f(x) where cheaper).
+// Scalar formulas of the activations, run by the CPU loop (kernels/cpu/elementwise_loop.h) and the
+// CUDA kernel (kernels/cuda/elementwise.cuh). Each has the forward f(x) and the backward
+// dx = f'(x) * g, written from x (or from y = f(x) where cheaper).
 #pragma once
 #include "kernels/math/common.h"
 
@@ -52,7 +53,7 @@ struct Gelu {
 
 namespace hg::math {
 // Adapters that turn an activation's fwd/bwd into the functors the elementwise kernels take
-// (CPU: kernels/cpu/elementwise_loop.h, CUDA: kernels/cuda/elementwise.cu). They hold the activation, so
+// (CPU: kernels/cpu/elementwise_loop.h, CUDA: kernels/cuda/elementwise.cuh). They hold the activation, so
 // one with a parameter (LeakyRelu's slope) travels into the kernel with it; `Forward<Relu>{}`
 // holds an empty Relu.
 template <class Op> struct Forward {

@@ -25,7 +25,9 @@ tests/golden/optim.safetensors holds torch.optim trajectories for tests/test_opt
 optimizers section below).
 
 torch 1.13 has no safetensors module, so the format is written here with json + struct.
-Everything is seeded from the case name, so a rerun writes byte-identical files:
+Everything is seeded from the case name, so a rerun on the same machine writes byte-identical files
+(conv2d and linalg go through the CPU's BLAS and may differ in the last bits on another CPU:
+keep the committed files unless their cases change):
 
     /usr/bin/python3 tests/golden/make_golden.py        # Debian's python3 has torch
 """
@@ -454,6 +456,21 @@ def cat():
     return f
 
 
+def shape():
+    """Views and copies: they move values (and gradients back), nothing else."""
+    f = Family("shape")
+    f.case("view_2d", "view", ALL, lambda g: [randn(g, (4, 6))], lambda x: x[0].reshape(3, 8), [0],
+           args={"shape": [3, 8]})
+    f.case("permute_3d", "permute", ALL, lambda g: [randn(g, (2, 3, 5))], lambda x: x[0].permute(2, 0, 1), [0],
+           args={"dims": [2, 0, 1]})
+    f.case("expand_broadcast", "expand", ALL, lambda g: [randn(g, (3, 1))], lambda x: x[0].expand(2, 3, 4), [0],
+           args={"shape": [2, 3, 4]})
+    f.case("narrow_middle", "narrow", ALL, lambda g: [randn(g, (4, 7))], lambda x: x[0].narrow(1, 2, 3), [0],
+           args={"dim": 1, "start": 2, "length": 3})
+    f.case("clone_2d", "clone", WITH_F64, lambda g: [randn(g, (3, 5))], lambda x: x[0].clone(), [0], args={})
+    return f
+
+
 # ---- optimizers (tests/test_optim.cpp) -----------------------------------------------------------
 #
 # tests/golden/optim.safetensors: fixed f32 parameters ("init.p<i>"), ten fixed gradients per
@@ -520,7 +537,7 @@ def optimizers():
 def main():
     torch.set_num_threads(1)  # summation order, hence every bit, independent of the machine
     total = 0
-    for make in [elementwise, activation, reduce, linalg, softmax, loss, conv, pool, norm, embedding, cat]:
+    for make in [elementwise, activation, reduce, linalg, softmax, loss, conv, pool, norm, embedding, cat, shape]:
         total += make().write()
     total += optimizers()
     print(f"total {total / 1024:.1f} KiB")

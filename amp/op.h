@@ -1,0 +1,24 @@
+// The built-in ops: one enumerator each, the op's identity everywhere (amp::prepare, record, the
+// reports, the tests). Each has its row -- name, cast policy, output dtype, why -- in
+// amp/op_table.h, in this order. Headers that only pass an Op along declare it without its
+// enumerators (`enum class Op : uint8_t;`), so adding one rebuilds only what names one.
+#pragma once
+#include <cstdint>
+#include <string_view>
+
+namespace hg::amp {
+
+// Grouped by default policy, as the tables print.
+enum class Op : uint8_t {
+  Matmul, Linear, Conv2d,                                                              // Lower
+  Exp, Log, Pow, Sqrt, Softmax, LogSoftmax, CrossEntropy, MseLoss, Sum, Mean, LayerNorm, // F32
+  Cat,                                                                                 // Promote
+  BatchNorm, Add, Sub, Mul, Div, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
+  Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, Dropout, Embedding,
+  View, Permute, Expand, Narrow, Clone,                                                 // Keep: layout
+};
+
+// The op's name (its row's): "linear".
+std::string_view op_name(Op op);
+
+}  // namespace hg::amp
