@@ -57,11 +57,11 @@
 #include "ops/softmax.h"
 
 #include "amp/autocast.h"
-#include "amp/tools/grad_scaler.h"
-#include "amp/tools/gradient_histogram.h"
+#include "amp_tools/grad_scaler.h"
+#include "amp_tools/gradient_histogram.h"
 #include "amp/precision_report.h"
 #include "amp/policy.h"
-#include "amp/tools/shadow_check.h"
+#include "amp_tools/shadow_check.h"
 
 #include "nn/nn.h"
 #include "optim/optim.h"

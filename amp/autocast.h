@@ -47,7 +47,7 @@ void prepare_inputs(std::string_view op, std::span<Tensor> inputs, CastPolicy po
 void cast_inputs(std::string_view op, std::span<Tensor> inputs, DType dtype);
 size_t cache_size();  // entries in this thread's weight-cast cache (for tests)
 
-// amp::ShadowCheck's view of prepare (amp/tools/shadow_check.cpp): it sees each op's floating inputs as
+// amp::ShadowCheck's view of prepare (amp_tools/shadow_check.cpp): it sees each op's floating inputs as
 // they arrive and may replace them (the f32 re-run feeds every op the inputs of its autocast
 // run), then sees them as the op will compute with them. While one is installed, prepare runs
 // even outside autocast.

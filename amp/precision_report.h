@@ -8,7 +8,7 @@
 //   report.print(std::cout);
 //   report.write_csv("precision.csv");
 //
-// amp::ShadowCheck (amp/tools/shadow_check.h) fills the report's shadow columns: per op row, how far the
+// amp::ShadowCheck (amp_tools/shadow_check.h) fills the report's shadow columns: per op row, how far the
 // 16-bit outputs were from an f32 re-run of the same op.
 //
 // (PyTorch has no such tool: pytorch#130847 asks where autocast's decisions can be seen.)

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "amp/tools/grad_scaler.h"
+#include "amp_tools/grad_scaler.h"
 #include "distributed/process_group.h"
 #include "distributed/reducer.h"
 #include "nn/module.h"

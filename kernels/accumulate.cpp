@@ -17,12 +17,12 @@ Tensor copied(const Tensor& t) { return converted(t, t.dtype()); }
 Tensor added(const Tensor& a, const Tensor& b) {
   const DType dtype = promote_types(a.dtype(), b.dtype());
   const Tensor a_ = a.dtype() == dtype ? a : converted(a, dtype), b_ = b.dtype() == dtype ? b : converted(b, dtype);
-  return detail::map_to_new<2>(broadcast_shapes(a.shape(), b.shape(), "add"), {a_, b_}, math::Add{});
+  return kernels::map_to_new<2>(broadcast_shapes(a.shape(), b.shape(), "add"), {a_, b_}, math::Add{});
 }
 
 void add_into(const Tensor& dst, const Tensor& src) {
   const Tensor b = src.dtype() == dst.dtype() ? src : converted(src, dst.dtype());
-  detail::map_into<2>(dst, {dst, b}, math::Add{});
+  kernels::map_into<2>(dst, {dst, b}, math::Add{});
   dst.impl()->storage->bump_version();
 }
 

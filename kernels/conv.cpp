@@ -29,7 +29,7 @@ namespace hg::kernels {
 
 namespace {
 
-using detail::sum_as_double;
+using kernels::sum_as_double;
 
 // Images per partial sum of dW and db: fixed, so the result does not depend on the thread count.
 constexpr int64_t kImagesPerPartial = 8;
@@ -190,10 +190,10 @@ void col2im(const S* cols, int64_t pitch, const ConvGeometry& g, S* image) {
 // 16-bit gradients are selected as raw bits (the struct types would not vectorise).
 template <class T, class P>
 void pass_where_positive(const T* y, const P* g, int64_t n, P* out) {  // out may be g
-  alignas(64) Acc<T> y_chunk[detail::kChunk];
-  for (int64_t j = 0; j < n; j += detail::kChunk) {
-    const int64_t m = std::min(detail::kChunk, n - j);
-    const Acc<T>* yv = detail::load_chunk<T>(reinterpret_cast<const char*>(y + j), sizeof(T), m, y_chunk);
+  alignas(64) Acc<T> y_chunk[kernels::kChunk];
+  for (int64_t j = 0; j < n; j += kernels::kChunk) {
+    const int64_t m = std::min(kernels::kChunk, n - j);
+    const Acc<T>* yv = kernels::load_chunk<T>(reinterpret_cast<const char*>(y + j), sizeof(T), m, y_chunk);
     if constexpr (sizeof(P) == 2) {
       const auto* g_bits = reinterpret_cast<const uint16_t*>(g + j);
       auto* out_bits = reinterpret_cast<uint16_t*>(out + j);
@@ -385,9 +385,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeome
   Tensor out = empty({g.N, g.O, g.OH, g.OW}, x.options());
   if (out.numel() == 0) return out;
   if (out.device().is_cuda()) {
-    cuda_kernels::conv2d_forward(x, w, b, out, g.stride, g.pad);
+    kernels::cuda::conv2d_forward(x, w, b, out, g.stride, g.pad);
     // relu's own functor: NaN stays NaN (cuDNN's fused activation would not promise it).
-    if (relu) detail::map_into<1>(out, {out}, math::Forward<math::Relu>{});
+    if (relu) kernels::map_into<1>(out, {out}, math::Forward<math::Relu>{});
   } else {
     visit_floating(x.dtype(), "conv2d", [&]<class T> {
       with_panel_type<T>([&]<class U, class P> { conv_forward<U, P>(x, w, b, out, g, relu); });
@@ -404,8 +404,8 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad
   if (need_b) r.b = empty({g.O}, x.options());
   Tensor gy = detail::dense(grad);
   if (x.device().is_cuda()) {
-    if (y.defined()) gy = detail::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
-    cuda_kernels::conv2d_backward(x, w, gy, g.stride, g.pad, r.x, r.w, r.b);
+    if (y.defined()) gy = kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
+    kernels::cuda::conv2d_backward(x, w, gy, g.stride, g.pad, r.x, r.w, r.b);
     return r;
   }
   visit_floating(x.dtype(), "conv2d", [&]<class T> {

@@ -80,7 +80,7 @@ int64_t check_targets(const Tensor& targets, int64_t C, int64_t ignore_index) {
 CrossEntropyResult cross_entropy(const Tensor& logits, const Tensor& targets, double smoothing, int64_t ignore_index) {
   CrossEntropyResult r;
   if (logits.device().is_cuda()) {
-    r.loss = cuda_kernels::cross_entropy_forward(logits, targets, smoothing, ignore_index, r.rows.on_device);
+    r.loss = kernels::cuda::cross_entropy_forward(logits, targets, smoothing, ignore_index, r.rows.on_device);
     return r;
   }
   const int64_t N = logits.shape()[0], C = logits.shape()[1];
@@ -96,7 +96,7 @@ Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, const
                               int64_t ignore_index, const CrossEntropyRows& rows) {
   Tensor grad = empty(logits.shape(), logits.options());
   if (logits.device().is_cuda()) {
-    cuda_kernels::cross_entropy_backward(logits, targets, g, smoothing, ignore_index, rows.on_device, grad);
+    kernels::cuda::cross_entropy_backward(logits, targets, g, smoothing, ignore_index, rows.on_device, grad);
     return grad;
   }
   const int64_t N = logits.shape()[0], C = logits.shape()[1];

@@ -28,7 +28,7 @@ Tensor dropout_masked(const Tensor& in, double p, random::GeneratorState stream)
   Tensor out = empty(in.shape(), in.options());
   if (out.numel() == 0) return out;
   if (in.device().is_cuda()) {
-    cuda_kernels::dropout(in, out, p, stream.seed, stream.offset);
+    kernels::cuda::dropout(in, out, p, stream.seed, stream.offset);
   } else {
     visit_floating(in.dtype(), "dropout",
                    [&]<class T> { apply_mask<T>(in.data_ptr<T>(), out.data_ptr<T>(), in.numel(), p, stream); });

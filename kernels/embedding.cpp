@@ -17,7 +17,7 @@ std::vector<int64_t> checked_indices(const Tensor& indices, int64_t num) {
 }  // namespace
 
 void embedding_forward(const Tensor& indices, const Tensor& table, const Tensor& out) {
-  if (table.device().is_cuda()) return cuda_kernels::embedding_forward(indices, table, out);
+  if (table.device().is_cuda()) return kernels::cuda::embedding_forward(indices, table, out);
   const std::vector<int64_t> index = checked_indices(indices, table.shape()[0]);
   const size_t row_bytes = size_t(table.shape()[1]) * element_size(table.dtype());
   for (size_t i = 0; i < index.size(); ++i)
@@ -26,7 +26,7 @@ void embedding_forward(const Tensor& indices, const Tensor& table, const Tensor&
 }
 
 void embedding_backward(const Tensor& indices, const Tensor& g, const Tensor& grad) {
-  if (grad.device().is_cuda()) return cuda_kernels::embedding_backward(indices, g, grad);
+  if (grad.device().is_cuda()) return kernels::cuda::embedding_backward(indices, g, grad);
   const std::vector<int64_t> index = indices.to_vector<int64_t>();  // (checked by the forward)
   const int64_t dim = grad.shape()[1];
   visit_floating(grad.dtype(), "embedding", [&]<class T> {

@@ -49,7 +49,7 @@ bool gemm_ready(const Tensor& t) {
 }
 
 void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
-  if (out.device().is_cuda()) cuda_kernels::batched_gemm(a, b, out);
+  if (out.device().is_cuda()) kernels::cuda::batched_gemm(a, b, out);
   else batched_gemm_cpu(a, b, out);
 }
 
@@ -69,11 +69,11 @@ Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b, bool relu) {
     if (b.defined()) detail::copy_into(out, b);  // (copy_into broadcasts the row)
     else detail::fill(out, 0.0);
   } else {
-    cuda_kernels::linear_forward(x2, w, b, out);  // cuBLASLt adds the bias in its epilogue
+    kernels::cuda::linear_forward(x2, w, b, out);  // cuBLASLt adds the bias in its epilogue
   }
   // NOTE: relu is our own pass on the GPU, not cuBLASLt's RELU epilogue: that computes max(y, 0),
   // which turns NaN into 0 and would hide a diverged layer on the GPU only.
-  if (relu) detail::map_into<1>(out, {out}, math::Forward<math::Relu>{});
+  if (relu) kernels::map_into<1>(out, {out}, math::Forward<math::Relu>{});
   return out;
 }
 
@@ -85,7 +85,7 @@ LinearWeightGrads linear_weight_grads(const Tensor& g2, const Tensor& x2, bool n
     // One cuBLASLt call: the weight gradient, and the bias gradient in its BGRADB epilogue.
     r.weight = empty({out_features, in}, x2.options());
     if (need_bias) r.bias = empty({out_features}, g2.options());
-    bias_done = cuda_kernels::linear_weight_grad(g2, x2, r.weight, need_bias ? r.bias : Tensor()) && need_bias;
+    bias_done = kernels::cuda::linear_weight_grad(g2, x2, r.weight, need_bias ? r.bias : Tensor()) && need_bias;
   } else {
     const bool empty_sum = g2.shape()[0] == 0;  // no rows: the gradient is 0, not garbage
     r.weight = empty_sum ? zeros({out_features, in}, x2.options()) : empty({out_features, in}, x2.options());

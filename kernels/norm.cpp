@@ -66,14 +66,13 @@ void batch_norm_backward_kernel(const T* x, const T* g, const ChannelLayout& l, 
   parallel_for(0, l.C, grain_for(3 * l.count()), [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
       const double m = mean[size_t(c)], r = rstd[size_t(c)];
-      double sum_g = 0, sum_g_xhat = 0;
+      math::Normalization::GradientSums sums;
       for (int64_t n = 0; n < l.N; ++n)
         for (int64_t s = 0; s < l.S; ++s) {
           const int64_t k = (n * l.C + c) * l.S + s;
-          const double gv = double(Acc<T>(g[k]));
-          sum_g += gv;
-          sum_g_xhat += gv * (double(Acc<T>(x[k])) - m) * r;
+          sums.add(double(Acc<T>(g[k])), (double(Acc<T>(x[k])) - m) * r);
         }
+      const double sum_g = sums.g, sum_g_xhat = sums.g_xhat;
       dw[size_t(c)] = sum_g_xhat;
       db[size_t(c)] = sum_g;
       if (dx == nullptr) continue;
@@ -152,7 +151,7 @@ DType parameter_dtype(const Tensor& weight) { return weight.defined() ? weight.d
 Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                           const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats) {
   if (x.device().is_cuda()) {
-    Tensor out = cuda_kernels::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps,
+    Tensor out = kernels::cuda::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps,
                                                   stats.mean_t, stats.rstd_t);
     if (training)  // the kernel wrote the running statistics in place
       for (const Tensor* t : {&running_mean, &running_var})
@@ -167,16 +166,18 @@ Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Ten
   if (training) {
     visit_floating(x.dtype(), "batch_norm", [&]<class T> { channel_stats<T>(x.data_ptr<T>(), l, mean, var); });
     // The running statistics are buffers, updated in place.
-    const double unbiased = double(l.count()) / double(l.count() - 1);
-    const auto update = [&](const Tensor& running, const std::vector<double>& batch, double factor) {
+    const auto update = [&](const Tensor& running, auto rule) {
       if (!running.defined()) return;
       std::vector<double> r = running.to_vector<double>();
-      for (int64_t c = 0; c < C; ++c) r[size_t(c)] = (1 - momentum) * r[size_t(c)] + momentum * batch[size_t(c)] * factor;
+      for (int64_t c = 0; c < C; ++c) r[size_t(c)] = rule(r[size_t(c)], c);
       detail::copy_into(running, vector_tensor(r, running.dtype(), x.device()));
       running.impl()->storage->bump_version();
     };
-    update(running_mean, mean, 1.0);
-    update(running_var, var, unbiased);
+    using math::Normalization;
+    update(running_mean, [&](double r, int64_t c) { return Normalization::running_mean(r, mean[size_t(c)], momentum); });
+    update(running_var, [&](double r, int64_t c) {
+      return Normalization::running_var(r, var[size_t(c)], double(l.count()), momentum);
+    });
   } else {
     mean = running_mean.to_vector<double>();
     var = running_var.to_vector<double>();
@@ -185,8 +186,9 @@ Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Ten
   std::vector<double> rstd(static_cast<size_t>(C)), scale(static_cast<size_t>(C)), shift(static_cast<size_t>(C));
   for (int64_t c = 0; c < C; ++c) {
     rstd[size_t(c)] = math::Normalization::rstd(var[size_t(c)], eps);
-    scale[size_t(c)] = w[size_t(c)] * rstd[size_t(c)];
-    shift[size_t(c)] = b[size_t(c)] - mean[size_t(c)] * scale[size_t(c)];
+    const math::Normalization::Affine affine = math::Normalization::fold(mean[size_t(c)], rstd[size_t(c)], w[size_t(c)], b[size_t(c)]);
+    scale[size_t(c)] = affine.scale;
+    shift[size_t(c)] = affine.shift;
   }
   Tensor out = empty(x.shape(), x.options());
   visit_floating(x.dtype(), "batch_norm", [&]<class T> { channel_affine<T>(x.data_ptr<T>(), out.data_ptr<T>(), l, scale, shift); });
@@ -199,7 +201,7 @@ NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Ten
                                   bool training) {
   NormGradients out;
   if (x.device().is_cuda()) {
-    cuda_kernels::batch_norm_backward(x, grad, weight, stats.mean_t, stats.rstd_t, training, out.dx, out.dw, out.db);
+    kernels::cuda::batch_norm_backward(x, grad, weight, stats.mean_t, stats.rstd_t, training, out.dx, out.dw, out.db);
     return out;
   }
   const int64_t C = x.shape()[1];
@@ -222,7 +224,7 @@ NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Ten
 
 Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t D, double eps,
                           NormStatistics& stats) {
-  if (x.device().is_cuda()) return cuda_kernels::layer_norm_forward(x, weight, bias, rows, D, eps, stats.mean_t, stats.rstd_t);
+  if (x.device().is_cuda()) return kernels::cuda::layer_norm_forward(x, weight, bias, rows, D, eps, stats.mean_t, stats.rstd_t);
   const std::vector<double> w = weight_values(weight, D);
   const std::vector<double> b = values_or(bias, D, 0.0);
   stats.mean.assign(static_cast<size_t>(rows), 0.0);
@@ -238,7 +240,7 @@ NormGradients layer_norm_backward(const Tensor& x, const Tensor& grad, const Ten
                                   int64_t rows, int64_t D) {
   NormGradients out;
   if (x.device().is_cuda()) {
-    cuda_kernels::layer_norm_backward(x, grad, weight, stats.mean_t, stats.rstd_t, rows, D, out.dx, out.dw, out.db);
+    kernels::cuda::layer_norm_backward(x, grad, weight, stats.mean_t, stats.rstd_t, rows, D, out.dx, out.dw, out.db);
     return out;
   }
   const std::vector<double> w = weight_values(weight, D);

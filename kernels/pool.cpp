@@ -176,7 +176,7 @@ MaxPoolResult max_pool2d(const Tensor& x, int kernel, int stride) {
   r.where = empty(r.out.shape(), {.dtype = u8, .device = x.device()});
   if (r.out.numel() == 0) return r;
   if (x.device().is_cuda()) {
-    cuda_kernels::max_pool2d_forward(x, r.out, r.where, kernel, stride);
+    kernels::cuda::max_pool2d_forward(x, r.out, r.where, kernel, stride);
   } else {
     visit_floating(x.dtype(), "max_pool2d", [&]<class T> {
       max_pool_forward<T>(x.data_ptr<T>(), r.out.data_ptr<T>(), r.where.data_ptr<uint8_t>(), g);
@@ -190,7 +190,7 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& where, const Shape&
   Tensor dx = empty(x_shape, grad.options());
   if (dx.numel() == 0) return dx;
   if (dx.device().is_cuda()) {
-    cuda_kernels::max_pool2d_backward(grad, where, dx, kernel, stride);
+    kernels::cuda::max_pool2d_backward(grad, where, dx, kernel, stride);
   } else {
     visit_floating(grad.dtype(), "max_pool2d", [&]<class T> {
       max_pool_backward<T>(grad.data_ptr<T>(), where.data_ptr<uint8_t>(), dx.data_ptr<T>(), g);
@@ -204,7 +204,7 @@ Tensor avg_pool2d(const Tensor& x, int kernel, int stride) {
   Tensor out = empty({x.shape()[0], x.shape()[1], g.OH, g.OW}, x.options());
   if (out.numel() == 0) return out;
   if (x.device().is_cuda()) {
-    cuda_kernels::avg_pool2d_forward(x, out, kernel, stride);
+    kernels::cuda::avg_pool2d_forward(x, out, kernel, stride);
   } else {
     visit_floating(x.dtype(), "avg_pool2d", [&]<class T> { avg_pool_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), g); });
   }
@@ -216,7 +216,7 @@ Tensor avg_pool2d_backward(const Tensor& grad, const Shape& x_shape, int kernel,
   Tensor dx = empty(x_shape, grad.options());
   if (dx.numel() == 0) return dx;
   if (dx.device().is_cuda()) {
-    cuda_kernels::avg_pool2d_backward(grad, dx, kernel, stride);
+    kernels::cuda::avg_pool2d_backward(grad, dx, kernel, stride);
   } else {
     visit_floating(grad.dtype(), "avg_pool2d", [&]<class T> { avg_pool_backward<T>(grad.data_ptr<T>(), dx.data_ptr<T>(), g); });
   }

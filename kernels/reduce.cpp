@@ -39,7 +39,7 @@ void sum_kernel(const T* x, U* out, int64_t outer, int64_t R, int64_t inner, boo
   };
   const auto row_sum = [&](const T* row, int64_t n) {
     if constexpr (is_floating_type_v<T>) {
-      return detail::sum_as_double(row, n);
+      return kernels::sum_as_double(row, n);
     } else {  // integers: exact in int64
       S total = 0;
       for (int64_t i = 0; i < n; ++i) total += S(row[i]);
@@ -152,7 +152,7 @@ Tensor reduce(ReduceKind kind, const Reduction& plan, bool keepdim) {
   Tensor out = empty(keepdim ? plan.keepdim_shape : plan.out_shape, {.dtype = out_dtype, .device = plan.x.device()});
   if (out.numel() == 0) return out;
   if (plan.x.device().is_cuda()) {
-    cuda_kernels::reduce(kind, plan.x, out, plan.outer, plan.R, plan.inner);
+    kernels::cuda::reduce(kind, plan.x, out, plan.outer, plan.R, plan.inner);
   } else if (is_max) {
     const bool want_index = kind == ReduceKind::ArgMax;
     visit_dtype(dtype, [&]<class T> {

@@ -65,7 +65,7 @@ Tensor softmax(const Tensor& x, int dim, bool log) {
   if (out.numel() == 0) return out;
   const Lines l = lines_of(x.shape(), dim);
   if (x.device().is_cuda()) {
-    cuda_kernels::softmax(x, out, l.outer, l.D, l.inner, log);
+    kernels::cuda::softmax(x, out, l.outer, l.D, l.inner, log);
   } else {
     visit_floating(x.dtype(), "softmax", [&]<class T> {
       softmax_kernel<T>(x.data_ptr<T>(), out.data_ptr<T>(), l.outer, l.D, l.inner, log);
@@ -79,7 +79,7 @@ Tensor softmax_backward(const Tensor& y, const Tensor& g, int dim, bool log) {
   if (dx.numel() == 0) return dx;
   const Lines l = lines_of(y.shape(), dim);
   if (y.device().is_cuda()) {
-    cuda_kernels::softmax_backward(y, g, dx, l.outer, l.D, l.inner, log);
+    kernels::cuda::softmax_backward(y, g, dx, l.outer, l.D, l.inner, log);
   } else {
     visit_floating(y.dtype(), "softmax", [&]<class T> {
       softmax_backward_kernel<T>(y.data_ptr<T>(), g.data_ptr<T>(), dx.data_ptr<T>(), l.outer, l.D, l.inner, log);

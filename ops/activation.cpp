@@ -21,10 +21,10 @@ Tensor activation_from_input(amp::Op op, const Tensor& input, Math formula = {})
   const std::string_view name = amp::op_name(op);
   auto [x] = amp::prepare(op, input);
   HG_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
-  Tensor out = detail::map_to_new<1>(x.shape(), {x}, math::Forward<Math>{formula});
+  Tensor out = kernels::map_to_new<1>(x.shape(), {x}, kernels::math::Forward<Math>{formula});
   record(op, out, {x}, [sx = SavedTensor(x), formula](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
-    return {detail::map_to_new<2>(x.shape(), {x, g}, math::BackwardFromInput<Math>{formula})};
+    return {kernels::map_to_new<2>(x.shape(), {x, g}, kernels::math::BackwardFromInput<Math>{formula})};
   });
   return out;
 }
@@ -35,10 +35,10 @@ Tensor activation_from_output(amp::Op op, const Tensor& input) {
   const std::string_view name = amp::op_name(op);
   auto [x] = amp::prepare(op, input);
   HG_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
-  Tensor out = detail::map_to_new<1>(x.shape(), {x}, math::Forward<Math>{});
+  Tensor out = kernels::map_to_new<1>(x.shape(), {x}, kernels::math::Forward<Math>{});
   record(op, out, {x}, [sy = SavedTensor(out)](const Tensor& g) -> std::vector<Tensor> {
     const Tensor y = sy.get();
-    return {detail::map_to_new<2>(y.shape(), {y, g}, math::BackwardFromOutput<Math>{})};
+    return {kernels::map_to_new<2>(y.shape(), {y, g}, kernels::math::BackwardFromOutput<Math>{})};
   });
   return out;
 }
@@ -47,13 +47,13 @@ Tensor activation_from_output(amp::Op op, const Tensor& input) {
 
 // ---- the ops ------------------------------------------------------------------------------------
 
-Tensor relu(const Tensor& x) { return activation_from_input<math::Relu>(amp::Op::Relu, x); }
+Tensor relu(const Tensor& x) { return activation_from_input<kernels::math::Relu>(amp::Op::Relu, x); }
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
-  return activation_from_input(amp::Op::LeakyRelu, x, math::LeakyRelu{negative_slope});
+  return activation_from_input(amp::Op::LeakyRelu, x, kernels::math::LeakyRelu{negative_slope});
 }
-Tensor gelu(const Tensor& x) { return activation_from_input<math::Gelu>(amp::Op::Gelu, x); }
-Tensor silu(const Tensor& x) { return activation_from_input<math::Silu>(amp::Op::Silu, x); }
-Tensor sigmoid(const Tensor& x) { return activation_from_output<math::Sigmoid>(amp::Op::Sigmoid, x); }
-Tensor tanh(const Tensor& x) { return activation_from_output<math::Tanh>(amp::Op::Tanh, x); }
+Tensor gelu(const Tensor& x) { return activation_from_input<kernels::math::Gelu>(amp::Op::Gelu, x); }
+Tensor silu(const Tensor& x) { return activation_from_input<kernels::math::Silu>(amp::Op::Silu, x); }
+Tensor sigmoid(const Tensor& x) { return activation_from_output<kernels::math::Sigmoid>(amp::Op::Sigmoid, x); }
+Tensor tanh(const Tensor& x) { return activation_from_output<kernels::math::Tanh>(amp::Op::Tanh, x); }
 
 }  // namespace hg

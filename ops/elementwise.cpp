@@ -1,5 +1,5 @@
 // Elementwise arithmetic: add sub mul div (tensor and scalar), neg exp log sqrt pow abs clamp.
-// Each op: check -> amp::prepare -> kernel (detail::map_to_new over a functor of
+// Each op: check -> amp::prepare -> kernel (kernels::map_to_new over a functor of
 // kernels/math/elementwise.h, on the input's device) -> record the backward written right below.
 #include "ops/elementwise.h"
 
@@ -31,7 +31,7 @@ DType scalar_result_dtype(DType tensor_dtype, double scalar) {
 
 namespace {
 
-using detail::map_to_new;
+using kernels::map_to_new;
 
 // Casts both operands to their promoted dtype (differentiably) and returns the broadcast shape.
 std::pair<Tensor, Tensor> promote(std::string_view op, const Tensor& a, const Tensor& b, Shape* shape) {
@@ -49,7 +49,7 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare(amp::Op::Add, a_in, b_in);
   Shape shape;
   auto [a, b] = promote("add", a0, b0, &shape);
-  Tensor out = map_to_new<2>(shape, {a, b}, math::Add{});
+  Tensor out = map_to_new<2>(shape, {a, b}, kernels::math::Add{});
   record(amp::Op::Add, out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
     return {sum_to(g, sa), sum_to(g, sb)};
   });
@@ -60,7 +60,7 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare(amp::Op::Sub, a_in, b_in);
   Shape shape;
   auto [a, b] = promote("sub", a0, b0, &shape);
-  Tensor out = map_to_new<2>(shape, {a, b}, math::Sub{});
+  Tensor out = map_to_new<2>(shape, {a, b}, kernels::math::Sub{});
   record(amp::Op::Sub, out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
     return {sum_to(g, sa), sum_to(neg(g), sb)};
   });
@@ -73,7 +73,7 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare(amp::Op::Mul, a_in, b_in);
   Shape shape;
   auto [a, b] = promote("mul", a0, b0, &shape);
-  Tensor out = map_to_new<2>(shape, {a, b}, math::Mul{});
+  Tensor out = map_to_new<2>(shape, {a, b}, kernels::math::Mul{});
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   record(amp::Op::Mul, out, {a, b},
          [sa = SavedTensor(need_b ? a : Tensor()), sb = SavedTensor(need_a ? b : Tensor()),
@@ -90,12 +90,12 @@ Tensor div(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = promote("div", a0, b0, &shape);
   HG_CHECK(is_floating(a.dtype()), "div: integer division is not supported (got ", a.dtype(),
            "); convert to a floating dtype first");
-  Tensor out = map_to_new<2>(shape, {a, b}, math::Div{});
+  Tensor out = map_to_new<2>(shape, {a, b}, kernels::math::Div{});
   record(amp::Op::Div, out, {a, b},
          [sa = SavedTensor(a), sb = SavedTensor(b)](const Tensor& g) -> std::vector<Tensor> {
            const Tensor a = sa.get(), b = sb.get();
            const Shape& shape = g.shape();
-           return {sum_to(g / b, a.shape()), sum_to(map_to_new<3>(shape, {a, b, g}, math::DivGradDenominator{}), b.shape())};
+           return {sum_to(g / b, a.shape()), sum_to(map_to_new<3>(shape, {a, b, g}, kernels::math::DivGradDenominator{}), b.shape())};
          });
   return out;
 }
@@ -115,19 +115,19 @@ Tensor scalar_op(amp::Op op, const Tensor& x_in, double s, const F& f, double gr
 }
 }  // namespace
 
-Tensor add(const Tensor& a, double b) { return scalar_op(amp::Op::Add, a, b, math::AddScalar{b}, 1.0); }
-Tensor sub(const Tensor& a, double b) { return scalar_op(amp::Op::Sub, a, -b, math::AddScalar{-b}, 1.0); }
-Tensor mul(const Tensor& a, double b) { return scalar_op(amp::Op::Mul, a, b, math::MulScalar{b}, b); }
+Tensor add(const Tensor& a, double b) { return scalar_op(amp::Op::Add, a, b, kernels::math::AddScalar{b}, 1.0); }
+Tensor sub(const Tensor& a, double b) { return scalar_op(amp::Op::Sub, a, -b, kernels::math::AddScalar{-b}, 1.0); }
+Tensor mul(const Tensor& a, double b) { return scalar_op(amp::Op::Mul, a, b, kernels::math::MulScalar{b}, b); }
 Tensor div(const Tensor& a, double b) {
   const Tensor x = is_floating(a.dtype()) ? a : a.to(f32);  // division never stays integer
-  return scalar_op(amp::Op::Div, x, b, math::DivScalar{b}, 1.0 / b);
+  return scalar_op(amp::Op::Div, x, b, kernels::math::DivScalar{b}, 1.0 / b);
 }
 
 // ---- unary -------------------------------------------------------------------------------------
 
 Tensor neg(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Neg, x_in);
-  Tensor out = map_to_new<1>(x.shape(), {x}, math::Neg{});
+  Tensor out = map_to_new<1>(x.shape(), {x}, kernels::math::Neg{});
   record(amp::Op::Neg, out, {x}, [](const Tensor& g) -> std::vector<Tensor> { return {neg(g)}; });
   return out;
 }
@@ -135,7 +135,7 @@ Tensor neg(const Tensor& x_in) {
 Tensor exp(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Exp, x_in);
   HG_CHECK(is_floating(x.dtype()), "exp: expected a floating tensor, got ", x.dtype());
-  Tensor out = map_to_new<1>(x.shape(), {x}, math::Exp{});
+  Tensor out = map_to_new<1>(x.shape(), {x}, kernels::math::Exp{});
   record(amp::Op::Exp, out, {x}, [y = SavedTensor(out)](const Tensor& g) -> std::vector<Tensor> {
     return {g * y.get()};
   });
@@ -145,7 +145,7 @@ Tensor exp(const Tensor& x_in) {
 Tensor log(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Log, x_in);
   HG_CHECK(is_floating(x.dtype()), "log: expected a floating tensor, got ", x.dtype());
-  Tensor out = map_to_new<1>(x.shape(), {x}, math::Log{});
+  Tensor out = map_to_new<1>(x.shape(), {x}, kernels::math::Log{});
   record(amp::Op::Log, out, {x}, [sx = SavedTensor(x)](const Tensor& g) -> std::vector<Tensor> {
     return {g / sx.get()};
   });
@@ -155,7 +155,7 @@ Tensor log(const Tensor& x_in) {
 Tensor sqrt(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Sqrt, x_in);
   HG_CHECK(is_floating(x.dtype()), "sqrt: expected a floating tensor, got ", x.dtype());
-  Tensor out = map_to_new<1>(x.shape(), {x}, math::Sqrt{});
+  Tensor out = map_to_new<1>(x.shape(), {x}, kernels::math::Sqrt{});
   record(amp::Op::Sqrt, out, {x}, [y = SavedTensor(out)](const Tensor& g) -> std::vector<Tensor> {
     return {g / (y.get() * 2.0)};
   });
@@ -165,32 +165,34 @@ Tensor sqrt(const Tensor& x_in) {
 Tensor pow(const Tensor& x_in, double exponent) {
   auto [x] = amp::prepare(amp::Op::Pow, x_in);
   HG_CHECK(is_floating(x.dtype()), "pow: expected a floating tensor, got ", x.dtype());
-  Tensor out = map_to_new<1>(x.shape(), {x}, math::PowScalar{exponent});
+  Tensor out = map_to_new<1>(x.shape(), {x}, kernels::math::PowScalar{exponent});
   record(amp::Op::Pow, out, {x}, [sx = SavedTensor(x), exponent](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
-    return {map_to_new<2>(x.shape(), {x, g}, math::PowScalarGrad{exponent})};
+    return {map_to_new<2>(x.shape(), {x, g}, kernels::math::PowScalarGrad{exponent})};
   });
   return out;
 }
 
 Tensor abs(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Abs, x_in);
-  Tensor out = map_to_new<1>(x.shape(), {x}, math::Abs{});
+  Tensor out = map_to_new<1>(x.shape(), {x}, kernels::math::Abs{});
   record(amp::Op::Abs, out, {x}, [sx = SavedTensor(x)](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
-    return {g * map_to_new<1>(x.shape(), {x}, math::Sign{})};
+    return {g * map_to_new<1>(x.shape(), {x}, kernels::math::Sign{})};
   });
   return out;
 }
 
 Tensor clamp(const Tensor& x_in, double min, double max) {
   auto [x] = amp::prepare(amp::Op::Clamp, x_in);
+  HG_CHECK(is_floating(x.dtype()), "clamp: expected a floating tensor, got ", x.dtype(),
+           " (convert with .to(hg::f32) first)");
   // NOTE: min > max is not an error: every element becomes max, as in PyTorch and ONNX. The
   // gradient (x inside [min, max]) is then zero everywhere, also as in PyTorch.
-  Tensor out = map_to_new<1>(x.shape(), {x}, math::Clamp{min > max ? max : min, max});
+  Tensor out = map_to_new<1>(x.shape(), {x}, kernels::math::Clamp{min > max ? max : min, max});
   record(amp::Op::Clamp, out, {x}, [sx = SavedTensor(x), min, max](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
-    return {map_to_new<2>(x.shape(), {x, g}, math::ClampGrad{min, max})};
+    return {map_to_new<2>(x.shape(), {x, g}, kernels::math::ClampGrad{min, max})};
   });
   return out;
 }
@@ -198,7 +200,7 @@ Tensor clamp(const Tensor& x_in, double min, double max) {
 Tensor eq(const Tensor& a_in, const Tensor& b_in) {
   Shape shape;
   auto [a, b] = promote("eq", a_in.detach(), b_in.detach(), &shape);
-  return map_to_new<2>(shape, {a, b}, math::Equal{});
+  return map_to_new<2>(shape, {a, b}, kernels::math::Equal{});
 }
 
 // ---- operators ---------------------------------------------------------------------------------

@@ -43,14 +43,14 @@ Tensor& Tensor::add_(const Tensor& other, double alpha) {
   HG_CHECK(is_floating(dtype()) || !is_floating(other.dtype()), "add_: result type ", other.dtype(),
            " can't be cast to the desired output type ", dtype(), " (an in-place op cannot narrow a float into an integer)");
   const Tensor b = other.detach().to(dtype());
-  detail::map_into<2>(*this, {*this, b}, math::AddScaled{alpha});
+  kernels::map_into<2>(*this, {*this, b}, kernels::math::AddScaled{alpha});
   impl()->storage->bump_version();
   return *this;
 }
 
 Tensor& Tensor::mul_(double factor) {
   check_writable(*this, "mul_");
-  detail::map_into<1>(*this, {*this}, math::MulScalar{factor});
+  kernels::map_into<1>(*this, {*this}, kernels::math::MulScalar{factor});
   impl()->storage->bump_version();
   return *this;
 }

@@ -121,8 +121,8 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Linear
           need_bias = b.defined() && b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
            Tensor g2 = g.reshape({rows, out_features});
            if (sy.defined())  // relu's derivative: the gradient passes where the output is positive
-             g2 = detail::map_to_new<2>(g2.shape(), {sy.get().reshape({rows, out_features}), g2},
-                                        math::BackwardFromInput<math::Relu>{});
+             g2 = kernels::map_to_new<2>(g2.shape(), {sy.get().reshape({rows, out_features}), g2},
+                                        kernels::math::BackwardFromInput<kernels::math::Relu>{});
            Tensor gx;
            if (sw.defined()) gx = matmul(g2, sw.get()).reshape(x_shape);
            if (!sx.defined()) return {gx, Tensor(), need_bias ? sum(g2, {0}) : Tensor()};

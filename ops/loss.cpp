@@ -46,6 +46,8 @@ Tensor mse_loss(const Tensor& a_in, const Tensor& b_in) {
   auto [a, b] = amp::prepare(amp::Op::MseLoss, a_in, b_in);
   HG_CHECK(a.shape() == b.shape(), "mse_loss: input shape ", a.shape(), " and target shape ", b.shape(),
            " differ (mse_loss does not broadcast)");
+  HG_CHECK(is_floating(a.dtype()) && is_floating(b.dtype()), "mse_loss: expected floating tensors, got ", a.dtype(),
+           " and ", b.dtype());
   return mean(pow(a - b, 2.0));  // composed of differentiable ops: no kernel, no backward to write
 }
 

@@ -5,7 +5,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/optimizer_step.h"
-#include "optim/update_loop.h"
+#include "kernels/cpu/optimizer_loop.h"
 
 namespace hg::optim {
 
@@ -25,9 +25,9 @@ void Adam::update(const Tensor& weight, const Tensor& grad, ParamState& state, d
   Tensor& m = state.tensors["exp_avg"];
   Tensor& v2 = state.tensors["exp_avg_sq"];
   if (!m.defined()) m = zeros_like(weight), v2 = zeros_like(weight);
-  const math::AdamStep rule{lr, options.beta1, options.beta2, options.eps, options.weight_decay, decoupled_};
-  const math::AdamStep::Factors factors = rule.factors(double(state.step));
-  detail::for_each_element<4>({weight, grad, m, v2}, [=](auto& v) { rule.apply(v[0], v[1], v[2], v[3], factors); });
+  const kernels::math::AdamStep rule{lr, options.beta1, options.beta2, options.eps, options.weight_decay, decoupled_};
+  const kernels::math::AdamStep::Factors factors = rule.factors(double(state.step));
+  kernels::cpu::for_each_element<4>({weight, grad, m, v2}, [=](auto& v) { rule.apply(v[0], v[1], v[2], v[3], factors); });
 }
 
 }  // namespace hg::optim
@@ -43,7 +43,7 @@ void Adam::update_cuda(DeviceGroup& group, const amp::StepControl& control) {
     m.push_back(exp_avg);
     v.push_back(exp_avg_sq);
   }
-  cuda_kernels::adam_update(group.weights, group.params, group.grads, m, v, group.steps,
+  kernels::cuda::adam_update(group.weights, group.params, group.grads, m, v, group.steps,
                         {group.lr, options.beta1, options.beta2, options.eps, options.weight_decay, decoupled_},
                         control.found_inf, control.scale);
 }

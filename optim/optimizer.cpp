@@ -124,7 +124,7 @@ void Optimizer::step_cuda(const amp::StepControl& control) {
   // One more applied step (and per-parameter count) unless found_inf: counted on the device.
   const Device device = groups_.front().params.front().device();
   if (!steps_applied_cuda_.defined()) steps_applied_cuda_ = zeros({}, {.dtype = i64, .device = device});
-  cuda_kernels::advance_step_counts(steps, flags, steps_applied_cuda_, control.found_inf);
+  kernels::cuda::advance_step_counts(steps, flags, steps_applied_cuda_, control.found_inf);
 }
 
 int64_t Optimizer::steps_applied() const {

@@ -3,7 +3,7 @@
 
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/optimizer_step.h"
-#include "optim/update_loop.h"
+#include "kernels/cpu/optimizer_loop.h"
 
 namespace hg::optim {
 
@@ -14,9 +14,9 @@ SGD::SGD(const std::vector<Tensor>& params, SGDOptions opts) : Optimizer(params,
 }
 
 void SGD::update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) {
-  const math::SgdStep rule{lr, options.momentum, options.dampening, options.weight_decay, options.nesterov};
+  const kernels::math::SgdStep rule{lr, options.momentum, options.dampening, options.weight_decay, options.nesterov};
   if (rule.momentum == 0) {
-    detail::for_each_element<2>({weight, grad}, [=](auto& v) {
+    kernels::cpu::for_each_element<2>({weight, grad}, [=](auto& v) {
       auto no_buffer = v[0];
       rule.apply(v[0], v[1], no_buffer, true);
     });
@@ -25,7 +25,7 @@ void SGD::update(const Tensor& weight, const Tensor& grad, ParamState& state, do
   Tensor& buffer = state.tensors["momentum_buffer"];
   const bool first = !buffer.defined();
   if (first) buffer = zeros_like(weight);
-  detail::for_each_element<3>({weight, grad, buffer}, [=](auto& v) { rule.apply(v[0], v[1], v[2], first); });
+  kernels::cpu::for_each_element<3>({weight, grad, buffer}, [=](auto& v) { rule.apply(v[0], v[1], v[2], first); });
 }
 
 }  // namespace hg::optim
@@ -51,7 +51,7 @@ void SGD::update_cuda(DeviceGroup& group, const amp::StepControl& control) {
     buffers.push_back(buffer);
     ready.push_back(state.momentum_ready);
   }
-  cuda_kernels::sgd_update(group.weights, group.params, group.grads, buffers, ready,
+  kernels::cuda::sgd_update(group.weights, group.params, group.grads, buffers, ready,
                        {group.lr, options.momentum, options.dampening, options.weight_decay, options.nesterov},
                        control.found_inf, control.scale);
 }

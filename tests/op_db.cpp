@@ -81,9 +81,11 @@ ref::Array argmax(const ref::Array& a, int64_t dim) {
   ref::Array out = ref::amax(a, dim, false);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
-      int64_t best = 0;  // the first maximum, as PyTorch
-      for (int64_t d = 1; d < D; ++d)
-        if (a.v[size_t((o * D + d) * inner + i)] > a.v[size_t((o * D + best) * inner + i)]) best = d;
+      int64_t best = 0;  // the first maximum, as PyTorch; a NaN is larger than anything (the first wins)
+      for (int64_t d = 1; d < D && !std::isnan(a.v[size_t((o * D + best) * inner + i)]); ++d) {
+        const double v = a.v[size_t((o * D + d) * inner + i)];
+        if (std::isnan(v) || v > a.v[size_t((o * D + best) * inner + i)]) best = d;
+      }
       out.v[size_t(o * inner + i)] = double(best);
     }
   return out;

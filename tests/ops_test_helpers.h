@@ -224,7 +224,8 @@ inline double cross_entropy(const Array& logits, const std::vector<int64_t>& tar
     for (int64_t c = 0; c < C; ++c) max = std::max(max, row[c]), row_mean += row[c] / double(C);
     for (int64_t c = 0; c < C; ++c) sum_exp += std::exp(row[c] - max);
     const double lse = max + std::log(sum_exp);
-    total += (1 - eps) * (lse - row[targets[size_t(n)]]) + eps * (lse - row_mean);
+    // (eps = 0: no smoothing term at all, as PyTorch -- 0 * inf would be NaN for a -inf logit)
+    total += (1 - eps) * (lse - row[targets[size_t(n)]]) + (eps > 0 ? eps * (lse - row_mean) : 0.0);
     ++valid;
   }
   return total / double(valid);

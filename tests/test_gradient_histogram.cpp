@@ -1,4 +1,4 @@
-// amp::GradientHistogram (amp/tools/gradient_histogram.h): gradient values binned by base-2 exponent,
+// amp::GradientHistogram (amp_tools/gradient_histogram.h): gradient values binned by base-2 exponent,
 // before and after unscaling, with f16's and bf16's ranges -- counted exactly on known values,
 // then on lesson 05's underflowing toy, where scaling moves the mass out of f16's zero zone.
 #include <cmath>

@@ -574,9 +574,210 @@ TEST_CASE("op_db.cpu_matches_cuda") {
     const Inputs cpu_in = make_inputs(sample, hg::f32);
     Inputs cuda_in;
     for (const Tensor& t : cpu_in) cuda_in.push_back(t.to(hg::Device::cuda()));
-    const Tensor on_cpu = run(entry, cpu_in, sample.args), on_cuda = run(entry, cuda_in, sample.args);
-    CHECK(on_cuda.device().is_cuda());
-    const Tolerance t = sample.f32_tolerance;
-    CHECK_CLOSE_WITH(on_cuda.to(hg::Device::cpu()), on_cpu, (Tolerance{2 * t.rtol, 2 * t.atol}));
+    const Outcome on_cpu = forward_and_backward(entry, sample, cpu_in);
+    const Outcome on_cuda = forward_and_backward(entry, sample, cuda_in);
+    CHECK(on_cuda.out.device().is_cuda());
+    const Tolerance t = sample.f32_tolerance, twice{2 * t.rtol, 2 * t.atol};
+    CHECK_CLOSE_WITH(on_cuda.out.to(hg::Device::cpu()), on_cpu.out, twice);
+    // The backward too (its upstream gradient is made on the CPU's generator for both).
+    for (size_t k = 0; k < on_cpu.grads.size(); ++k) {
+      const int input = sample.grads[k];
+      CAPTURE(input);
+      REQUIRE(on_cuda.grads[k].defined() == on_cpu.grads[k].defined());
+      if (on_cpu.grads[k].defined()) CHECK_CLOSE_WITH(on_cuda.grads[k].to(hg::Device::cpu()), on_cpu.grads[k], twice);
+    }
   });
+}
+
+// ---- the rest of an op's contract ---------------------------------------------------------------
+
+namespace {
+
+// The sample's inputs in f64 with one value of the first floating, differentiable input replaced.
+Inputs with_one_value(const Sample& sample, double value) {
+  Inputs in = make_inputs(sample, hg::f64);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!hg::is_floating(in[i].dtype()) || in[i].numel() == 0) continue;
+    Tensor flat = in[i].contiguous().reshape({in[i].numel()});
+    flat = flat.clone();
+    flat.data_ptr<double>()[flat.numel() / 2] = value;
+    in[i] = flat.reshape(in[i].shape());
+    return in;
+  }
+  return {};
+}
+
+}  // namespace
+
+// docs/testing.md scenario 14: a NaN or an infinity in an input reaches the output as PyTorch's op
+// would carry it -- no silent clamping, no max or relu that drops a NaN. The naive reference says
+// where (it is PyTorch's formula written out); compared with NaN == NaN.
+TEST_CASE("op_db.nan_and_inf_propagate_as_the_reference_says") {
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    if (!entry.reference) return;  // (dropout: checked by op_db.dropout_keeps_or_scales)
+    for (const double special : {std::nan(""), std::numeric_limits<double>::infinity(),
+                                 -std::numeric_limits<double>::infinity()}) {
+      CAPTURE(special);
+      const Inputs in = with_one_value(sample, special);
+      if (in.empty()) return;  // no floating input
+      std::vector<ref::Array> arrays;
+      for (const Tensor& t : in) arrays.push_back(ref::of(t));
+      const Tensor out = run(entry, in, sample.args);
+      const Tensor expected = ref::tensor(entry.reference(arrays, sample.args));
+      const auto report = hg_test::compare(out, expected, hg_test::tolerance_for(hg::f64), /*equal_nan=*/true);
+      CHECK_MESSAGE(!report.has_value(), report.value_or(""));
+    }
+  });
+}
+
+// An op on integer tensors either computes what the reference computes (add, the views, cat: ops
+// PyTorch defines for integers) or refuses with an hg::Error naming the op -- never a crash, a
+// foreign exception or garbage.
+TEST_CASE("op_db.integer_inputs_give_the_reference_or_a_clear_error") {
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    if (!entry.reference || !sample.entrys_own) return;
+    Inputs in = make_inputs(sample, hg::f64);
+    bool any = false;
+    for (Tensor& t : in)
+      if (hg::is_floating(t.dtype())) t = (t * 4.0).to(hg::i64), any = true;  // small integers, some repeated
+    if (!any) return;
+    try {
+      const Tensor out = run(entry, in, sample.args);
+      std::vector<ref::Array> arrays;
+      for (const Tensor& t : in) arrays.push_back(ref::of(t));
+      // Exact in an integer dtype; one rounding where the op computes in floating point (x / 2.5).
+      const Tolerance t = hg::is_floating(out.dtype()) ? hg_test::tolerance_for(out.dtype()) : Tolerance{0.0, 0.0};
+      CHECK_MATCHES_REF(out, entry.reference(arrays, sample.args), t);
+    } catch (const hg::Error& e) {
+      const std::string message = e.what(), op(hg::amp::op_name(entry.op));
+      CAPTURE(message);
+      CHECK(message.find(op) != std::string::npos);
+    }
+  });
+}
+
+// docs/testing.md scenario 5: with every input's first dimension 0, an op gives an empty output of
+// the reference's shape (or, where an empty input means nothing -- a GEMM over an empty batch of
+// rows is fine, a softmax over nothing is fine -- an hg::Error); no crash.
+TEST_CASE("op_db.empty_inputs_give_empty_outputs_or_a_clear_error") {
+  for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    if (!entry.reference || !sample.entrys_own) return;
+    Inputs in = make_inputs(sample, hg::f64);
+    for (Tensor& t : in)
+      if (t.dim() > 0) t = hg::narrow(t, 0, 0, 0).contiguous();
+    std::vector<ref::Array> arrays;
+    for (const Tensor& t : in) arrays.push_back(ref::of(t));
+    try {
+      const Tensor out = run(entry, in, sample.args);
+      const ref::Array expected = entry.reference(arrays, sample.args);
+      CHECK(out.shape() == expected.shape);
+      // A mean over nothing is NaN, PyTorch's documented choice (scenario 5).
+      const auto report = hg_test::compare(out, ref::tensor(expected), hg_test::tolerance_for(hg::f64), true);
+      CHECK_MESSAGE(!report.has_value(), report.value_or(""));
+    } catch (const hg::Error& e) {
+      const std::string message = e.what();
+      CAPTURE(message);
+      CHECK(!message.empty());
+    }
+  });
+}
+
+// ---- the nn module of an op against the op ------------------------------------------------------
+
+namespace {
+
+// The nn module that wraps an op, built from a sample: its parameters are the sample's inputs
+// (loaded into the module), its options the sample's args. None for ops without a module.
+std::optional<hg_test::OpCall> module_call(const OpEntry& entry) {
+  using hg_test::flag;
+  using hg_test::integer;
+  using hg_test::number;
+  namespace nn = hg::nn;
+  const auto load = [](nn::Module& m, const std::map<std::string, Tensor>& state) {
+    hg::NoGradGuard no_grad;
+    for (const auto& [name, p] : m.named_parameters()) Tensor(p).copy_(state.at(name));
+  };
+  switch (entry.op) {
+    case hg::amp::Op::Relu: return [](const Inputs& in, const Args&) { return nn::ReLU()(in[0]); };
+    case hg::amp::Op::Gelu: return [](const Inputs& in, const Args&) { return nn::GELU()(in[0]); };
+    case hg::amp::Op::LeakyRelu:
+      return [](const Inputs& in, const Args& a) {
+        return (a.find("negative_slope") ? nn::LeakyReLU(number(a, "negative_slope")) : nn::LeakyReLU())(in[0]);
+      };
+    case hg::amp::Op::Dropout:
+      return [](const Inputs& in, const Args& a) {
+        nn::Dropout m(number(a, "p"));
+        m.train(flag(a, "training"));
+        return m(in[0]);
+      };
+    case hg::amp::Op::MaxPool2d:
+      return [](const Inputs& in, const Args& a) {
+        return nn::MaxPool2d(int(integer(a, "kernel")), int(integer(a, "stride")))(in[0]);
+      };
+    case hg::amp::Op::AvgPool2d:
+      return [](const Inputs& in, const Args& a) {
+        return nn::AvgPool2d(int(integer(a, "kernel")), int(integer(a, "stride")))(in[0]);
+      };
+    case hg::amp::Op::Linear:
+      return [load](const Inputs& in, const Args&) {
+        const Tensor& w = in[1];
+        nn::Linear m(w.shape()[1], w.shape()[0], in.size() > 2);
+        m.to(w.dtype());
+        std::map<std::string, Tensor> state{{"weight", w}};
+        if (in.size() > 2) state["bias"] = in[2];
+        load(m, state);
+        return m(in[0]);
+      };
+    case hg::amp::Op::Conv2d:
+      return [load](const Inputs& in, const Args& a) {
+        const Tensor& w = in[1];
+        nn::Conv2d m(w.shape()[1], w.shape()[0], w.shape()[2],
+                     {.stride = integer(a, "stride"), .padding = integer(a, "padding"), .bias = in.size() > 2});
+        m.to(w.dtype());
+        std::map<std::string, Tensor> state{{"weight", w}};
+        if (in.size() > 2) state["bias"] = in[2];
+        load(m, state);
+        return m(in[0]);
+      };
+    case hg::amp::Op::Embedding:
+      return [load](const Inputs& in, const Args&) {
+        nn::Embedding m(in[1].shape()[0], in[1].shape()[1]);
+        m.to(in[1].dtype());
+        load(m, {{"weight", in[1]}});
+        return m(in[0]);
+      };
+    default: return std::nullopt;  // (batch_norm, layer_norm: their modules own buffers and shapes of
+                                   // their own; tests/test_nn.cpp compares them with the ops)
+  }
+}
+
+}  // namespace
+
+// An op and its nn module compute the same thing, bit for bit, forward and backward: the module
+// is a thin wrapper (PyTorch's nn.ReLU is F.relu), so any difference is a bug in one of them.
+TEST_CASE("op_db.nn_module_matches_the_op") {
+  int compared = 0;
+  for_every_sample([&](const OpEntry& entry, const Sample& sample) {
+    if (entry.name != hg::amp::op_name(entry.op)) return;  // the row's own entry ("add", not "add_scalar")
+    const std::optional<hg_test::OpCall> module = module_call(entry);
+    if (!module) return;
+    // nn::Conv2d's kernel is square (its kernel_size is one number): other shapes have no module.
+    if (entry.op == hg::amp::Op::Conv2d && sample.inputs[1].shape[2] != sample.inputs[1].shape[3]) return;
+    // The module's call in place of the entry's.
+    OpEntry through_module = entry;
+    through_module.call = *module;
+    const Inputs in = make_inputs(sample, hg::f32);
+    const Outcome functional = forward_and_backward(entry, sample, in);
+    const Outcome wrapped = forward_and_backward(through_module, sample, in);
+    CHECK_CLOSE_WITH(wrapped.out, functional.out, kExact);
+    REQUIRE(wrapped.grads.size() == functional.grads.size());
+    for (size_t k = 0; k < functional.grads.size(); ++k) {
+      const int input = sample.grads[k];
+      CAPTURE(input);
+      // (A module's parameters are its own leaves: gradients reach the module, not the inputs.)
+      if (wrapped.grads[k].defined()) CHECK_CLOSE_WITH(wrapped.grads[k], functional.grads[k], kExact);
+    }
+    ++compared;
+  });
+  CHECK(compared >= 9);  // every op above with a module, at least once
 }

@@ -1,4 +1,4 @@
-// amp::ShadowCheck (amp/tools/shadow_check.h): every autocast op re-run in f32 on the inputs its
+// amp::ShadowCheck (amp_tools/shadow_check.h): every autocast op re-run in f32 on the inputs its
 // autocast run saw, and compare_step's per-parameter gradient errors. The numbers are checked
 // against what arithmetic says they must be: 0 for an op computed in f32, a derived bound for a
 // bf16 linear, every element for an overflow or a flush to zero.

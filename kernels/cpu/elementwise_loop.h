@@ -15,7 +15,7 @@
 #include "core/tensor.h"
 #include "kernels/math/elementwise.h"
 
-namespace hg::detail {
+namespace hg::kernels {
 
 inline constexpr int64_t kChunk = 256;
 
@@ -90,17 +90,17 @@ void map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, con
   sizes.fill(int64_t(sizeof(T)));
   for (size_t k = 0; k < N; ++k) {
     base[k + 1] = static_cast<char*>(inputs[k].raw_data());
-    strides[k + 1] = broadcast_strides(inputs[k], out.shape());
+    strides[k + 1] = detail::broadcast_strides(inputs[k], out.shape());
   }
-  const StridedWalk<N + 1> walk(out.shape(), base, strides, sizes);
-  parallel_for(0, walk.numel(), kElementwiseGrain, [&](int64_t begin, int64_t end) {
+  const detail::StridedWalk<N + 1> walk(out.shape(), base, strides, sizes);
+  parallel_for(0, walk.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
     walk.walk(begin, end, [&](const std::array<char*, N + 1>& p, int64_t n, const std::array<int64_t, N + 1>& s) {
       map_run<T, N>(p, n, s, f);
     });
   });
 }
 
-}  // namespace hg::detail
+}  // namespace hg::kernels
 
 // The GPU side. nvcc compiling (a CUDA build compiles every library source that calls map_into
 // with nvcc): the launch template itself, instantiated right here for the functors this file
@@ -109,8 +109,9 @@ void map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, con
 #include "kernels/cuda/elementwise.cuh"
 #endif
 
-namespace hg::detail {
+namespace hg::kernels {
 
+namespace cuda {
 #if defined(HG_WITH_CUDA) && !defined(__CUDACC__)
 template <class F>
 inline constexpr bool kCompiledByNvcc = false;
@@ -122,16 +123,17 @@ void cuda_map_elementwise(const Tensor&, const std::array<Tensor, N>&, const F&)
 #elif !defined(HG_WITH_CUDA)
 template <size_t N, class F>
 void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>&, const F&) {
-  check_cuda_device(out.device(), "elementwise op");
+  detail::check_cuda_device(out.device(), "elementwise op");
 }
 #endif
+}  // namespace cuda
 
 // out = f(inputs...) into an existing tensor (inputs broadcast to its shape, all of its dtype),
 // on its device. An input may be out itself (in-place ops): element i is read before it is written.
 template <size_t N, class F>
 void map_into(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f) {
   if (out.numel() == 0) return;
-  if (out.device().is_cuda()) cuda_map_elementwise<N>(out, inputs, f);
+  if (out.device().is_cuda()) cuda::cuda_map_elementwise<N>(out, inputs, f);
   else visit_dtype(out.dtype(), [&]<class T> {
     if constexpr (!is_floating_type_v<T> && !math::kIntegerSafe<F>)
       HG_FAIL("elementwise op: not defined for ", out.dtype(), " tensors");
@@ -149,4 +151,4 @@ Tensor map_to_new(const Shape& shape, const std::array<Tensor, N>& inputs, const
   return out;
 }
 
-}  // namespace hg::detail
+}  // namespace hg::kernels

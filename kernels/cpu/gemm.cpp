@@ -15,6 +15,7 @@
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/math/activation.h"
 #include "core/simd_target.h"
+#include "kernels/gemm_layout.h"
 
 // NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own SIMD intrinsics when it inlines
 // Eigen's packet math (a known false positive); it is silenced for this file only.
@@ -52,7 +53,9 @@ template <class S> using RowMajorMatrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen
 template <class S> using ColMajorMatrix = Eigen::Matrix<S, Eigen::Dynamic, Eigen::Dynamic, Eigen::ColMajor>;
 template <class M> using StridedMap = Eigen::Map<const M, 0, Eigen::OuterStride<>>;
 
-bool rows_contiguous(const MatrixView& m) { return (m.col_stride == 1 || m.cols == 1) && (m.rows == 1 || m.row_stride >= m.cols); }
+bool rows_contiguous(const MatrixView& m) {
+  return gemm_layout(m.rows, m.cols, m.row_stride, m.col_stride) == GemmLayout::RowMajor;
+}
 
 // Calls f with `m` as an Eigen map: row-major if its rows are contiguous, column-major otherwise.
 template <class S, class F>
@@ -235,13 +238,9 @@ template void packed_gemm<bfloat16>(const MatrixView&, const MatrixView&, float*
 
 // ---- entry points -------------------------------------------------------------------------------
 
-// Rows contiguous (row-major with a row pitch of at least `cols`) or columns contiguous
-// (column-major with a column pitch of at least `rows`). A stride-0 (broadcast) dimension of
-// size > 1 is neither: those operands are copied first.
+// Row- or column-major (kernels/gemm_layout.h); other operands are copied first.
 bool gemm_ready(int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {
-  const bool row_major = (col_stride == 1 || cols == 1) && (rows == 1 || row_stride >= cols);
-  const bool col_major = (row_stride == 1 || rows == 1) && (cols == 1 || col_stride >= rows);
-  return row_major || col_major;
+  return gemm_layout(rows, cols, row_stride, col_stride) != GemmLayout::Neither;
 }
 
 MatrixView matrix_view(const void* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride) {

@@ -13,6 +13,7 @@
 
 #include "kernels/cpu/avx2_lanes.h"
 #include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/gemm_pack.h"
 
 namespace hg::kernels::cpu {
 
@@ -55,67 +56,28 @@ inline void transpose8(__m256 (&r)[8]) {
   }
 }
 
-// Loads `lanes` (<= 8) source rows of `depth` (<= 8) contiguous floats, rows src_stride apart,
-// and transposes them: r[k] holds element k of every row (zeros past `lanes` and `depth`).
-inline void load_transposed(const float* src, int64_t src_stride, int64_t lanes, int64_t depth, __m256 (&r)[8]) {
+// Transposes up to 8 x 8 floats (the packers' block transpose, kernels/cpu/gemm_pack.h): `lanes`
+// source rows of `depth` contiguous values become `depth` rows of 8 values at dst, zeros past
+// `lanes`. NOTE: it stores whole ymm rows: a 6-float A panel row takes 2 floats of the next row
+// (overwritten when that row is written; the last row's spill lands in kSlack), and B panels are
+// 16 wide, so their 8-lane halves fit.
+void transpose_block(const float* src, int64_t src_stride, int64_t lanes, int64_t depth, float* dst, int64_t dst_stride) {
   const __m256i mask = first_lanes(depth);
+  __m256 r[8];
   for (int i = 0; i < 8; ++i)
     r[i] = i >= lanes ? _mm256_setzero_ps()
            : depth == 8 ? _mm256_loadu_ps(src + i * src_stride)
                         : _mm256_maskload_ps(src + i * src_stride, mask);
   transpose8(r);
+  for (int64_t d = 0; d < depth; ++d) _mm256_storeu_ps(dst + d * dst_stride, r[d]);
 }
 
-// A[i0:i0+mc, k0:k0+kc] -> panels of kMR rows.
 void pack_a(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* out) {
-  const float* base = static_cast<const float*>(a.data);
-  for (int64_t p = 0; p < mc; p += kMR) {
-    const int64_t rows = std::min(kMR, mc - p);
-    float* panel = out + p * kc;
-    if (rows < kMR) std::memset(panel, 0, sizeof(float) * size_t(kc * kMR));
-    const float* origin = base + (i0 + p) * a.row_stride + k0 * a.col_stride;
-    if (a.col_stride == 1) {  // row-major: 8 k at a time from each row, transposed in registers
-      for (int64_t k = 0; k < kc; k += 8) {
-        const int64_t depth = std::min<int64_t>(8, kc - k);
-        __m256 r[8];
-        load_transposed(origin + k, a.row_stride, rows, depth, r);
-        // Each store writes 8 lanes into a 6-lane row; the 2 extra are overwritten by the next
-        // row (or land in the next panel / the slack, written later).
-        for (int64_t d = 0; d < depth; ++d) _mm256_storeu_ps(panel + (k + d) * kMR, r[d]);
-      }
-    } else {
-      for (int64_t k = 0; k < kc; ++k)
-        for (int64_t r = 0; r < rows; ++r) panel[k * kMR + r] = origin[r * a.row_stride + k * a.col_stride];
-    }
-  }
+  pack_a_panels<kMR, 8>(a, i0, mc, k0, kc, out, transpose_block);
 }
 
-// B[k0:k0+kc, j0:j0+nc] -> panels of kNR columns, following B's layout.
 void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* out) {
-  const float* base = static_cast<const float*>(b.data);
-  const bool column_major = b.row_stride == 1 && b.col_stride != 1;
-  for (int64_t q = 0; q < nc; q += kNR) {
-    const int64_t cols = std::min(kNR, nc - q);
-    float* panel = out + q * kc;
-    if (cols < kNR) std::memset(panel, 0, sizeof(float) * size_t(kc * kNR));
-    const float* origin = base + k0 * b.row_stride + (j0 + q) * b.col_stride;
-    if (column_major) {  // each column is contiguous along k: 8 x 8 register transposes
-      for (int64_t c = 0; c < cols; c += 8)
-        for (int64_t k = 0; k < kc; k += 8) {
-          const int64_t depth = std::min<int64_t>(8, kc - k);
-          __m256 r[8];
-          load_transposed(origin + c * b.col_stride + k, b.col_stride, std::min<int64_t>(8, cols - c), depth, r);
-          for (int64_t d = 0; d < depth; ++d) _mm256_store_ps(panel + (k + d) * kNR + c, r[d]);
-        }
-      continue;
-    }
-    for (int64_t k = 0; k < kc; ++k) {
-      float* dst = panel + k * kNR;
-      const float* src = origin + k * b.row_stride;
-      if (b.col_stride == 1 && cols == kNR) std::memcpy(dst, src, sizeof(float) * kNR);
-      else for (int64_t c = 0; c < cols; ++c) dst[c] = src[c * b.col_stride];
-    }
-  }
+  pack_b_panels<kNR, 8>(b, k0, kc, j0, nc, out, transpose_block);
 }
 
 // ---- the microkernel ----------------------------------------------------------------------------

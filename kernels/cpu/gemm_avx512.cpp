@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/gemm_pack.h"
 
 // NOTE: GCC 12 reports -W(maybe-)uninitialized inside its own AVX-512 intrinsics (masked loads
 // and stores); a known false positive, silenced for this file only.
@@ -77,52 +78,12 @@ void transpose_block(const float* src, int64_t src_stride, int64_t lanes, int64_
   for (int k = 0; k < depth; ++k) _mm512_mask_storeu_ps(dst + k * dst_stride, lane_mask, r[k]);
 }
 
-// NOTE: both packers zero a partial panel once and then write its valid lanes. Zeroing the few
-// padding lanes per k instead compiles to a `rep stos` per k, whose start-up cost dominated
-// products with a short dimension (conv weight gradients: 9 x 784 @ 784 x 16).
-
-// A[i0:i0+mc, k0:k0+kc] -> panels of kMR rows. Each source row or column is read along memory.
 void pack_a(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float* out) {
-  const float* base = static_cast<const float*>(a.data);
-  for (int64_t p = 0; p < mc; p += kMR) {
-    const int64_t rows = std::min(kMR, mc - p);
-    float* panel = out + p * kc;
-    if (rows < kMR) std::memset(panel, 0, sizeof(float) * size_t(kc * kMR));
-    const float* origin = base + (i0 + p) * a.row_stride + k0 * a.col_stride;
-    if (a.col_stride == 1) {  // row-major: each row is contiguous along k
-      for (int64_t k = 0; k < kc; k += 16)
-        transpose_block(origin + k, a.row_stride, rows, std::min<int64_t>(16, kc - k), panel + k * kMR, kMR);
-    } else {
-      for (int64_t k = 0; k < kc; ++k)
-        for (int64_t r = 0; r < rows; ++r) panel[k * kMR + r] = origin[r * a.row_stride + k * a.col_stride];
-    }
-  }
+  pack_a_panels<kMR, 16>(a, i0, mc, k0, kc, out, transpose_block);
 }
 
-// B[k0:k0+kc, j0:j0+nc] -> panels of kNR columns. The loops follow B's layout: row by row for a
-// row-major B, column by column for a column-major one (e.g. a transposed view).
 void pack_b(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, float* out) {
-  const float* base = static_cast<const float*>(b.data);
-  const bool column_major = b.row_stride == 1 && b.col_stride != 1;
-  for (int64_t q = 0; q < nc; q += kNR) {
-    const int64_t cols = std::min(kNR, nc - q);
-    float* panel = out + q * kc;
-    if (cols < kNR) std::memset(panel, 0, sizeof(float) * size_t(kc * kNR));
-    const float* origin = base + k0 * b.row_stride + (j0 + q) * b.col_stride;
-    if (column_major) {
-      for (int64_t c = 0; c < cols; c += 16)
-        for (int64_t k = 0; k < kc; k += 16)
-          transpose_block(origin + c * b.col_stride + k, b.col_stride, std::min<int64_t>(16, cols - c),
-                          std::min<int64_t>(16, kc - k), panel + k * kNR + c, kNR);
-      continue;
-    }
-    for (int64_t k = 0; k < kc; ++k) {
-      float* dst = panel + k * kNR;
-      const float* src = origin + k * b.row_stride;
-      if (b.col_stride == 1 && cols == kNR) std::memcpy(dst, src, sizeof(float) * kNR);  // two vector moves, no call
-      else for (int64_t c = 0; c < cols; ++c) dst[c] = src[c * b.col_stride];
-    }
-  }
+  pack_b_panels<kNR, 16>(b, k0, kc, j0, nc, out, transpose_block);
 }
 
 // ---- the f32 microkernel ------------------------------------------------------------------------

@@ -10,13 +10,12 @@
 #include "kernels/math/scale_update.h"
 #include "kernels/math/unscale.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 namespace {
 
 using cuda_detail::acc_t;
 using cuda_detail::from_acc;
-using cuda_detail::kVec;
 using cuda_detail::to_acc;
 
 // ---- multi-tensor unscale ------------------------------------------------------------------------
@@ -30,7 +29,7 @@ struct UnscaleMeta {
 };
 constexpr int kUnscaleTensors = 64;
 template <class T>
-using UnscaleTable = cuda_detail::ChunkTable<UnscaleMeta<T>, kUnscaleTensors>;
+using UnscaleTable = kernels::cuda::ChunkTable<UnscaleMeta<T>, kUnscaleTensors>;
 static_assert(sizeof(UnscaleTable<double>) <= 4000, "kernel arguments must stay under 4 KiB");
 
 template <class T>
@@ -38,15 +37,15 @@ __global__ void unscale_kernel(UnscaleTable<T> table, const float* scale, float*
                                unsigned long long* tiny) {
   using A = acc_t<T>;  // f32 for 16-bit and f32 gradients, f64 for f64 ones
   using Rule = math::Unscale<A>;  // the element rule, shared with the CPU loop
-  const auto chunk = cuda_detail::block_chunk(table);
+  const auto chunk = kernels::cuda::block_chunk(table);
   T* g = chunk.meta.data + chunk.start;
   const Rule unscale = Rule::of(double(*scale));
-  const bool wide = cuda_detail::vec_aligned(g) && chunk.n % kVec == 0;
+  const bool wide = kernels::cuda::vec_aligned(g) && chunk.n % kVec == 0;
   bool bad = false;
   unsigned long long small = 0;
   for (int64_t i = int64_t(threadIdx.x) * kVec; i < chunk.n; i += int64_t(blockDim.x) * kVec) {
     A v[kVec];
-    cuda_detail::load_vec(g, i, chunk.n, wide, v);
+    kernels::cuda::load_vec(g, i, chunk.n, wide, v);
     for (int j = 0; j < kVec; ++j) {
       if (i + j >= chunk.n) break;
       if constexpr (std::is_same_v<T, half>) small += Rule::f16_tiny(v[j]);
@@ -55,7 +54,7 @@ __global__ void unscale_kernel(UnscaleTable<T> table, const float* scale, float*
       bad |= !Rule::finite(v[j]) || !Rule::finite(to_acc(from_acc<T>(unscaled)));
       v[j] = unscaled;
     }
-    if (!chunk.meta.check_only) cuda_detail::store_vec(g, i, chunk.n, wide, v);
+    if (!chunk.meta.check_only) kernels::cuda::store_vec(g, i, chunk.n, wide, v);
   }
   // Every writer writes the same value, so the races below are benign.
   if (bad) {
@@ -63,8 +62,8 @@ __global__ void unscale_kernel(UnscaleTable<T> table, const float* scale, float*
     nonfinite[chunk.meta.flag_index] = 1;
   }
   if constexpr (std::is_same_v<T, half>) {
-    small = cuda_detail::warp_sum(small);
-    if (threadIdx.x % cuda_detail::kWarp == 0 && small) atomicAdd(tiny, small);  // exact in any order
+    small = kernels::cuda::warp_sum(small);
+    if (threadIdx.x % kernels::cuda::kWarp == 0 && small) atomicAdd(tiny, small);  // exact in any order
   }
 }
 
@@ -78,8 +77,8 @@ void launch_unscale(const std::vector<int>& members, const std::vector<Tensor>& 
     metas.push_back({g.data_ptr<T>(), g.numel(), i, bool(check_only[size_t(i)])});
     numels.push_back(g.numel());
   }
-  cuda_detail::launch_chunked<UnscaleMeta<T>, kUnscaleTensors>(metas, numels, [&](const UnscaleTable<T>& table, int blocks) {
-    unscale_kernel<T><<<blocks, cuda_detail::kThreads>>>(table, scale.data_ptr<float>(), found_inf.data_ptr<float>(),
+  kernels::cuda::launch_chunked<UnscaleMeta<T>, kUnscaleTensors>(metas, numels, [&](const UnscaleTable<T>& table, int blocks) {
+    unscale_kernel<T><<<blocks, kernels::cuda::kThreads>>>(table, scale.data_ptr<float>(), found_inf.data_ptr<float>(),
                                                          nonfinite.data_ptr<int32_t>(),
                                                          reinterpret_cast<unsigned long long*>(tiny.data_ptr<int64_t>()));
     HG_CHECK_LAUNCH("unscale_kernel");
@@ -123,4 +122,4 @@ void scaler_update(const Tensor& scale, const Tensor& growth_tracker, const Tens
   HG_CHECK_LAUNCH("scaler_update_kernel");
 }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

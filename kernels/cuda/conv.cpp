@@ -33,7 +33,7 @@
 #include "kernels/math/elementwise.h"
 #include "kernels/reduce.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 namespace {
 
@@ -96,7 +96,7 @@ bool ensure_workspace(DnnDevice& device, size_t nbytes) {
   cudaError_t status = cudaMalloc(&device.workspace, rounded);
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
-    cuda::empty_cache();
+    ::hg::cuda::empty_cache();
     status = cudaMalloc(&device.workspace, rounded);
   }
   if (status == cudaErrorMemoryAllocation) {
@@ -135,7 +135,7 @@ DnnTypes dnn_types(DType dtype) {
   // CUDNN_DEFAULT_MATH lets cuDNN use TF32.
   cudnnMathType_t math = CUDNN_DEFAULT_MATH;  // f64
   if (is_16bit_floating(dtype)) math = CUDNN_TENSOR_OP_MATH;
-  if (dtype == f32 && !cuda::tf32_allowed()) math = CUDNN_FMA_MATH;
+  if (dtype == f32 && !::hg::cuda::tf32_allowed()) math = CUDNN_FMA_MATH;
   return {cudnn_data_type(dtype), cudnn_data_type(accumulate_dtype(dtype)), math};
 }
 
@@ -404,7 +404,7 @@ void fill_zeros(const Tensor& t) {
 // their bf16 support is undocumented; the bias path is memory-bound either way.
 void add_bias(DnnCall&, const ConvShape& s, const Tensor& bias, const Tensor& out) {
   const Tensor b = detail::dense_view(detail::dense(bias), {1, s.o, 1, 1});
-  detail::map_into<2>(out, {out, b}, math::Add{});
+  kernels::map_into<2>(out, {out, b}, math::Add{});
 }
 
 // grad_bias (O) = dy summed over N, OH, OW (halfgrad's deterministic reduction kernel).
@@ -503,4 +503,4 @@ void conv2d_backward(const Tensor& x_in, const Tensor& w_in, const Tensor& grad,
   }
 }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

@@ -9,7 +9,7 @@
 #include "kernels/math/optimizer_step.h"
 #include "kernels/reduce.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 using kernels::ReduceKind;
 // x viewed as contiguous (outer, reduce, inner) -> out (outer, inner).
@@ -113,4 +113,4 @@ void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weig
 void embedding_forward(const Tensor& indices, const Tensor& weight, const Tensor& out);
 void embedding_backward(const Tensor& indices, const Tensor& grad, const Tensor& grad_weight);
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

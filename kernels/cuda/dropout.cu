@@ -6,7 +6,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/dropout.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 namespace {
 
@@ -43,10 +43,10 @@ void dropout(const Tensor& in, const Tensor& out, double p, uint64_t seed, uint6
   const int64_t n = in.numel();
   if (n == 0) return;
   visit_floating(in.dtype(), "dropout", [&]<class T> {
-    dropout_kernel<T><<<cuda_detail::blocks_for((n + 3) / 4), cuda_detail::kThreads>>>(
+    dropout_kernel<T><<<kernels::cuda::blocks_for((n + 3) / 4), kernels::cuda::kThreads>>>(
         in.data_ptr<T>(), out.data_ptr<T>(), n, math::Dropout{p}, seed, offset);
   });
   HG_CHECK_LAUNCH("dropout_kernel");
 }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

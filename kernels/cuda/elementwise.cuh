@@ -1,4 +1,4 @@
-// The CUDA side of detail::map_into (kernels/cpu/elementwise_loop.h): out[i] = f(a[i], b[i], ...)
+// The CUDA side of kernels::map_into (kernels/cpu/elementwise_loop.h): out[i] = f(a[i], b[i], ...)
 // for T in {f32, f64, f16, bf16, i32, i64, u8}, loading T, computing in float (16-bit) or T,
 // storing T. Contiguous operands take a plain grid-stride loop (16-byte accesses when aligned);
 // broadcast or strided ones go through the indexer.
@@ -14,7 +14,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/math/elementwise.h"
 
-namespace hg::detail {
+namespace hg::kernels::cuda {
 
 // (Not in an anonymous namespace: every file that launches a functor instantiates these, and the
 // linker keeps one copy of each, as with any template.)
@@ -68,7 +68,7 @@ __global__ void map_contiguous_wide(Pointers<T, N> p, int64_t numel, F f) {
 }
 
 template <class T, size_t N, class F>
-__global__ void map_strided(Pointers<T, N> p, int64_t numel, cuda_detail::StridedIndexer<int(N) + 1> ix, F f) {
+__global__ void map_strided(Pointers<T, N> p, int64_t numel, StridedIndexer<int(N) + 1> ix, F f) {
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < numel; i += int64_t(gridDim.x) * blockDim.x) {
     int64_t off[N + 1];
     ix.offsets(i, off);
@@ -78,7 +78,7 @@ __global__ void map_strided(Pointers<T, N> p, int64_t numel, cuda_detail::Stride
 
 template <size_t N, class F>
 inline void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f) {
-  check_cuda_device(out.device(), "elementwise op");
+  detail::check_cuda_device(out.device(), "elementwise op");
   bool contiguous = out.is_contiguous();
   for (const Tensor& t : inputs) {
     HG_CHECK(t.device() == out.device(), "elementwise op: expected all tensors on ", out.device(), ", found ", t.device());
@@ -96,17 +96,17 @@ inline void cuda_map_elementwise(const Tensor& out, const std::array<Tensor, N>&
     for (size_t k = 0; k < N; ++k) aligned = aligned && reinterpret_cast<uintptr_t>(p.in[k]) % 16 == 0;
     if (contiguous && aligned && 16 % sizeof(T) == 0) {
       kernel = "map_contiguous_wide";
-      map_contiguous_wide<T, N, F><<<cuda_detail::blocks_for(numel / (16 / sizeof(T)) + 1), cuda_detail::kThreads>>>(p, numel, f);
+      map_contiguous_wide<T, N, F><<<blocks_for(numel / (16 / sizeof(T)) + 1), kThreads>>>(p, numel, f);
     } else if (contiguous) {
       kernel = "map_contiguous";
-      map_contiguous<T, N, F><<<cuda_detail::blocks_for(numel), cuda_detail::kThreads>>>(p, numel, f);
+      map_contiguous<T, N, F><<<blocks_for(numel), kThreads>>>(p, numel, f);
     } else {
-      const auto ix = cuda_detail::make_indexer<int(N) + 1>(out, inputs.data(), int(N));
-      map_strided<T, N, F><<<cuda_detail::blocks_for(numel), cuda_detail::kThreads>>>(p, numel, ix, f);
+      const auto ix = make_indexer<int(N) + 1>(out, inputs.data(), int(N));
+      map_strided<T, N, F><<<blocks_for(numel), kThreads>>>(p, numel, ix, f);
     }
     }
   });
   HG_CHECK_LAUNCH(kernel);
 }
 
-}  // namespace hg::detail
+}  // namespace hg::kernels::cuda

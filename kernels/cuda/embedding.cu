@@ -11,7 +11,7 @@
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 namespace {
 
@@ -80,7 +80,7 @@ void embedding_forward(const Tensor& indices, const Tensor& weight, const Tensor
   if (count * dim == 0) return;
   visit_dtype(weight.dtype(), [&]<class T> {
     visit_index(indices, [&]<class I> {
-      embedding_forward_kernel<T, I><<<cuda_detail::blocks_for(count * dim), cuda_detail::kThreads>>>(
+      embedding_forward_kernel<T, I><<<kernels::cuda::blocks_for(count * dim), kernels::cuda::kThreads>>>(
           indices.data_ptr<I>(), weight.data_ptr<T>(), out.data_ptr<T>(), count, dim, rows,
           cuda_detail::device_error_slot());
       HG_CHECK_LAUNCH("embedding_forward_kernel");
@@ -97,11 +97,11 @@ void embedding_backward(const Tensor& indices, const Tensor& grad, const Tensor&
   if (count * dim == 0) return;
   visit_floating(grad_weight.dtype(), "embedding backward", [&]<class T> {
     visit_index(indices, [&]<class I> {
-      embedding_backward_kernel<T, I><<<cuda_detail::blocks_for(count * dim), cuda_detail::kThreads>>>(
+      embedding_backward_kernel<T, I><<<kernels::cuda::blocks_for(count * dim), kernels::cuda::kThreads>>>(
           indices.data_ptr<I>(), grad.data_ptr<T>(), grad_weight.data_ptr<T>(), count, dim, rows);
       HG_CHECK_LAUNCH("embedding_backward_kernel");
     });
   });
 }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

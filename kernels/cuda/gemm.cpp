@@ -29,6 +29,7 @@
 #include "core/cuda/gemm_settings.h"
 #include "kernels/cuda/library_check.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/gemm_layout.h"
 
 namespace hg {
 
@@ -42,7 +43,7 @@ void allow_tf32(bool allow) { tf32_flag.store(allow); }
 bool tf32_allowed() { return tf32_flag.load(); }
 }  // namespace cuda
 
-namespace cuda_kernels {
+namespace kernels::cuda {
 
 namespace {
 
@@ -69,7 +70,7 @@ LtDevice& lt_device(int index) {
   static std::map<int, LtDevice> devices;
   std::lock_guard<std::mutex> lock(lt_mutex());
   LtDevice& device = devices[index];
-  if (device.workspace == nullptr) device.workspace = cuda_detail::allocate_library_workspace(kWorkspaceBytes, "cuBLASLt");
+  if (device.workspace == nullptr) device.workspace = kernels::cuda::allocate_library_workspace(kWorkspaceBytes, "cuBLASLt");
   if (device.handle == nullptr) HG_CUBLAS_CHECK(cublasLtCreate(&device.handle));
   return device;
 }
@@ -86,14 +87,14 @@ struct Operand {
   int64_t batch_stride = 0;  // elements from one batch's matrix to the next; 0 broadcasts it
 };
 
-// The layout of a strided (rows, cols) view, if it is row- or column-major. A stride along a
-// size-1 dimension is meaningless, so such a dimension never disqualifies a layout.
+// The layout of a strided (rows, cols) view, if it is row- or column-major (kernels/gemm_layout.h).
 std::optional<Operand> layout_of(const void* data, int64_t rows, int64_t cols, int64_t row_stride,
                                  int64_t col_stride, int64_t batch_stride) {
-  if ((col_stride == 1 || cols == 1) && (rows == 1 || row_stride >= cols))
-    return Operand{data, rows, cols, true, rows == 1 ? cols : row_stride, batch_stride};
-  if ((row_stride == 1 || rows == 1) && (cols == 1 || col_stride >= rows))
-    return Operand{data, rows, cols, false, cols == 1 ? rows : col_stride, batch_stride};
+  switch (gemm_layout(rows, cols, row_stride, col_stride)) {
+    case GemmLayout::RowMajor: return Operand{data, rows, cols, true, rows == 1 ? cols : row_stride, batch_stride};
+    case GemmLayout::ColumnMajor: return Operand{data, rows, cols, false, cols == 1 ? rows : col_stride, batch_stride};
+    case GemmLayout::Neither: break;
+  }
   return std::nullopt;
 }
 
@@ -151,7 +152,7 @@ LtTypes lt_types(DType dtype) {
   // 1e-3 level.
   const DType accumulate = accumulate_dtype(dtype);
   cublasComputeType_t compute = accumulate == f64 ? CUBLAS_COMPUTE_64F : CUBLAS_COMPUTE_32F;
-  if (dtype == f32 && cuda::tf32_allowed()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (dtype == f32 && ::hg::cuda::tf32_allowed()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   return {cuda_data_type(dtype), compute, cuda_data_type(accumulate)};
 }
 
@@ -418,6 +419,6 @@ bool linear_weight_grad(const Tensor& g2, const Tensor& x2, const Tensor& grad_w
   return false;
 }
 
-}  // namespace cuda_kernels
+}  // namespace kernels::cuda
 
 }  // namespace hg

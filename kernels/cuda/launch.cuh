@@ -10,7 +10,7 @@
 #include "core/cuda/cuda_copy.h"
 #include "core/tensor.h"
 
-namespace hg::cuda_detail {
+namespace hg::kernels::cuda {
 
 constexpr int kThreads = 256;
 constexpr int kMaxDims = 12;
@@ -51,4 +51,4 @@ StridedIndexer<M> make_indexer(const Tensor& out, const Tensor* inputs, int coun
   return ix;
 }
 
-}  // namespace hg::cuda_detail
+}  // namespace hg::kernels::cuda

@@ -14,7 +14,7 @@
 #include "core/device.h"
 #include "core/error.h"
 
-namespace hg::cuda_detail {
+namespace hg::kernels::cuda {
 
 // cuDNN 9 keeps a more specific message than the status name for the calling thread's last
 // failure: " (that message)", or "" when it has none.
@@ -33,7 +33,7 @@ inline void* allocate_library_workspace(size_t nbytes, const char* what) {
   cudaError_t status = cudaMalloc(&block, nbytes);
   if (status == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
-    cuda::empty_cache();
+    ::hg::cuda::empty_cache();
     status = cudaMalloc(&block, nbytes);
   }
   if (status == cudaErrorMemoryAllocation) {
@@ -45,7 +45,7 @@ inline void* allocate_library_workspace(size_t nbytes, const char* what) {
   return block;
 }
 
-}  // namespace hg::cuda_detail
+}  // namespace hg::kernels::cuda
 
 // NOTE: a failed library call may leave a (non-sticky) CUDA error behind; it is cleared so that
 // the next, unrelated call does not report it.
@@ -65,6 +65,6 @@ inline void* allocate_library_workspace(size_t nbytes, const char* what) {
     if (hg_status_ != CUDNN_STATUS_SUCCESS) {                                              \
       (void)cudaGetLastError();                                                            \
       HG_FAIL(__FILE__, ":", __LINE__, ": cuDNN error ", cudnnGetErrorString(hg_status_),  \
-              ::hg::cuda_detail::cudnn_last_error(), " in ", #expr);                       \
+              ::hg::kernels::cuda::cudnn_last_error(), " in ", #expr);                       \
     }                                                                                      \
   } while (0)

@@ -14,16 +14,13 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/cross_entropy.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 namespace {
 
 using cuda_detail::acc_t;
 using cuda_detail::from_acc;
-using cuda_detail::kWarp;
 using cuda_detail::to_acc;
-using cuda_detail::warp_max;
-using cuda_detail::warp_sum;
 
 // ---- math -----------------------------------------------------------------------------------------
 
@@ -79,8 +76,8 @@ __global__ void cross_entropy_rows_kernel(const T* logits, const int64_t* target
 template <class T>
 __global__ void cross_entropy_mean_kernel(const double* row_loss, const int64_t* targets, int64_t N, int64_t C,
                                           int64_t ignore_index, T* out, int64_t* valid) {
-  __shared__ double partial[cuda_detail::kThreads];
-  __shared__ int64_t partial_count[cuda_detail::kThreads];
+  __shared__ double partial[kernels::cuda::kThreads];
+  __shared__ int64_t partial_count[kernels::cuda::kThreads];
   double total = 0;
   int64_t count = 0;
   for (int64_t i = threadIdx.x; i < N; i += blockDim.x) {
@@ -139,12 +136,12 @@ Tensor cross_entropy_forward(const Tensor& logits, const Tensor& targets, double
   valid = empty({}, {.dtype = i64, .device = logits.device()});
   visit_floating(logits.dtype(), "cross_entropy", [&]<class T> {
     if (N > 0) {
-      cross_entropy_rows_kernel<T><<<cuda_detail::blocks_for(N * kWarp), cuda_detail::kThreads>>>(
+      cross_entropy_rows_kernel<T><<<kernels::cuda::blocks_for(N * kWarp), kernels::cuda::kThreads>>>(
           logits.data_ptr<T>(), targets.data_ptr<int64_t>(), N, C, label_smoothing, ignore_index,
           row_loss.data_ptr<double>(), cuda_detail::device_error_slot());
       HG_CHECK_LAUNCH("cross_entropy_rows_kernel");
     }
-    cross_entropy_mean_kernel<T><<<1, cuda_detail::kThreads>>>(row_loss.data_ptr<double>(), targets.data_ptr<int64_t>(),
+    cross_entropy_mean_kernel<T><<<1, kernels::cuda::kThreads>>>(row_loss.data_ptr<double>(), targets.data_ptr<int64_t>(),
                                                                N, C, ignore_index, out.data_ptr<T>(),
                                                                valid.data_ptr<int64_t>());
     HG_CHECK_LAUNCH("cross_entropy_mean_kernel");
@@ -162,7 +159,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   if (N * C == 0) return;
   visit_floating(logits.dtype(), "cross_entropy backward", [&]<class T> {
     visit_floating(grad_output.dtype(), "cross_entropy backward", [&]<class G> {
-      cross_entropy_backward_kernel<T, G><<<cuda_detail::blocks_for(N * kWarp), cuda_detail::kThreads>>>(
+      cross_entropy_backward_kernel<T, G><<<kernels::cuda::blocks_for(N * kWarp), kernels::cuda::kThreads>>>(
           logits.data_ptr<T>(), targets.data_ptr<int64_t>(), grad_output.data_ptr<G>(), N, C,
           label_smoothing, ignore_index, valid.data_ptr<int64_t>(), grad_logits.data_ptr<T>());
       HG_CHECK_LAUNCH("cross_entropy_backward_kernel");
@@ -170,4 +167,4 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
   });
 }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

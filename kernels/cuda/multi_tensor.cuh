@@ -16,7 +16,12 @@
 #include "core/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 
-namespace hg::cuda_detail {
+namespace hg::kernels::cuda {
+
+// The 16-bit <-> f32 conversions on the device are core's (core/cuda/device_math.cuh).
+using cuda_detail::acc_t;
+using cuda_detail::from_acc;
+using cuda_detail::to_acc;
 
 constexpr int64_t kChunk = 65536;       // elements per block
 constexpr int kMaxChunkBlocks = 320;    // blocks per launch (the table's length)
@@ -111,4 +116,4 @@ __device__ __forceinline__ void store_vec(T* p, int64_t i, int64_t n, bool wide,
   }
 }
 
-}  // namespace hg::cuda_detail
+}  // namespace hg::kernels::cuda

@@ -11,7 +11,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/norm.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 namespace {
 
@@ -29,13 +29,13 @@ template <class T> using stat_t = acc_t<T>;
 // thread. Every thread must call it; the order is fixed, so the result is deterministic.
 __device__ double block_sum(double v) {
   __shared__ double partial[32];
-  v = cuda_detail::warp_sum(v);
+  v = kernels::cuda::warp_sum(v);
   const int lane = int(threadIdx.x) % 32, warp = int(threadIdx.x) / 32;
   __syncthreads();  // a previous call's readers are done with `partial`
   if (lane == 0) partial[warp] = v;
   __syncthreads();
   v = lane < int(blockDim.x) / 32 ? partial[lane] : 0.0;
-  return cuda_detail::warp_sum(v);
+  return kernels::cuda::warp_sum(v);
 }
 
 // x viewed as (N, C, S): channel c holds N runs of S contiguous values.
@@ -102,17 +102,19 @@ __global__ void __launch_bounds__(kChannelThreads)
     var = double(to_acc(p.running_var[c]));
   }
   if (threadIdx.x != 0) return;
+  using math::Normalization;
   if (training && p.running_mean)
-    p.running_mean[c] = from_acc<P>(acc_t<P>((1 - momentum) * double(to_acc(p.running_mean[c])) + momentum * m));
+    p.running_mean[c] =
+        from_acc<P>(acc_t<P>(Normalization::running_mean(double(to_acc(p.running_mean[c])), m, momentum)));
   if (training && p.running_var)
-    p.running_var[c] = from_acc<P>(
-        acc_t<P>((1 - momentum) * double(to_acc(p.running_var[c])) + momentum * var * (count / (count - 1))));
-  const double r = math::Normalization::rstd(var, eps);
+    p.running_var[c] =
+        from_acc<P>(acc_t<P>(Normalization::running_var(double(to_acc(p.running_var[c])), var, count, momentum)));
+  const double r = Normalization::rstd(var, eps);
   mean[c] = stat_t<T>(m);
   rstd[c] = stat_t<T>(r);
-  const double scale = value_or(p.weight, c, 1.0) * r;
-  affine[c] = scale;
-  affine[l.C + c] = value_or(p.bias, c, 0.0) - m * scale;
+  const Normalization::Affine fold = Normalization::fold(m, r, value_or(p.weight, c, 1.0), value_or(p.bias, c, 0.0));
+  affine[c] = fold.scale;
+  affine[l.C + c] = fold.shift;
 }
 
 template <class T>
@@ -132,14 +134,9 @@ __global__ void __launch_bounds__(kChannelThreads)
                                 const stat_t<T>* rstd, P* dw, P* db, double* sums) {
   const int64_t c = blockIdx.x;
   const double m = double(mean[c]), r = double(rstd[c]);
-  double sum_g = 0, sum_g_xhat = 0;
-  for_each_in_channel(l, c, [&](int64_t k) {
-    const double gv = double(to_acc(g[k]));
-    sum_g += gv;
-    sum_g_xhat += gv * (double(to_acc(x[k])) - m) * r;
-  });
-  sum_g = block_sum(sum_g);
-  sum_g_xhat = block_sum(sum_g_xhat);
+  math::Normalization::GradientSums own;
+  for_each_in_channel(l, c, [&](int64_t k) { own.add(double(to_acc(g[k])), (double(to_acc(x[k])) - m) * r); });
+  const double sum_g = block_sum(own.g), sum_g_xhat = block_sum(own.g_xhat);
   if (threadIdx.x != 0) return;
   dw[c] = from_acc<P>(acc_t<P>(sum_g_xhat));
   db[c] = from_acc<P>(acc_t<P>(sum_g));
@@ -293,7 +290,7 @@ Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Ten
     });
     HG_CHECK_LAUNCH("batch_norm_stats_kernel");
     if (x.numel() == 0) return;
-    batch_norm_affine_kernel<T><<<cuda_detail::blocks_for(x.numel()), cuda_detail::kThreads>>>(
+    batch_norm_affine_kernel<T><<<kernels::cuda::blocks_for(x.numel()), kernels::cuda::kThreads>>>(
         x.data_ptr<T>(), y.data_ptr<T>(), x.numel(), l, affine.data_ptr<double>());
     HG_CHECK_LAUNCH("batch_norm_affine_kernel");
   });
@@ -318,7 +315,7 @@ void batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weig
     });
     HG_CHECK_LAUNCH("batch_norm_grad_sums_kernel");
     if (x.numel() == 0) return;
-    batch_norm_dx_kernel<T><<<cuda_detail::blocks_for(x.numel()), cuda_detail::kThreads>>>(
+    batch_norm_dx_kernel<T><<<kernels::cuda::blocks_for(x.numel()), kernels::cuda::kThreads>>>(
         x.data_ptr<T>(), grad.data_ptr<T>(), x.numel(), l, mean.data_ptr<stat_t<T>>(), rstd.data_ptr<stat_t<T>>(),
         sums.data_ptr<double>(), training, dx.data_ptr<T>());
     HG_CHECK_LAUNCH("batch_norm_dx_kernel");
@@ -335,7 +332,7 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& b
   if (rows * D == 0) return y;
   visit_floating(x.dtype(), "layer_norm", [&]<class T> {
     visit_floating(param, "layer_norm", [&]<class P> {
-      layer_norm_forward_kernel<T, P><<<row_blocks(rows), cuda_detail::kThreads>>>(
+      layer_norm_forward_kernel<T, P><<<row_blocks(rows), kernels::cuda::kThreads>>>(
           x.data_ptr<T>(), y.data_ptr<T>(), rows, D, eps, pointer_or_null<P>(weight),
           pointer_or_null<P>(bias), mean.data_ptr<stat_t<T>>(), rstd.data_ptr<stat_t<T>>());
     });
@@ -355,7 +352,7 @@ void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weig
   visit_floating(x.dtype(), "layer_norm backward", [&]<class T> {
     visit_floating(param, "layer_norm backward", [&]<class P> {
       if (rows > 0) {
-        layer_norm_dx_kernel<T, P><<<row_blocks(rows), cuda_detail::kThreads>>>(
+        layer_norm_dx_kernel<T, P><<<row_blocks(rows), kernels::cuda::kThreads>>>(
             x.data_ptr<T>(), grad.data_ptr<T>(), rows, D, pointer_or_null<P>(weight), mean.data_ptr<stat_t<T>>(),
             rstd.data_ptr<stat_t<T>>(), dx.data_ptr<T>());
         HG_CHECK_LAUNCH("layer_norm_dx_kernel");
@@ -370,4 +367,4 @@ void layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weig
   HG_CHECK_LAUNCH("layer_norm_weight_grad_kernel");
 }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

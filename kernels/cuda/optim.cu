@@ -12,15 +12,11 @@
 #include "kernels/cuda/multi_tensor.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 namespace {
 
 using cuda_detail::acc_t;
-using cuda_detail::kVec;
-using cuda_detail::load_vec;
-using cuda_detail::store_vec;
-using cuda_detail::vec_aligned;
 
 // W: the weight updated (the parameter, or its f32 master); P: the parameter and gradient dtype.
 template <class W, class P>
@@ -37,7 +33,7 @@ struct ParamMeta {
 };
 constexpr int kParamTensors = 24;
 template <class W, class P>
-using ParamTable = cuda_detail::ChunkTable<ParamMeta<W, P>, kParamTensors>;
+using ParamTable = kernels::cuda::ChunkTable<ParamMeta<W, P>, kParamTensors>;
 static_assert(sizeof(ParamTable<double, double>) <= 4000, "kernel arguments must stay under 4 KiB");
 
 __device__ __forceinline__ bool skipped(const float* found_inf) { return found_inf != nullptr && *found_inf != 0.0f; }
@@ -90,7 +86,7 @@ template <class W, class P>
 __global__ void sgd_kernel(ParamTable<W, P> table, SgdHyper h, const float* found_inf, const float* scale) {
   using A = acc_t<W>;
   if (skipped(found_inf)) return;
-  const auto c = cuda_detail::block_chunk(table);
+  const auto c = kernels::cuda::block_chunk(table);
   const ParamMeta<W, P>& m = c.meta;
   const double inv_scale = scale ? 1.0 / double(*scale) : 1.0;
   // PyTorch's rule, as on the CPU: the step that finds no momentum buffer makes it the gradient.
@@ -109,7 +105,7 @@ template <class W, class P>
 __global__ void adam_kernel(ParamTable<W, P> table, AdamHyper h, const float* found_inf, const float* scale) {
   using A = acc_t<W>;
   if (skipped(found_inf)) return;
-  const auto c = cuda_detail::block_chunk(table);
+  const auto c = kernels::cuda::block_chunk(table);
   const ParamMeta<W, P>& m = c.meta;
   const double inv_scale = scale ? 1.0 / double(*scale) : 1.0;
   // NOTE: the count is an integer on the device: an f32 count would stop at 2^24.
@@ -197,8 +193,8 @@ void sgd_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& p
       metas.push_back(meta_of<W, P>(i, weights, params, grads, &momentum, nullptr, nullptr, &momentum_ready, scale));
       numels.push_back(weights[i].numel());
     }
-    cuda_detail::launch_chunked<ParamMeta<W, P>, kParamTensors>(metas, numels, [&](const ParamTable<W, P>& t, int blocks) {
-      sgd_kernel<W, P><<<blocks, cuda_detail::kThreads>>>(t, h, optional_ptr(found_inf), optional_ptr(scale));
+    kernels::cuda::launch_chunked<ParamMeta<W, P>, kParamTensors>(metas, numels, [&](const ParamTable<W, P>& t, int blocks) {
+      sgd_kernel<W, P><<<blocks, kernels::cuda::kThreads>>>(t, h, optional_ptr(found_inf), optional_ptr(scale));
       HG_CHECK_LAUNCH("sgd_kernel");
     });
   });
@@ -215,8 +211,8 @@ void adam_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& 
       metas.push_back(meta_of<W, P>(i, weights, params, grads, &exp_avg, &exp_avg_sq, &steps, nullptr, scale));
       numels.push_back(weights[i].numel());
     }
-    cuda_detail::launch_chunked<ParamMeta<W, P>, kParamTensors>(metas, numels, [&](const ParamTable<W, P>& t, int blocks) {
-      adam_kernel<W, P><<<blocks, cuda_detail::kThreads>>>(t, h, optional_ptr(found_inf), optional_ptr(scale));
+    kernels::cuda::launch_chunked<ParamMeta<W, P>, kParamTensors>(metas, numels, [&](const ParamTable<W, P>& t, int blocks) {
+      adam_kernel<W, P><<<blocks, kernels::cuda::kThreads>>>(t, h, optional_ptr(found_inf), optional_ptr(scale));
       HG_CHECK_LAUNCH("adam_kernel");
     });
   });
@@ -242,4 +238,4 @@ void advance_step_counts(const std::vector<Tensor>& steps, const std::vector<Ten
   } while (first < n);
 }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

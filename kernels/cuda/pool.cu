@@ -8,7 +8,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/pool.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 namespace {
 
@@ -132,7 +132,7 @@ template <class Launch>
 void launch_per_element(const char* op, const Tensor& on, int64_t elements, const Launch& launch) {
   detail::check_cuda_device(on.device(), op);
   if (elements == 0) return;
-  visit_floating(on.dtype(), op, [&]<class T> { launch.template operator()<T>(cuda_detail::blocks_for(elements)); });
+  visit_floating(on.dtype(), op, [&]<class T> { launch.template operator()<T>(kernels::cuda::blocks_for(elements)); });
   HG_CHECK_LAUNCH(op);  // the kernels are named after their op
 }
 
@@ -141,7 +141,7 @@ void launch_per_element(const char* op, const Tensor& on, int64_t elements, cons
 void max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where, int kernel, int stride) {
   const PoolGeometry g = geometry(x, out, kernel, stride);
   launch_per_element("max_pool2d", x, out.numel(), [&]<class T>(int blocks) {
-    max_pool_forward_kernel<T><<<blocks, cuda_detail::kThreads>>>(x.data_ptr<T>(), out.data_ptr<T>(),
+    max_pool_forward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(x.data_ptr<T>(), out.data_ptr<T>(),
                                                                   where.data_ptr<uint8_t>(), g);
   });
 }
@@ -149,7 +149,7 @@ void max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where,
 void max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x, int kernel, int stride) {
   const PoolGeometry g = geometry(grad_x, grad, kernel, stride);
   launch_per_element("max_pool2d backward", grad, grad_x.numel(), [&]<class T>(int blocks) {
-    max_pool_backward_kernel<T><<<blocks, cuda_detail::kThreads>>>(grad.data_ptr<T>(), where.data_ptr<uint8_t>(),
+    max_pool_backward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(grad.data_ptr<T>(), where.data_ptr<uint8_t>(),
                                                                    grad_x.data_ptr<T>(), g);
   });
 }
@@ -157,15 +157,15 @@ void max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& 
 void avg_pool2d_forward(const Tensor& x, const Tensor& out, int kernel, int stride) {
   const PoolGeometry g = geometry(x, out, kernel, stride);
   launch_per_element("avg_pool2d", x, out.numel(), [&]<class T>(int blocks) {
-    avg_pool_forward_kernel<T><<<blocks, cuda_detail::kThreads>>>(x.data_ptr<T>(), out.data_ptr<T>(), g);
+    avg_pool_forward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(x.data_ptr<T>(), out.data_ptr<T>(), g);
   });
 }
 
 void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, int kernel, int stride) {
   const PoolGeometry g = geometry(grad_x, grad, kernel, stride);
   launch_per_element("avg_pool2d backward", grad, grad_x.numel(), [&]<class T>(int blocks) {
-    avg_pool_backward_kernel<T><<<blocks, cuda_detail::kThreads>>>(grad.data_ptr<T>(), grad_x.data_ptr<T>(), g);
+    avg_pool_backward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(grad.data_ptr<T>(), grad_x.data_ptr<T>(), g);
   });
 }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

@@ -18,12 +18,11 @@
 #include "kernels/cuda/warp_reduce.cuh"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 namespace {
 
 using cuda_detail::acc_t;
-using cuda_detail::kWarp;
 using cuda_detail::to_acc;
 
 // NOTE: the slicing constants depend on nothing but the shape (not on the GPU's SM count), so
@@ -155,7 +154,7 @@ __global__ void reduce_columns_kernel(const T* x, int64_t R, int64_t inner, int6
 // t, t + 256, ... in order, then a shared-memory tree in a fixed order.
 template <class Op, class Writer>
 __global__ void combine_slices_kernel(const typename Op::State* partial, int slices, Writer write) {
-  __shared__ typename Op::State tree[cuda_detail::kThreads];
+  __shared__ typename Op::State tree[kernels::cuda::kThreads];
   const int64_t o = blockIdx.x;
   typename Op::State s = Op::identity();
   for (int k = int(threadIdx.x); k < slices; k += blockDim.x) s = Op::combine(s, partial[o * slices + k]);
@@ -200,9 +199,9 @@ void launch_reduce(const T* x, int64_t outer, int64_t R, int64_t inner, const Wr
     const Slicing sl = slicing(outputs, kTargetWarps, R, kMinPerWarpSlice);
     slices = sl.slices;
     const int64_t items = outputs * slices;
-    const int64_t blocks = ceil_div(items * kWarp, cuda_detail::kThreads);
+    const int64_t blocks = ceil_div(items * kWarp, kernels::cuda::kThreads);
     HG_CHECK(blocks <= INT32_MAX, "reduce: too many outputs for one CUDA grid (", outputs, ")");
-    reduce_rows_kernel<Op, T, Writer><<<int(blocks), cuda_detail::kThreads>>>(x, R, items, slices, sl.chunk,
+    reduce_rows_kernel<Op, T, Writer><<<int(blocks), kernels::cuda::kThreads>>>(x, R, items, slices, sl.chunk,
                                                                              partial_for(slices), write);
     HG_CHECK_LAUNCH("reduce_rows_kernel");
   } else {
@@ -216,7 +215,7 @@ void launch_reduce(const T* x, int64_t outer, int64_t R, int64_t inner, const Wr
     HG_CHECK_LAUNCH("reduce_columns_kernel");
   }
   if (slices == 1) return;
-  combine_slices_kernel<Op, Writer><<<int(outputs), cuda_detail::kThreads>>>(static_cast<const State*>(partial.raw_data()),
+  combine_slices_kernel<Op, Writer><<<int(outputs), kernels::cuda::kThreads>>>(static_cast<const State*>(partial.raw_data()),
                                                                             slices, write);
   HG_CHECK_LAUNCH("combine_slices_kernel");
 }
@@ -241,4 +240,4 @@ void reduce(ReduceKind kind, const Tensor& x, const Tensor& out, int64_t outer, 
   });
 }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

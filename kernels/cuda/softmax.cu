@@ -11,16 +11,13 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/softmax.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 namespace {
 
 using cuda_detail::acc_t;
 using cuda_detail::from_acc;
-using cuda_detail::kWarp;
 using cuda_detail::to_acc;
-using cuda_detail::warp_max;
-using cuda_detail::warp_sum;
 
 // ---- kernels --------------------------------------------------------------------------------------
 
@@ -109,10 +106,10 @@ void softmax(const Tensor& x, const Tensor& out, int64_t outer, int64_t D, int64
   if (outer * inner == 0) return;
   visit_floating(x.dtype(), "softmax", [&]<class T> {
     if (inner == 1) {
-      softmax_rows_kernel<T><<<cuda_detail::blocks_for(outer * kWarp), cuda_detail::kThreads>>>(
+      softmax_rows_kernel<T><<<kernels::cuda::blocks_for(outer * kWarp), kernels::cuda::kThreads>>>(
           x.data_ptr<T>(), out.data_ptr<T>(), outer, D, log);
     } else {
-      softmax_lines_kernel<T><<<cuda_detail::blocks_for(outer * inner), cuda_detail::kThreads>>>(
+      softmax_lines_kernel<T><<<kernels::cuda::blocks_for(outer * inner), kernels::cuda::kThreads>>>(
           x.data_ptr<T>(), out.data_ptr<T>(), outer, D, inner, log);
     }
   });
@@ -125,14 +122,14 @@ void softmax_backward(const Tensor& y, const Tensor& g, const Tensor& dx, int64_
   if (outer * inner == 0) return;
   visit_floating(y.dtype(), "softmax backward", [&]<class T> {
     if (inner == 1) {
-      softmax_backward_rows_kernel<T><<<cuda_detail::blocks_for(outer * kWarp), cuda_detail::kThreads>>>(
+      softmax_backward_rows_kernel<T><<<kernels::cuda::blocks_for(outer * kWarp), kernels::cuda::kThreads>>>(
           y.data_ptr<T>(), g.data_ptr<T>(), dx.data_ptr<T>(), outer, D, log);
     } else {
-      softmax_backward_lines_kernel<T><<<cuda_detail::blocks_for(outer * inner), cuda_detail::kThreads>>>(
+      softmax_backward_lines_kernel<T><<<kernels::cuda::blocks_for(outer * inner), kernels::cuda::kThreads>>>(
           y.data_ptr<T>(), g.data_ptr<T>(), dx.data_ptr<T>(), outer, D, inner, log);
     }
   });
   HG_CHECK_LAUNCH(inner == 1 ? "softmax_backward_rows_kernel" : "softmax_backward_lines_kernel");
 }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

@@ -3,7 +3,7 @@
 #pragma once
 #include "kernels/math/reduce.h"
 
-namespace hg::cuda_detail {
+namespace hg::kernels::cuda {
 
 inline constexpr int kWarp = 32;
 
@@ -19,4 +19,4 @@ __device__ __forceinline__ A warp_sum(A v) {
   return v;
 }
 
-}  // namespace hg::cuda_detail
+}  // namespace hg::kernels::cuda

@@ -4,7 +4,7 @@
 #pragma once
 #include "kernels/math/common.h"
 
-namespace hg::math {
+namespace hg::kernels::math {
 
 // NOTE: relu(NaN) must be NaN, so the test is "x < 0 -> 0", not "x > 0 -> x".
 struct Relu {
@@ -49,9 +49,9 @@ struct Gelu {
   }
 };
 
-}  // namespace hg::math
+}  // namespace hg::kernels::math
 
-namespace hg::math {
+namespace hg::kernels::math {
 // Adapters that turn an activation's fwd/bwd into the functors the elementwise kernels take
 // (CPU: kernels/cpu/elementwise_loop.h, CUDA: kernels/cuda/elementwise.cuh). They hold the activation, so
 // one with a parameter (LeakyRelu's slope) travels into the kernel with it; `Forward<Relu>{}`
@@ -68,4 +68,4 @@ template <class Op> struct BackwardFromOutput {
   Op op;
   template <class A> HG_HD A operator()(A y, A g) const { return op.bwd_from_y(y, g); }
 };
-}  // namespace hg::math
+}  // namespace hg::kernels::math

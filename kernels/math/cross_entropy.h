@@ -10,7 +10,7 @@
 
 #include "kernels/math/reduce.h"
 
-namespace hg::math {
+namespace hg::kernels::math {
 
 struct CrossEntropy {
   double smoothing;
@@ -28,4 +28,4 @@ struct CrossEntropy {
   }
 };
 
-}  // namespace hg::math
+}  // namespace hg::kernels::math

@@ -8,7 +8,7 @@
 #include "core/philox.h"
 #include "kernels/math/common.h"
 
-namespace hg::math {
+namespace hg::kernels::math {
 
 struct Dropout {
   double p;
@@ -20,4 +20,4 @@ struct Dropout {
   template <class A> HG_HD A scale() const { return A(1.0 / (1.0 - p)); }
 };
 
-}  // namespace hg::math
+}  // namespace hg::kernels::math

@@ -5,7 +5,7 @@
 
 #include "kernels/math/common.h"
 
-namespace hg::math {
+namespace hg::kernels::math {
 
 // A functor that makes sense on integer tensors says so with `static constexpr bool integer_safe
 // = true`; the others run on floating dtypes only (GELU's 1/sqrt(2), a division or exp have no
@@ -94,13 +94,13 @@ struct Equal {
   template <class A> HG_HD A operator()(A a, A b) const { return a == b ? A(1) : A(0); }
 };
 
-}  // namespace hg::math
+}  // namespace hg::kernels::math
 
-namespace hg::math {
+namespace hg::kernels::math {
 // a + alpha * b: the in-place accumulation behind Tensor::add_ (gradients, optimizers).
 struct AddScaled {
   static constexpr bool integer_safe = true;
   double alpha;
   template <class A> HG_HD A operator()(A a, A b) const { return a + A(alpha) * b; }
 };
-}  // namespace hg::math
+}  // namespace hg::kernels::math

@@ -1,11 +1,11 @@
 // The optimizers' per-element update rules, the one definition both the CPU loop (optim/sgd.cpp,
-// optim/adam.cpp through optim/update_loop.h) and the CUDA multi-tensor kernels
+// optim/adam.cpp through kernels/cpu/optimizer_loop.h) and the CUDA multi-tensor kernels
 // (kernels/cuda/optim.cu) call. A is the compute type (f32 for 16-bit and f32 weights, f64 for f64).
 // The rules are PyTorch's (torch.optim.SGD / Adam / AdamW, non-foreach, non-fused).
 #pragma once
 #include "kernels/math/common.h"
 
-namespace hg::math {
+namespace hg::kernels::math {
 
 struct SgdStep {
   double lr, momentum, dampening, weight_decay;
@@ -51,4 +51,4 @@ struct AdamStep {
   }
 };
 
-}  // namespace hg::math
+}  // namespace hg::kernels::math

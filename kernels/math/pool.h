@@ -5,7 +5,7 @@
 
 #include "kernels/math/common.h"
 
-namespace hg::math {
+namespace hg::kernels::math {
 
 // One pooling without padding: planes = N * C, input H x W, output OH x OW with
 // OH = (H - kernel) / stride + 1 (the same for W).
@@ -32,4 +32,4 @@ HG_HD A avg_pool_weight(int kernel) {
   return A(1) / A(kernel * kernel);
 }
 
-}  // namespace hg::math
+}  // namespace hg::kernels::math

@@ -5,7 +5,7 @@
 
 #include "kernels/math/common.h"
 
-namespace hg::math {
+namespace hg::kernels::math {
 
 // The larger of a and b where NaN counts as the largest and a NaN already held stays, so a NaN
 // anywhere in a row makes its maximum NaN (as PyTorch's max and softmax).
@@ -26,4 +26,4 @@ HG_HD bool max_beats(A a, int64_t a_index, A b, int64_t b_index) {
   return a_index < b_index;
 }
 
-}  // namespace hg::math
+}  // namespace hg::kernels::math

@@ -1,11 +1,11 @@
 // GradScaler's update of the loss scale after each step (PyTorch's _amp_update_scale_), the one
-// definition the host (amp/tools/grad_scaler.cpp) and the CUDA kernel (kernels/cuda/amp.cu) both run.
+// definition the host (amp_tools/grad_scaler.cpp) and the CUDA kernel (kernels/cuda/amp.cu) both run.
 #pragma once
 #include <cstdint>
 
 #include "kernels/math/common.h"
 
-namespace hg::math {
+namespace hg::kernels::math {
 
 struct ScaleUpdate {
   double growth_factor, backoff_factor;
@@ -35,4 +35,4 @@ struct ScaleUpdate {
   }
 };
 
-}  // namespace hg::math
+}  // namespace hg::kernels::math

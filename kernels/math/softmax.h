@@ -10,7 +10,7 @@
 #pragma once
 #include "kernels/math/reduce.h"
 
-namespace hg::math {
+namespace hg::kernels::math {
 
 struct Softmax {
   bool log;  // log_softmax
@@ -26,4 +26,4 @@ struct Softmax {
   template <class A> HG_HD A grad(A g, A y, A total) const { return log ? g - std::exp(y) * total : y * (g - total); }
 };
 
-}  // namespace hg::math
+}  // namespace hg::kernels::math

@@ -1,5 +1,5 @@
 // GradScaler's unscale of one gradient element, the one definition the host loop
-// (amp/tools/grad_scaler.cpp) and the CUDA kernel (kernels/cuda/amp.cu) both run: flag a value
+// (amp_tools/grad_scaler.cpp) and the CUDA kernel (kernels/cuda/amp.cu) both run: flag a value
 // that is not finite, count f16 values that are zero or subnormal (the underflow the scale is
 // there to prevent), and multiply by 1/scale.
 //
@@ -8,7 +8,7 @@
 #pragma once
 #include "kernels/math/common.h"
 
-namespace hg::math {
+namespace hg::kernels::math {
 
 template <class A>
 struct Unscale {
@@ -32,4 +32,4 @@ struct Unscale {
   HG_HD A operator()(A v) const { return v * inv_scale; }
 };
 
-}  // namespace hg::math
+}  // namespace hg::kernels::math

@@ -3,7 +3,7 @@
 #include "core/cuda/cuda_copy.h"
 #include "kernels/cuda/cuda_kernels.h"
 
-namespace hg::cuda_kernels {
+namespace hg::kernels::cuda {
 
 void reduce(ReduceKind, const Tensor& x, const Tensor&, int64_t, int64_t, int64_t) {
   detail::check_cuda_device(x.device(), "reduce");
@@ -94,4 +94,4 @@ void layer_norm_backward(const Tensor& x, const Tensor&, const Tensor&, const Te
 void embedding_forward(const Tensor& i, const Tensor&, const Tensor&) { detail::check_cuda_device(i.device(), "embedding"); }
 void embedding_backward(const Tensor& i, const Tensor&, const Tensor&) { detail::check_cuda_device(i.device(), "embedding"); }
 
-}  // namespace hg::cuda_kernels
+}  // namespace hg::kernels::cuda

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "amp/tools/grad_scaler.h"
+#include "amp_tools/grad_scaler.h"
 
 namespace hg::amp {
 

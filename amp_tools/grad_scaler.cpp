@@ -1,6 +1,6 @@
-// The GradScaler: its per-optimizer state machine, the fused unscale-and-check pass (CPU here,
-// CUDA in kernels/cuda/amp.cu) and the scale update rule (PyTorch's _amp_update_scale_).
-#include "amp/tools/grad_scaler.h"
+// The GradScaler: its per-optimizer state machine and its checks. The fused unscale-and-check
+// pass and the scale update rule (PyTorch's _amp_update_scale_) are kernels (kernels/amp.h).
+#include "amp_tools/grad_scaler.h"
 
 #include <cmath>
 #include <cstdio>
@@ -8,56 +8,14 @@
 
 #include "autograd/grad_mode.h"
 #include "core/cuda/cuda_copy.h"
-#include "core/parallel.h"
 #include "core/state_dict.h"
-#include "kernels/cuda/cuda_kernels.h"
-#include "kernels/math/scale_update.h"
-#include "kernels/math/unscale.h"
+#include "kernels/amp.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
 namespace hg::amp {
 
 namespace {
-
-constexpr int64_t kUnscaleChunk = 1 << 16;
-
-struct UnscaleResult {
-  bool found_inf = false;
-  int64_t tiny = 0;  // zero or subnormal (f16 only)
-};
-
-// One pass over a gradient: flag non-finite values, count f16 zeros/subnormals, and multiply by
-// 1/scale (unless check_only). Fixed chunks: the same result for any thread count.
-// The element rule (compute type, 1/scale's rounding) is kernels/math/unscale.h, shared with CUDA.
-template <class T>
-UnscaleResult unscale_cpu(T* g, int64_t n, double scale, bool check_only) {
-  using Rule = math::Unscale<Acc<T>>;
-  const Rule unscale = Rule::of(scale);
-  const int64_t chunks = (n + kUnscaleChunk - 1) / kUnscaleChunk;
-  std::vector<UnscaleResult> partial(static_cast<size_t>(chunks));
-  parallel_chunks(n, kUnscaleChunk, [&](int64_t c, int64_t lo, int64_t hi) {
-    UnscaleResult r;
-    for (int64_t i = lo; i < hi; ++i) {
-      const Acc<T> v = Acc<T>(g[i]);
-      const T unscaled = T(unscale(v));
-      // Both the gradient and its unscaled value as stored must be finite (kernels/math/unscale.h).
-      if (!Rule::finite(v) || !Rule::finite(Acc<T>(unscaled))) r.found_inf = true;
-      if constexpr (std::is_same_v<T, half>) r.tiny += Rule::f16_tiny(v);
-      if (!check_only) g[i] = unscaled;
-    }
-    partial[size_t(c)] = r;
-  });
-  UnscaleResult total;
-  for (const UnscaleResult& r : partial) total.found_inf |= r.found_inf, total.tiny += r.tiny;
-  return total;
-}
-
-// The update rule on host values (kernels/math/scale_update.h, which the CUDA kernel runs too).
-void update_rule(float& scale, int32_t& tracker, int32_t& skipped, bool found, const GradScalerOptions& o) {
-  const math::ScaleUpdate rule{o.growth_factor, o.backoff_factor, o.growth_interval, o.min_scale, o.max_scale};
-  rule.apply(scale, tracker, skipped, found);
-}
 
 constexpr double kSmallestScale = 0x1p-126;  // the smallest normal f32
 
@@ -181,24 +139,7 @@ void GradScaler::unscale_(Scalable& optimizer) {
   s.found_inf = zeros({}, {.dtype = f32, .device = device});
   nonfinite_flags_ = zeros({int64_t(grads.size())}, {.dtype = i32, .device = device});
   tiny_count_ = zeros({}, {.dtype = i64, .device = device});
-  if (device.is_cuda()) {
-    cuda_kernels::unscale_and_check(grads, check_only, scale_, s.found_inf, nonfinite_flags_, tiny_count_);
-  } else {
-    const double scale = double(scale_.item<float>());
-    bool found = false;
-    int64_t tiny = 0;
-    for (size_t i = 0; i < grads.size(); ++i) {
-      const Tensor& g = grads[i];
-      const UnscaleResult r = visit_floating(g.dtype(), "unscale_", [&]<class T> {
-        return unscale_cpu<T>(g.data_ptr<T>(), g.numel(), scale, check_only[i]);
-      });
-      nonfinite_flags_.data_ptr<int32_t>()[i] = r.found_inf;
-      found = found || r.found_inf;
-      tiny += r.tiny;
-    }
-    *s.found_inf.data_ptr<float>() = found ? 1.0f : 0.0f;
-    *tiny_count_.data_ptr<int64_t>() = tiny;
-  }
+  kernels::unscale_and_check(grads, check_only, scale_, s.found_inf, nonfinite_flags_, tiny_count_);
   for (const Tensor& g : grads) g.impl()->storage->bump_version();
   if (found_inf_sync_) found_inf_sync_(s.found_inf);  // every rank decides alike (set_found_inf_sync)
   s.stage = Stage::Unscaled;
@@ -268,21 +209,16 @@ void GradScaler::update() {
     HG_CHECK(s.stage != Stage::Ready, "GradScaler: update() called for an optimizer that was neither unscaled nor stepped");
     found = found.defined() ? found + s.found_inf : s.found_inf;
   }
-  if (scale_.device().is_cuda()) {
-    cuda_kernels::scaler_update(scale_, growth_tracker_, skipped_in_a_row_, found, options_.growth_factor,
-                            options_.backoff_factor, options_.growth_interval, options_.min_scale, options_.max_scale,
-                            static_cast<int32_t*>(skipped_mirror_->device));
-    // The stuck detector reads the kernel's copy of the counter in mapped host memory: no wait.
-    // It may lag the GPU by the updates still queued, so a stuck run stops a few steps later.
-    check_stuck(*static_cast<volatile int32_t*>(skipped_mirror_->host));
-  } else {
-    update_rule(*scale_.data_ptr<float>(), *growth_tracker_.data_ptr<int32_t>(), *skipped_in_a_row_.data_ptr<int32_t>(),
-                found.item<float>() != 0.0f, options_);
-    per_optimizer_.clear();
-    check_stuck(*skipped_in_a_row_.data_ptr<int32_t>());  // free on the CPU: every iteration
-    return;
-  }
+  const bool on_gpu = scale_.device().is_cuda();
+  kernels::scaler_update(scale_, growth_tracker_, skipped_in_a_row_, found,
+                         {options_.growth_factor, options_.backoff_factor, options_.growth_interval, options_.min_scale,
+                          options_.max_scale},
+                         on_gpu ? static_cast<int32_t*>(skipped_mirror_->device) : nullptr);
   per_optimizer_.clear();
+  // The stuck detector: free on the CPU, every iteration. On a GPU it reads the kernel's copy of
+  // the counter in mapped host memory (no wait); that may lag the GPU by the updates still queued,
+  // so a stuck run stops a few steps later.
+  check_stuck(on_gpu ? *static_cast<volatile int32_t*>(skipped_mirror_->host) : *skipped_in_a_row_.data_ptr<int32_t>());
 }
 
 void GradScaler::update(double new_scale) {

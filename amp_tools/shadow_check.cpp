@@ -1,6 +1,6 @@
 // ShadowCheck: the twin runs (autocast, then f32 fed the autocast run's inputs), the pairing of
 // every op's two outputs, and the error arithmetic. compare_step: the same for gradients.
-#include "amp/tools/shadow_check.h"
+#include "amp_tools/shadow_check.h"
 
 #include <chrono>
 #include <algorithm>

@@ -1,7 +1,8 @@
-// for_each_element: the fused update loop of the optimizers. It walks a parameter (or its f32
-// master), its gradient and its state tensors -- all contiguous, same dtype T -- element by
-// element in parallel, handing the update rule the values in the compute type Acc<T> by reference
-// and writing them back. One pass over memory per step, no temporary tensors.
+// for_each_element: the fused update loop of the optimizers on the CPU (the CUDA twin is
+// kernels/cuda/optim.cu; both run the rules of kernels/math/optimizer_step.h). It walks a
+// parameter (or its f32 master), its gradient and its state tensors -- all contiguous, same dtype
+// T -- element by element in parallel, handing the update rule the values in the compute type
+// Acc<T> by reference and writing them back. One pass over memory per step, no temporary tensors.
 #pragma once
 #include <array>
 #include <utility>
@@ -11,7 +12,7 @@
 #include "core/simd_target.h"
 #include "core/tensor.h"
 
-namespace hg::optim::detail {
+namespace hg::kernels::cpu {
 
 // One range of elements. NOTE: three things let the compiler vectorise the rule, and the loop
 // stays scalar (the SGD update then took 13% of an MLP training step) without any one of them:
@@ -50,7 +51,7 @@ void for_each_element(const std::array<Tensor, N>& tensors, const Rule& rule) {
     HG_CHECK(t.is_contiguous() && t.dtype() == tensors[0].dtype() && t.numel() == tensors[0].numel() &&
                  t.device().is_cpu(), "optimizer: internal error: update operands must be contiguous CPU tensors of one dtype");
 #if HG_X86
-  const bool avx2 = cpu::supports(cpu::Isa::Avx2);
+  const bool avx2 = ::hg::cpu::supports(::hg::cpu::Isa::Avx2);
 #endif
   visit_floating(tensors[0].dtype(), "optimizer", [&]<class T> {
     [&]<size_t... K>(std::index_sequence<K...>) {
@@ -64,4 +65,4 @@ void for_each_element(const std::array<Tensor, N>& tensors, const Rule& rule) {
   });
 }
 
-}  // namespace hg::optim::detail
+}  // namespace hg::kernels::cpu

@@ -1,5 +1,5 @@
 // GradientHistogram: binning by exponent, the fractions, the table and the CSV.
-#include "amp/tools/gradient_histogram.h"
+#include "amp_tools/gradient_histogram.h"
 
 #include <algorithm>
 #include <cmath>

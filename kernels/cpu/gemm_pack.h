@@ -1,0 +1,73 @@
+// The f32 packers' skeleton, the same for every CPU level: A[i0:i0+mc, k0:k0+kc] into panels of
+// MR rows (k-major inside a panel), B[k0:k0+kc, j0:j0+nc] into panels of NR columns. A level
+// supplies its block transpose, W x W floats at a time -- `lanes` source rows of `depth`
+// contiguous values (rows src_stride apart) become `depth` destination rows of `lanes` values
+// (rows dst_stride apart):
+//
+//   pack_a_panels<kMR, 16>(a, i0, mc, k0, kc, out, transpose_block);   // gemm_avx512.cpp
+//
+// It is used where a source runs along memory in the direction the panel does not: a row-major A
+// (rows contiguous along k) or a column-major B (a transposed view). Other layouts are copied
+// element by element (row-major B: one row of a panel is a memcpy).
+//
+// NOTE: always_inline, and compiled in the caller's target region: inlined into a level's
+// pack_a/pack_b, the skeleton and its transpose become one function of that level's instruction
+// set (a call through a pointer per block would cost more than the transpose).
+#pragma once
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/gemm.h"
+
+namespace hg::kernels::cpu {
+
+// NOTE: a partial panel is zeroed once and then its valid lanes written. Zeroing the few padding
+// lanes per k instead compiles to a `rep stos` per k, whose start-up cost dominated products
+// with a short dimension (conv weight gradients: 9 x 784 @ 784 x 16).
+template <int64_t MR, int64_t W, class Transpose>
+[[gnu::always_inline]] inline void pack_a_panels(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
+                                                 float* out, const Transpose& transpose) {
+  const float* base = static_cast<const float*>(a.data);
+  for (int64_t p = 0; p < mc; p += MR) {
+    const int64_t rows = std::min(MR, mc - p);
+    float* panel = out + p * kc;
+    if (rows < MR) std::memset(panel, 0, sizeof(float) * size_t(kc * MR));
+    const float* origin = base + (i0 + p) * a.row_stride + k0 * a.col_stride;
+    if (a.col_stride == 1) {  // row-major: each row is contiguous along k
+      for (int64_t k = 0; k < kc; k += W)
+        transpose(origin + k, a.row_stride, rows, std::min<int64_t>(W, kc - k), panel + k * MR, MR);
+    } else {
+      for (int64_t k = 0; k < kc; ++k)
+        for (int64_t r = 0; r < rows; ++r) panel[k * MR + r] = origin[r * a.row_stride + k * a.col_stride];
+    }
+  }
+}
+
+template <int64_t NR, int64_t W, class Transpose>
+[[gnu::always_inline]] inline void pack_b_panels(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                                                 float* out, const Transpose& transpose) {
+  const float* base = static_cast<const float*>(b.data);
+  const bool column_major = b.row_stride == 1 && b.col_stride != 1;
+  for (int64_t q = 0; q < nc; q += NR) {
+    const int64_t cols = std::min(NR, nc - q);
+    float* panel = out + q * kc;
+    if (cols < NR) std::memset(panel, 0, sizeof(float) * size_t(kc * NR));
+    const float* origin = base + k0 * b.row_stride + (j0 + q) * b.col_stride;
+    if (column_major) {  // each column is contiguous along k
+      for (int64_t c = 0; c < cols; c += W)
+        for (int64_t k = 0; k < kc; k += W)
+          transpose(origin + c * b.col_stride + k, b.col_stride, std::min<int64_t>(W, cols - c),
+                    std::min<int64_t>(W, kc - k), panel + k * NR + c, NR);
+      continue;
+    }
+    for (int64_t k = 0; k < kc; ++k) {
+      float* dst = panel + k * NR;
+      const float* src = origin + k * b.row_stride;
+      if (b.col_stride == 1 && cols == NR) std::memcpy(dst, src, sizeof(float) * NR);  // vector moves, no call
+      else for (int64_t c = 0; c < cols; ++c) dst[c] = src[c * b.col_stride];
+    }
+  }
+}
+
+}  // namespace hg::kernels::cpu
