@@ -11,7 +11,8 @@ namespace hg::amp {
 // Grouped by default policy, as the tables print.
 enum class Op : uint8_t {
   Matmul, Linear, Conv2d,                                                              // Lower
-  Exp, Log, Pow, Sqrt, Softmax, LogSoftmax, CrossEntropy, MseLoss, Sum, Mean, LayerNorm, // F32
+  Exp, Log, Pow, Sqrt, Softplus, Softmax, LogSoftmax, CrossEntropy, MseLoss, Sum, Mean,  // F32
+  LayerNorm,
   Cat,                                                                                 // Promote
   BatchNorm, Add, Sub, Mul, Div, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
   Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, Dropout, Embedding,

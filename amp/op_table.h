@@ -59,6 +59,7 @@ inline constexpr OpInfo kOpTable[] = {
     {Op::Log, "log", CastPolicy::F32, OutputDType::Computed, why::kRange},
     {Op::Pow, "pow", CastPolicy::F32, OutputDType::Computed, why::kRange},
     {Op::Sqrt, "sqrt", CastPolicy::F32, OutputDType::Computed, why::kRange},
+    {Op::Softplus, "softplus", CastPolicy::F32, OutputDType::Computed, why::kRange},
     {Op::Softmax, "softmax", CastPolicy::F32, OutputDType::Computed, why::kRowSum},
     {Op::LogSoftmax, "log_softmax", CastPolicy::F32, OutputDType::Computed, why::kRowSum},
     {Op::CrossEntropy, "cross_entropy", CastPolicy::F32, OutputDType::Computed, "loss: log-sum-exp and a mean"},

@@ -16,20 +16,23 @@
 
 namespace {
 
-// softplus(x) = log(1 + exp(x)), composed from ops.
+// softplus(x) = log(1 + exp(x)), composed from ops (halfgrad has it built in too, hg::softplus,
+// with PyTorch's threshold; this lesson builds it to show composing).
 // NOTE: exp overflows to inf for x > ~88 in f32. The forward survives (log(inf) = inf and
 // tanh(inf) = 1), but the chain rule through it multiplies 0 by inf.
-hg::Tensor softplus(const hg::Tensor& x) { return hg::log(hg::exp(x) + 1.0); }
+// NOTE: not named `softplus`: a call softplus(x) with an hg::Tensor argument also finds
+// hg::softplus by argument-dependent lookup, and the two would be ambiguous.
+hg::Tensor softplus_from_ops(const hg::Tensor& x) { return hg::log(hg::exp(x) + 1.0); }
 
 // The reference: Mish from ops; autograd derives its gradient.
-hg::Tensor mish_composed(const hg::Tensor& x) { return x * hg::tanh(softplus(x)); }
+hg::Tensor mish_composed(const hg::Tensor& x) { return x * hg::tanh(softplus_from_ops(x)); }
 
 struct Mish : hg::autograd::Function<Mish> {
   static constexpr const char* name = "mish";  // names the op in the graph, errors and the AMP table
 
   // Runs with grad mode off: nothing inside is recorded; apply() connects the result to the graph.
   static hg::Tensor forward(hg::autograd::Context& ctx, const hg::Tensor& x) {
-    const hg::Tensor t = hg::tanh(softplus(x));
+    const hg::Tensor t = hg::tanh(softplus_from_ops(x));
     ctx.save_for_backward({x, t});  // t is reused by backward, so keep it rather than recompute it
     return x * t;
   }

@@ -1,4 +1,4 @@
-// Modules without parameters, thin wrappers over their ops: ReLU, LeakyReLU, GELU, Dropout,
+// Modules without parameters, thin wrappers over their ops: ReLU, LeakyReLU, Softplus, GELU, Dropout,
 // MaxPool2d, AvgPool2d, Flatten.
 #pragma once
 #include "nn/module.h"
@@ -16,6 +16,14 @@ class LeakyReLU : public Module {
   explicit LeakyReLU(double negative_slope = 0.01);
   Tensor forward(const Tensor& x) override;
   double negative_slope;
+};
+
+// log(1 + exp(beta x)) / beta, linear above threshold (torch.nn.Softplus).
+class Softplus : public Module {
+ public:
+  explicit Softplus(double beta = 1.0, double threshold = 20.0);
+  Tensor forward(const Tensor& x) override;
+  double beta, threshold;
 };
 
 class GELU : public Module {

@@ -3,6 +3,8 @@
 // saved output where that is cheaper: sigmoid, tanh).
 #include "ops/activation.h"
 
+#include <cmath>
+
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "kernels/cpu/elementwise_loop.h"
@@ -54,6 +56,10 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
 Tensor gelu(const Tensor& x) { return activation_from_input<kernels::math::Gelu>(amp::Op::Gelu, x); }
 Tensor silu(const Tensor& x) { return activation_from_input<kernels::math::Silu>(amp::Op::Silu, x); }
 Tensor sigmoid(const Tensor& x) { return activation_from_output<kernels::math::Sigmoid>(amp::Op::Sigmoid, x); }
+Tensor softplus(const Tensor& x, double beta, double threshold) {
+  HG_CHECK(beta != 0 && std::isfinite(beta), "softplus: beta must be finite and nonzero, got ", beta);
+  return activation_from_input(amp::Op::Softplus, x, kernels::math::Softplus{beta, threshold});
+}
 Tensor tanh(const Tensor& x) { return activation_from_output<kernels::math::Tanh>(amp::Op::Tanh, x); }
 
 }  // namespace hg

@@ -11,6 +11,8 @@ Tensor leaky_relu(const Tensor& x, double negative_slope = 0.01);
 Tensor gelu(const Tensor& x);
 Tensor silu(const Tensor& x);
 Tensor sigmoid(const Tensor& x);
+// log(1 + exp(beta x)) / beta, x itself where beta x > threshold (torch.nn.functional.softplus).
+Tensor softplus(const Tensor& x, double beta = 1.0, double threshold = 20.0);
 Tensor tanh(const Tensor& x);
 
 }  // namespace hg

@@ -305,6 +305,17 @@ std::vector<OpEntry> activation_entries() {
       [](double x, A a) { return x >= 0 ? x : (a.find("negative_slope") ? number(a, "negative_slope") : 0.01) * x; },
       "activation", R"({"negative_slope": 0.2})");
   append(leaky_relu.more_samples, on_every_shape(Values::Normal, "{}"));
+  // Both branches: beta x around the threshold (20 by default, 2 in the samples), beta != 1.
+  OpEntry softplus = unary(
+      Op::Softplus, "softplus",
+      [](I in, A a) { return hg::softplus(in[0], number(a, "beta"), number(a, "threshold")); },
+      [](double x, A a) {
+        const double beta = number(a, "beta"), bx = beta * x;
+        return bx > number(a, "threshold") ? x : std::log1p(std::exp(bx)) / beta;
+      },
+      "activation", R"({"beta": 1, "threshold": 20})");
+  softplus.more_samples.push_back({.inputs = {{.shape = {4, 9}, .stddev = 3}}, .args = R"({"beta": 2, "threshold": 2})"});
+  softplus.more_samples.push_back({.inputs = {{.shape = {7}}}, .args = R"({"beta": 0.5, "threshold": 20})"});
   OpEntry sigmoid = unary(Op::Sigmoid, "sigmoid", [](I in, A) { return hg::sigmoid(in[0]); },
                           [](double x, A) { return ref::sigmoid(x); }, "activation");
   OpEntry tanh = unary(Op::Tanh, "tanh", [](I in, A) { return hg::tanh(in[0]); },
@@ -320,6 +331,7 @@ std::vector<OpEntry> activation_entries() {
             [](double x, A) { return x * ref::sigmoid(x); }, "activation"),
       sigmoid,
       tanh,
+      softplus,
   };
 }
 

@@ -700,6 +700,8 @@ std::optional<hg_test::OpCall> module_call(const OpEntry& entry) {
   switch (entry.op) {
     case hg::amp::Op::Relu: return [](const Inputs& in, const Args&) { return nn::ReLU()(in[0]); };
     case hg::amp::Op::Gelu: return [](const Inputs& in, const Args&) { return nn::GELU()(in[0]); };
+    case hg::amp::Op::Softplus:
+      return [](const Inputs& in, const Args& a) { return nn::Softplus(number(a, "beta"), number(a, "threshold"))(in[0]); };
     case hg::amp::Op::LeakyRelu:
       return [](const Inputs& in, const Args& a) {
         return (a.find("negative_slope") ? nn::LeakyReLU(number(a, "negative_slope")) : nn::LeakyReLU())(in[0]);
@@ -779,5 +781,5 @@ TEST_CASE("op_db.nn_module_matches_the_op") {
     }
     ++compared;
   });
-  CHECK(compared >= 9);  // every op above with a module, at least once
+  CHECK(compared >= 10);  // every op above with a module, at least once
 }

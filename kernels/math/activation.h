@@ -49,6 +49,24 @@ struct Gelu {
   }
 };
 
+// PyTorch's softplus: log(1 + exp(beta x)) / beta, and x itself where beta x > threshold (there
+// exp would overflow, and the result is x to within rounding). The backward is sigmoid(beta x),
+// written as PyTorch's kernel writes it (z / (z + 1) with z = exp(beta x)), 1 on the linear part.
+// NaN takes the log branch (NaN > threshold is false), and log1p(exp(NaN)) is NaN.
+struct Softplus {
+  double beta = 1, threshold = 20;
+  template <class A> HG_HD A fwd(A x) const {
+    const A bx = x * A(beta);
+    return bx > A(threshold) ? x : std::log1p(std::exp(bx)) / A(beta);
+  }
+  template <class A> HG_HD A bwd(A x, A g) const {
+    const A bx = x * A(beta);
+    if (bx > A(threshold)) return g;
+    const A z = std::exp(bx);
+    return g * z / (z + A(1));
+  }
+};
+
 }  // namespace hg::kernels::math
 
 namespace hg::kernels::math {

@@ -285,7 +285,15 @@ def activation():
     f.case("silu", "silu", WITH_F64, x, lambda x: F.silu(x[0]), [0])
     f.case("sigmoid", "sigmoid", ALL, x, lambda x: torch.sigmoid(x[0]), [0])
     f.case("tanh", "tanh", ALL, x, lambda x: torch.tanh(x[0]), [0])
+    softplus_family(f)
     return f
+
+
+def softplus_family(f):
+    """softplus on both sides of its threshold (beta x > threshold is x itself)."""
+    for name, beta, threshold, scale in [("softplus", 1.0, 20.0, 4.0), ("softplus_beta2_threshold2", 2.0, 2.0, 3.0)]:
+        f.case(name, "softplus", WITH_F64, lambda g, s=scale: [randn(g, (3, 37), s)],
+               lambda x, b=beta, t=threshold: F.softplus(x[0], b, t), [0], args={"beta": beta, "threshold": threshold})
 
 
 def reduce():
