@@ -628,8 +628,10 @@ TEST_CASE("data.loader.shards_per_rank_make_up_the_single_process_batches") {
 // (it used to count batches: at half the batch size, samples 22,080-44,159 were trained twice).
 TEST_CASE("data.loader.resumes_with_another_batch_size_or_number_of_ranks") {
   const hg::data::FashionMNIST data(tiny_dataset("loader_rescale", 37));  // 37: nothing divides it
-  for (const auto& [ranks_before, batch_before, ranks_after, batch_after] :
+  for (const std::array<int64_t, 4>& run :
        std::vector<std::array<int64_t, 4>>{{1, 8, 1, 3}, {1, 3, 1, 8}, {2, 4, 1, 5}, {1, 6, 3, 2}, {3, 2, 2, 7}}) {
+    // (Plain variables: clang 14 cannot capture structured bindings in INFO's lambda.)
+    const int64_t ranks_before = run[0], batch_before = run[1], ranks_after = run[2], batch_after = run[3];
     INFO("ranks ", ranks_before, " x batch ", batch_before, " -> ranks ", ranks_after, " x batch ", batch_after);
     // The writer: `ranks_before` loaders (one per rank) take 2 batches of epoch 0 each.
     std::vector<int64_t> seen;
