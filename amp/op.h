@@ -11,10 +11,11 @@ namespace hg::amp {
 // Grouped by default policy, as the tables print.
 enum class Op : uint8_t {
   Matmul, Linear, Conv2d,                                                              // Lower
-  Exp, Log, Pow, Sqrt, Softplus, Softmax, LogSoftmax, CrossEntropy, MseLoss, Sum, Mean,  // F32
-  LayerNorm,
+  Exp, Log, Pow, Sqrt, Softplus, Softmax, LogSoftmax, CrossEntropy, NllLoss, MseLoss,     // F32
+  L1Loss, SmoothL1Loss, HuberLoss, BinaryCrossEntropy, BinaryCrossEntropyWithLogits, KlDiv,
+  Sum, Mean, LayerNorm,
   Cat,                                                                                 // Promote
-  BatchNorm, Add, Sub, Mul, Div, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
+  BatchNorm, Add, Sub, Mul, Div, Where, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
   Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, Dropout, Embedding,
   View, Permute, Expand, Narrow, Clone,                                                 // Keep: layout
 };

@@ -2,7 +2,7 @@
 // strides into a shared Storage, and the autograd fields (requires_grad, grad, grad_fn).
 //
 //   hg::Tensor x = hg::randn({2, 3}, {.requires_grad = true});
-//   hg::Tensor y = (x * x).sum() ... ;   y.backward();   x.grad();
+//   hg::Tensor y = hg::sum(x * x);   y.backward();   x.grad();   // 2 * x
 //
 // Methods that are ops (to, reshape, transpose, operators ...) are declared here for the familiar
 // spelling and defined with their op family in ops/ (e.g. Tensor::to in autograd/cast.cpp).

@@ -3,7 +3,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <future>
 #include <numeric>
+
+#include "autograd/grad_mode.h"
+#include "ops/elementwise.h"
 
 #include "core/philox.h"
 #include "core/state_dict.h"
@@ -11,16 +15,34 @@
 
 namespace hg::data {
 
-DataLoader::DataLoader(const MNIST& dataset, DataLoaderOptions options)
-    : images_(dataset.images()), labels_(dataset.labels()), options_(options) {
-  HG_CHECK(options.batch_size > 0, "DataLoader: batch_size must be positive, got ", options.batch_size);
-  HG_CHECK(options.std > 0, "DataLoader: std must be positive, got ", options.std);
+struct DataLoader::Prefetch {
+  std::future<Batch> batch;
+  std::vector<int64_t> samples;  // the samples it holds (what the iterator will ask for next)
+  int64_t epoch = -1;
+};
+
+DataLoader::DataLoader(const Dataset& dataset, DataLoaderOptions options)
+    : dataset_(&dataset), options_(std::move(options)), prefetch_(std::make_shared<Prefetch>()) {
+  HG_CHECK(options_.batch_size > 0, "DataLoader: batch_size must be positive, got ", options_.batch_size);
+  HG_CHECK(options_.std > 0 && std::isfinite(options_.std) && std::isfinite(options_.mean),
+           "DataLoader: std must be positive and mean finite, got mean ", options_.mean, " and std ", options_.std);
+  HG_CHECK(dataset.size() >= 0, "DataLoader: the dataset reports a negative size ", dataset.size());
   samples_ = sampler().num_samples(pass_start_);  // also checks num_replicas and rank
 }
 
+DataLoader::DataLoader(std::shared_ptr<const Dataset> owned, DataLoaderOptions options)
+    : DataLoader(*owned, std::move(options)) {
+  owned_ = std::move(owned);
+}
+
+DataLoader::~DataLoader() {
+  // A batch still being built reads the dataset: it must finish first.
+  if (prefetch_ && prefetch_.use_count() == 1 && prefetch_->batch.valid()) prefetch_->batch.wait();
+}
+
 DistributedSampler DataLoader::sampler() const {
-  return DistributedSampler(images_.shape()[0], {.num_replicas = options_.num_replicas, .rank = options_.rank,
-                                                 .shuffle = options_.shuffle, .seed = options_.seed});
+  return DistributedSampler(dataset_->size(), {.num_replicas = options_.num_replicas, .rank = options_.rank,
+                                              .shuffle = options_.shuffle, .seed = options_.seed});
 }
 
 PixelStatistics pixel_statistics(const MNIST& dataset) {
@@ -40,7 +62,7 @@ int64_t DataLoader::num_batches() const {
   return options_.drop_last ? n / b : n / b + (n % b != 0);
 }
 
-int64_t DataLoader::samples_in_epoch() const { return images_.shape()[0]; }
+int64_t DataLoader::samples_in_epoch() const { return dataset_->size(); }
 
 int64_t DataLoader::epoch_sample() const {
   // Batch k of this rank covers positions [k * b * r, (k + 1) * b * r) of the pass on all ranks.
@@ -80,21 +102,66 @@ bool DataLoader::Iterator::done() const {
   return loader_ == nullptr || loader_->epoch_ != epoch_ || batch_ >= loader_->num_batches();
 }
 
-Batch DataLoader::make_batch(int64_t batch) const {
-  const int64_t n = samples_, b = options_.batch_size;
-  const int64_t first = batch * b, count = std::min(b, n - first);
-  const int64_t rows = images_.shape()[1], cols = images_.shape()[2], pixels = rows * cols;
-  Batch out{empty({count, 1, rows, cols}), empty({count}, {.dtype = i64})};
-  const uint8_t* src = images_.data_ptr<uint8_t>();
-  const int64_t* labels = labels_.data_ptr<int64_t>();
-  float* x = out.x.data_ptr<float>();
-  int64_t* y = out.y.data_ptr<int64_t>();
-  const float scale = float(1.0 / (255.0 * options_.std)), shift = float(-options_.mean / options_.std);
-  for (int64_t k = 0; k < count; ++k) {
-    const int64_t sample = order_[size_t(first + k)];
-    const uint8_t* image = src + sample * pixels;
-    for (int64_t p = 0; p < pixels; ++p) x[k * pixels + p] = float(image[p]) * scale + shift;
-    y[k] = labels[sample];
+std::vector<int64_t> DataLoader::samples_of(int64_t batch) const {
+  const int64_t first = batch * options_.batch_size, count = std::min(options_.batch_size, samples_ - first);
+  return {order_.begin() + first, order_.begin() + first + count};
+}
+
+namespace {
+// Transforms draw from a stream keyed apart from the shuffle's (seed ^ this, epoch, sample).
+constexpr uint64_t kTransformKey = 0x9e3779b97f4a7c15ull;
+}  // namespace
+
+// Reads only its arguments: safe on a background thread (given a dataset safe to read there).
+Batch DataLoader::make_batch(const Dataset& dataset, const DataLoaderOptions& options,
+                             const std::vector<int64_t>& samples, int64_t epoch) {
+  NoGradGuard no_grad;  // data, not part of a graph
+  Batch batch;
+  std::optional<Example> whole;
+  if (!options.transform && !options.collate) whole = dataset.get_batch(samples);
+  if (whole) {
+    batch = std::move(*whole);
+  } else {
+    std::vector<Example> examples;
+    examples.reserve(samples.size());
+    for (int64_t sample : samples) {
+      Example e = dataset.get(sample);
+      if (options.transform) {
+        ExampleRandom random(options.seed ^ kTransformKey, (uint64_t(epoch) << 32) | uint64_t(sample));
+        e.x = options.transform(e.x, random);
+      }
+      examples.push_back(std::move(e));
+    }
+    batch = options.collate ? options.collate(examples) : stack_examples(examples);
+  }
+  if (options.mean != 0.0 || options.std != 1.0) {
+    HG_CHECK(is_floating(batch.x.dtype()), "DataLoader: .mean/.std normalise floating inputs, the batch's x is ",
+             batch.x.dtype());
+    batch.x = batch.x * (1.0 / options.std) + (-options.mean / options.std);
+  }
+  return batch;
+}
+
+Batch DataLoader::batch_at(int64_t batch) {
+  const std::vector<int64_t> samples = samples_of(batch);
+  Prefetch& next = *prefetch_;
+  Batch out;
+  if (next.batch.valid() && next.epoch == epoch_ && next.samples == samples) {
+    out = next.batch.get();
+  } else {
+    if (next.batch.valid()) next.batch.wait();  // another position: its batch is not this one
+    next.batch = {};
+    out = make_batch(*dataset_, options_, samples, epoch_);
+  }
+  if (options_.prefetch && batch + 1 < num_batches()) {
+    next.samples = samples_of(batch + 1);
+    next.epoch = epoch_;
+    // Everything the task reads is its own copy (or kept alive by one): a loader copied or
+    // destroyed meanwhile does not pull anything from under it.
+    next.batch = std::async(std::launch::async, [owned = owned_, dataset = dataset_, options = options_,
+                                                 samples = next.samples, epoch = epoch_] {
+      return make_batch(*dataset, options, samples, epoch);
+    });
   }
   return out;
 }
@@ -104,7 +171,7 @@ void DataLoader::finished_batch(int64_t batch) {
   if (position_ >= num_batches()) start_next_epoch();
 }
 
-Batch DataLoader::Iterator::operator*() const { return loader_->make_batch(batch_); }
+Batch DataLoader::Iterator::operator*() const { return loader_->batch_at(batch_); }
 
 DataLoader::Iterator& DataLoader::Iterator::operator++() {
   loader_->finished_batch(batch_);

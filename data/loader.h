@@ -1,7 +1,13 @@
-// DataLoader: batches of an (Fashion-)MNIST dataset, shuffled per epoch from a seed.
+// DataLoader: batches of any dataset (data/dataset.h), shuffled per epoch from a seed.
 //
 //   hg::data::DataLoader loader(train, {.batch_size = 128, .shuffle = true, .seed = 0});
-//   for (auto [x, y] : loader) { ... }   // x f32 (B, 1, 28, 28) in [0, 1], y i64 (B)
+//   for (auto [x, y] : loader) { ... }   // MNIST: x f32 (B, 1, 28, 28) in [0, 1], y i64 (B)
+//
+// A batch is the examples stacked along a new first dimension (data::stack_examples), or what
+// your `.collate` makes of them; `.transform` (data/transforms.h) runs on each example's x
+// first, with the example's own random stream. `.mean`/`.std` then normalise the batch's x:
+// (x - mean) / std. A dataset passed as an lvalue must outlive the loader (it is held by
+// reference); a temporary (DataLoader(TensorDataset(x, y))) is moved into the loader.
 //
 // Each pass over the loader is one epoch; epoch e's order is a Philox-driven permutation of
 // (seed, e), the same on every machine. The position inside an epoch is part of state_dict(), so
@@ -13,12 +19,18 @@
 // together), not as a batch count: a loader with another batch size or number of replicas that
 // loads it continues with exactly the samples the saved one had not reached.
 #pragma once
+#include <concepts>
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "data/dataset.h"
 #include "data/mnist.h"
 #include "data/sampler.h"
+#include "data/transforms.h"
 
 namespace hg::data {
 
@@ -35,6 +47,13 @@ struct DataLoaderOptions {
   // every epoch (DistributedSampler's rules: same order on every rank, padded to equal shards).
   int64_t num_replicas = 1;
   int64_t rank = 0;
+  // Applied to each example's x before stacking (Compose, RandomCrop, ...; data/transforms.h).
+  Transform transform = {};
+  // Makes a batch of the examples (default: data::stack_examples).
+  std::function<Example(const std::vector<Example>&)> collate = {};
+  // Builds the next batch on a background thread while the current one trains (the dataset's
+  // get(), the transforms and the collate must then be safe to run beside the training loop).
+  bool prefetch = false;
 };
 
 // The mean and standard deviation of a dataset's pixels scaled to [0, 1].
@@ -43,14 +62,19 @@ struct PixelStatistics {
 };
 PixelStatistics pixel_statistics(const MNIST& dataset);
 
-struct Batch {
-  Tensor x;  // f32 (B, 1, 28, 28), (values / 255 - mean) / std
-  Tensor y;  // i64 (B)
-};
+using Batch = Example;  // x and y of the batch's examples, stacked
 
 class DataLoader {
  public:
-  DataLoader(const MNIST& dataset, DataLoaderOptions options = {});
+  DataLoader(const Dataset& dataset, DataLoaderOptions options = {});
+  // A temporary dataset is moved into the loader.
+  template <class D>
+    requires(std::derived_from<D, Dataset> && !std::is_reference_v<D>)
+  DataLoader(D&& dataset, DataLoaderOptions options = {})
+      : DataLoader(std::shared_ptr<const Dataset>(std::make_shared<D>(std::move(dataset))), std::move(options)) {}
+  ~DataLoader();
+  DataLoader(const DataLoader&) = default;
+  DataLoader& operator=(const DataLoader&) = default;
 
   class Iterator {
    public:
@@ -88,14 +112,21 @@ class DataLoader {
   static constexpr int64_t kMaxEpoch = int64_t(1) << 31;
 
  private:
+  DataLoader(std::shared_ptr<const Dataset> owned, DataLoaderOptions options);
   DistributedSampler sampler() const;
   void prepare_pass();
-  Batch make_batch(int64_t batch) const;
+  Batch batch_at(int64_t batch);
+  static Batch make_batch(const Dataset& dataset, const DataLoaderOptions& options, const std::vector<int64_t>& samples,
+                          int64_t epoch);
+  std::vector<int64_t> samples_of(int64_t batch) const;
   void finished_batch(int64_t batch);
   void start_next_epoch();
 
-  Tensor images_, labels_;
+  std::shared_ptr<const Dataset> owned_;  // set when the loader owns its dataset
+  const Dataset* dataset_;
   DataLoaderOptions options_;
+  struct Prefetch;                    // the next batch, being built on a background thread
+  std::shared_ptr<Prefetch> prefetch_;
   int64_t samples_;              // this rank's samples in the current pass
   std::vector<int64_t> order_;   // this pass's samples (this rank's shard)
   int64_t epoch_ = 0;            // the epoch in progress (or next to start)

@@ -65,6 +65,30 @@ MNIST::MNIST(const std::string& name, const std::string& root, const std::string
   labels_ = from_vector(label_values, {labels.dims[0]});
 }
 
+Example MNIST::get(int64_t index) const {
+  HG_CHECK(index >= 0 && index < size(), "MNIST::get: index ", index, " outside [0, ", size(), ")");
+  Example batch = *get_batch({index});
+  return {batch.x.reshape({1, images_.shape()[1], images_.shape()[2]}), batch.y.reshape({})};
+}
+
+std::optional<Example> MNIST::get_batch(const std::vector<int64_t>& indices) const {
+  const int64_t count = int64_t(indices.size()), rows = images_.shape()[1], cols = images_.shape()[2];
+  const int64_t pixels = rows * cols;
+  Example out{empty({count, 1, rows, cols}), empty({count}, {.dtype = i64})};
+  const Tensor images = images_.contiguous(), labels = labels_.contiguous();
+  const uint8_t* src = images.data_ptr<uint8_t>();
+  float* x = out.x.data_ptr<float>();
+  int64_t* y = out.y.data_ptr<int64_t>();
+  for (int64_t k = 0; k < count; ++k) {
+    const int64_t sample = indices[size_t(k)];
+    HG_CHECK(sample >= 0 && sample < size(), "MNIST::get_batch: index ", sample, " outside [0, ", size(), ")");
+    const uint8_t* image = src + sample * pixels;
+    for (int64_t p = 0; p < pixels; ++p) x[k * pixels + p] = float(image[p]) * (1.0f / 255.0f);
+    y[k] = labels.data_ptr<int64_t>()[sample];
+  }
+  return out;
+}
+
 MNIST MNIST::head(int64_t n) const {
   HG_CHECK(n >= 0, "MNIST::head: n must be >= 0, got ", n);
   MNIST subset{Empty{}};

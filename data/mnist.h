@@ -6,10 +6,14 @@
 //
 // The root is, in order: the argument, the HG_DATA environment variable, the default
 // (Fashion-MNIST: Debian's dataset-fashion-mnist package location).
+//
+// As a Dataset, example i is x f32 (1, 28, 28) with the pixels / 255 in [0, 1] and y the i64
+// class (0-d); a batch of them is made in one pass over the bytes.
 #pragma once
 #include <string>
 
 #include "core/tensor.h"
+#include "data/dataset.h"
 
 namespace hg::data {
 
@@ -17,11 +21,13 @@ struct MNISTOptions {
   bool train = true;
 };
 
-class MNIST {
+class MNIST : public Dataset {
  public:
   explicit MNIST(const std::string& root = "", MNISTOptions options = {});
 
-  int64_t size() const { return images_.shape()[0]; }
+  int64_t size() const override { return images_.shape()[0]; }
+  Example get(int64_t index) const override;
+  std::optional<Example> get_batch(const std::vector<int64_t>& indices) const override;
   const Tensor& images() const { return images_; }  // u8 (N, 28, 28)
   const Tensor& labels() const { return labels_; }  // i64 (N), values in [0, 9]
   const std::string& root() const { return root_; }

@@ -15,7 +15,7 @@ namespace {
 
 using kernels::ConvGeometry;
 
-ConvGeometry check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dOptions& options) {
+ConvGeometry check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dFuncOptions& options) {
   HG_CHECK(x.dim() == 4, "conv2d: input must be 4-D (N, C, H, W), got ", x.shape());
   HG_CHECK(w.dim() == 4, "conv2d: weight must be 4-D (out_channels, in_channels, kh, kw), got ", w.shape());
   HG_CHECK(x.shape()[1] == w.shape()[1], "conv2d: input has ", x.shape()[1], " channels (shape ", x.shape(),
@@ -39,7 +39,7 @@ ConvGeometry check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const
 
 // ---- conv2d (+ its ReLU epilogue) --------------------------------------------------------------
 
-Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dOptions options) {
+Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dFuncOptions options) {
   const std::string_view name = amp::op_name(amp::Op::Conv2d);  // the report row, even with an epilogue
   const bool relu = options.epilogue == Epilogue::Relu;
   auto [x0, w0, b0] = amp::prepare(amp::Op::Conv2d, x_in, w_in, b_in);

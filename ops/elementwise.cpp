@@ -203,6 +203,22 @@ Tensor eq(const Tensor& a_in, const Tensor& b_in) {
   return map_to_new<2>(shape, {a, b}, kernels::math::Equal{});
 }
 
+Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
+  auto [a0, b0] = amp::prepare(amp::Op::Where, a_in, b_in);
+  detail::check_same_device("where", cond, a0);
+  Shape shape;
+  auto [a, b] = promote("where", a0, b0, &shape);
+  shape = broadcast_shapes(shape, cond.shape(), "where");
+  const Tensor c = cond.detach().to(a.dtype());  // 0 or not: exact in every dtype
+  Tensor out = map_to_new<3>(shape, {c, a, b}, kernels::math::Select{});
+  record(amp::Op::Where, out, {a, b}, [sc = SavedTensor(c), sa = a.shape(), sb = b.shape(), shape](const Tensor& g) {
+    const Tensor c = sc.get(), none = zeros({}, g.options());
+    return std::vector<Tensor>{sum_to(map_to_new<3>(shape, {c, g, none}, kernels::math::Select{}), sa),
+                               sum_to(map_to_new<3>(shape, {c, none, g}, kernels::math::Select{}), sb)};
+  });
+  return out;
+}
+
 // ---- operators ---------------------------------------------------------------------------------
 
 Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

@@ -43,6 +43,10 @@ Tensor operator-(const Tensor& x);
 // Not differentiable: 1 where a == b else 0, in the promoted dtype (masks in backward passes).
 Tensor eq(const Tensor& a, const Tensor& b);
 
+// a where cond is nonzero, else b (cond, a and b broadcast together; a and b promoted). The
+// gradient goes to the branch taken; the other branch gets 0, even where it holds inf or NaN.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+
 namespace detail {
 // Device/dtype checks shared by the binary ops: same device, with torch's message.
 void check_same_device(std::string_view op, const Tensor& a, const Tensor& b);

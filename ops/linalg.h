@@ -1,6 +1,8 @@
-// matmul and linear. CPU: Eigen GEMM for f32/f64 (OpenMP threads); f16/bf16 operands are widened
-// to f32 panels, multiplied in f32 and rounded once (never Eigen::half arithmetic, which is
-// emulated and ~300x slower).
+// matmul and linear. CPU: halfgrad's packed GEMM (kernels/cpu/gemm.h) with the microkernel of the
+// CPU level in use (AVX2+FMA, AVX-512, AVX512-BF16), Eigen at the generic level, on aarch64 and
+// for f64; the rows of C split over hg's thread pool. f16/bf16 operands are multiplied in f32 (or
+// natively as bf16 pairs with AVX512-BF16) and rounded once -- never Eigen::half arithmetic, which
+// is emulated and ~300x slower. CUDA: cuBLASLt (tensor cores for 16-bit).
 //
 //   matmul(a, b): (M,K)@(K,N) -> (M,N); (B,M,K)@(B,K,N) -> (B,M,N); a 2-D operand is broadcast
 //                 over the batch of a 3-D one.

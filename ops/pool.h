@@ -9,5 +9,8 @@ namespace hg {
 
 Tensor max_pool2d(const Tensor& x, int kernel, int stride);
 Tensor avg_pool2d(const Tensor& x, int kernel, int stride);
+// stride = kernel: non-overlapping windows, PyTorch's default.
+inline Tensor max_pool2d(const Tensor& x, int kernel) { return max_pool2d(x, kernel, kernel); }
+inline Tensor avg_pool2d(const Tensor& x, int kernel) { return avg_pool2d(x, kernel, kernel); }
 
 }  // namespace hg

@@ -191,6 +191,18 @@ Tensor Tensor::clone() const {
 
 Tensor Tensor::contiguous() const { return is_contiguous() ? *this : clone(); }
 
+Tensor stack(const std::vector<Tensor>& tensors, int dim) {
+  HG_CHECK(!tensors.empty(), "stack: expected a non-empty list of tensors");
+  const int d = normalize_dim(dim, tensors[0].dim() + 1, "stack");
+  std::vector<Tensor> unsqueezed;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    HG_CHECK(tensors[i].shape() == tensors[0].shape(), "stack: expects each tensor to be equal size, but got ",
+             tensors[0].shape(), " at entry 0 and ", tensors[i].shape(), " at entry ", i);
+    unsqueezed.push_back(unsqueeze(tensors[i], d));
+  }
+  return cat(unsqueezed, d);
+}
+
 Tensor cat(const std::vector<Tensor>& inputs, int dim) {
   HG_CHECK(!inputs.empty(), "cat: expected a non-empty list of tensors");
   std::vector<Tensor> tensors = amp::prepare_all(amp::Op::Cat, inputs);

@@ -13,5 +13,7 @@ Tensor unsqueeze(const Tensor& x, int dim);
 Tensor squeeze(const Tensor& x, int dim);            // removes dim, which must have size 1
 Tensor narrow(const Tensor& x, int dim, int64_t start, int64_t length);  // a slice view
 Tensor cat(const std::vector<Tensor>& tensors, int dim);
+// The tensors (one shape) along a new dimension `dim` of the result: stack({a, b}, 0) is [2, ...].
+Tensor stack(const std::vector<Tensor>& tensors, int dim);
 
 }  // namespace hg

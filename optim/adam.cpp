@@ -21,6 +21,11 @@ Adam::Adam(const std::vector<Tensor>& params, AdamOptions opts, bool decoupled)
 AdamW::AdamW(const std::vector<Tensor>& params, AdamWOptions o)
     : Adam(params, {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.master_weights}, true) {}
 
+void Adam::set_momentum(double beta1) {
+  HG_CHECK(beta1 >= 0 && beta1 < 1, "Adam: beta1 must be in [0, 1), got ", beta1);
+  options.beta1 = beta1;
+}
+
 void Adam::update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) {
   Tensor& m = state.tensors["exp_avg"];
   Tensor& v2 = state.tensors["exp_avg_sq"];

@@ -30,6 +30,8 @@ class Adam : public Optimizer {
   Adam(const std::vector<Tensor>& params, AdamOptions options = {});
   AdamOptions options;
   std::string_view kind() const override { return decoupled_ ? "AdamW" : "Adam"; }
+  std::optional<double> momentum() const override { return options.beta1; }
+  void set_momentum(double momentum) override;
 
  protected:
   std::vector<std::string_view> state_names() const override { return {"exp_avg", "exp_avg_sq"}; }

@@ -55,9 +55,29 @@ void Optimizer::zero_grad() {
 
 double Optimizer::lr() const { return groups_.front().lr; }
 
+double Optimizer::initial_lr() {
+  if (!initial_lr_) initial_lr_ = lr();
+  return *initial_lr_;
+}
+
+void Optimizer::set_initial_lr(double lr) {
+  check_lr(lr, "optimizer");
+  initial_lr_ = lr;
+}
+
+void Optimizer::set_momentum(double) {
+  HG_FAIL("optimizer: a ", kind(), " optimizer has no momentum to set");
+}
+
 void Optimizer::set_lr(double lr) {
   check_lr(lr, "optimizer");
   for (ParamGroup& g : groups_) g.lr = lr;
+}
+
+Tensor Optimizer::state_tensor(ParamState& state, const Tensor& weight, const char* name, double initial) {
+  Tensor& t = state.tensors[name];
+  if (!t.defined()) t = full(weight.shape(), initial, weight.options());
+  return t;
 }
 
 bool Optimizer::has_master(const Tensor& param) const { return master_weights_ && is_16bit_floating(param.dtype()); }

@@ -10,6 +10,7 @@
 // are not lost to 16-bit rounding.
 #pragma once
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -36,6 +37,15 @@ class Optimizer : public amp::Scalable {
 
   double lr() const;         // the first group's learning rate
   void set_lr(double lr);    // every group's learning rate
+  // The lr schedules start from (PyTorch's group["initial_lr"]): the lr when the first scheduler
+  // asked for it (or set_initial_lr said), then fixed, so schedulers made one after another
+  // (a warmup, then a cosine) share one base.
+  double initial_lr();
+  void set_initial_lr(double lr);
+  // The momentum a schedule may cycle (OneCycleLR): SGD's momentum, Adam's beta1, RMSprop's
+  // momentum; none for the others (set_momentum is then an error).
+  virtual std::optional<double> momentum() const { return std::nullopt; }
+  virtual void set_momentum(double momentum);
   std::vector<ParamGroup>& param_groups() { return groups_; }
   void add_param_group(const std::vector<Tensor>& params, double lr);
   std::vector<Tensor> parameters() const override;
@@ -94,6 +104,9 @@ class Optimizer : public amp::Scalable {
   // applied step has filled yet; saving it would make a resumed run skip the first-step rule).
   virtual bool holds_value(const ParamState& state, const std::string& name) const;
 
+  // A state tensor of one parameter, created like `weight` and filled with `initial` on first use.
+  static Tensor state_tensor(ParamState& state, const Tensor& weight, const char* name, double initial = 0.0);
+
   // The f32 master of a 16-bit parameter (created on first use), or the parameter itself.
   Tensor weight_for(const Tensor& param, ParamState& state);
   bool has_master(const Tensor& param) const;
@@ -105,6 +118,7 @@ class Optimizer : public amp::Scalable {
                                   std::string_view what) const;
 
   std::vector<ParamGroup> groups_;
+  std::optional<double> initial_lr_;
   std::map<const TensorImpl*, ParamState> state_;
   bool master_weights_;
   int64_t steps_applied_ = 0;   // CPU

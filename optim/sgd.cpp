@@ -1,6 +1,8 @@
 // SGD (see sgd.h).
 #include "optim/sgd.h"
 
+#include <cmath>
+
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/optimizer_step.h"
 #include "kernels/cpu/optimizer_loop.h"
@@ -11,6 +13,11 @@ SGD::SGD(const std::vector<Tensor>& params, SGDOptions opts) : Optimizer(params,
   HG_CHECK(opts.momentum >= 0 && opts.weight_decay >= 0, "SGD: momentum and weight_decay must be >= 0");
   HG_CHECK(!opts.nesterov || (opts.momentum > 0 && opts.dampening == 0),
            "SGD: Nesterov momentum requires a momentum and zero dampening");
+}
+
+void SGD::set_momentum(double momentum) {
+  HG_CHECK(momentum >= 0 && std::isfinite(momentum), "SGD: momentum must be finite and >= 0, got ", momentum);
+  options.momentum = momentum;
 }
 
 void SGD::update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) {

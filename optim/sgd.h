@@ -25,6 +25,8 @@ class SGD : public Optimizer {
   SGD(const std::vector<Tensor>& params, SGDOptions options);
   SGDOptions options;
   std::string_view kind() const override { return "SGD"; }
+  std::optional<double> momentum() const override { return options.momentum; }
+  void set_momentum(double momentum) override;
 
  protected:
   std::vector<std::string_view> state_names() const override {

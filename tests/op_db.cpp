@@ -514,10 +514,49 @@ std::vector<SampleSpec> softmax_samples() {
   return out;
 }
 
-std::string cross_entropy_args(double label_smoothing, int64_t ignore_index = -100) {
+std::string cross_entropy_args(double label_smoothing, int64_t ignore_index = -100,
+                               const std::string& reduction = "mean") {
   std::ostringstream os;
-  os << R"({"label_smoothing": )" << label_smoothing << R"(, "ignore_index": )" << ignore_index << "}";
+  os << R"({"label_smoothing": )" << label_smoothing << R"(, "ignore_index": )" << ignore_index
+     << R"(, "reduction": ")" << reduction << R"("})";
   return os.str();
+}
+
+std::string reduction_of(A a) { return a.find("reduction") ? arg(a, "reduction", Args::Kind::String).text : "mean"; }
+
+// The reference's reduction of per-element losses.
+ref::Array reduced(const ref::Array& per, const std::string& reduction) {
+  if (reduction == "none") return per;
+  double total = 0;
+  for (double v : per.v) total += v;
+  return {{}, {reduction == "sum" ? total : total / double(per.v.size())}};
+}
+
+// nll over (N, C, d...) log-probabilities: -w[t] logp[t] per position, the weighted mean over the
+// kept positions. With smoothing (no weight): (1 - eps) nll + eps * mean over classes of -logp.
+ref::Array nll(const ref::Array& logp, const std::vector<int64_t>& targets, const std::vector<double>& weight,
+               int64_t ignore, const std::string& reduction, double eps = 0) {
+  const int64_t N = logp.shape[0], C = logp.shape[1];
+  int64_t inner = 1;
+  hg::Shape per_shape = {N};
+  for (int d = 2; d < logp.shape.ndim(); ++d) inner *= logp.shape[d], per_shape.push_back(logp.shape[d]);
+  ref::Array per{per_shape, std::vector<double>(size_t(N * inner), 0.0)};
+  double weights = 0;
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t i = 0; i < inner; ++i) {
+      const int64_t t = targets[size_t(n * inner + i)];
+      if (t == ignore) continue;
+      const double w = weight.empty() ? 1.0 : weight[size_t(t)];
+      double smooth = 0;  // (only with eps > 0: 0 * inf would be NaN for a -inf logit)
+      if (eps > 0)
+        for (int64_t c = 0; c < C; ++c) smooth -= logp.v[size_t((n * C + c) * inner + i)] / double(C);
+      per.v[size_t(n * inner + i)] = (1 - eps) * -w * logp.v[size_t((n * C + t) * inner + i)] + (eps > 0 ? eps * smooth : 0.0);
+      weights += w;
+    }
+  if (reduction != "mean") return reduced(per, reduction);
+  double total = 0;
+  for (double v : per.v) total += v;
+  return {{}, {total / weights}};
 }
 
 // Targets for `rows` rows of `classes` classes with the first one ignored (-100): the others
@@ -554,7 +593,148 @@ std::vector<SampleSpec> cross_entropy_samples() {
   out.push_back({.inputs = {logits, given({2, 0, 2, 4})}, .args = cross_entropy_args(0, 2)});
   out.push_back(
       {.inputs = {{.shape = {5, 67}, .stddev = 2}, {.shape = {5}, .values = Values::ClassIndex, .classes = 67}}});
+  // The composed path: per-element and summed losses, (N, C, d) inputs, a class weight.
+  out.push_back({.inputs = {logits, given({1, -100, 3, 0})}, .args = cross_entropy_args(0, -100, "none")});
+  out.push_back({.inputs = {logits, given({1, -100, 3, 0})}, .args = cross_entropy_args(0.1, -100, "sum")});
+  out.push_back({.inputs = {{{2, 5, 3}}, {{2, 3}, Values::ClassIndex, 5}}, .args = cross_entropy_args(0)});
+  out.push_back({.inputs = {{{2, 5, 3}}, {{2, 3}, Values::ClassIndex, 5}}, .args = cross_entropy_args(0.2, -100, "none")});
+  out.push_back({.inputs = {logits, given({1, 4, 3, 0}), {.shape = {5}, .values = Values::Positive, .differentiable = false}},
+                 .args = cross_entropy_args(0)});
+  out.push_back({.inputs = {logits, given({1, -100, 3, 0}), {.shape = {5}, .values = Values::Positive, .differentiable = false}},
+                 .args = cross_entropy_args(0, -100, "none")});
   return out;
+}
+
+std::vector<SampleSpec> loss_reductions(const std::vector<InputSpec>& inputs, const std::string& extra = "") {
+  std::vector<SampleSpec> out;
+  for (const char* r : {"none", "sum"})
+    out.push_back({.inputs = inputs, .args = R"({"reduction": ")" + std::string(r) + "\"" + extra + "}"});
+  return out;
+}
+
+// The elementwise losses: per-element formula f(input, target), then the reduction.
+template <class F>
+ref::Array pointwise_loss(const Arrays& x, A a, F f) {
+  return reduced(ref::zip(x[0], x[1], f), reduction_of(a));
+}
+
+std::vector<OpEntry> more_loss_entries() {
+  const InputSpec probability{.shape = {3, 4}, .values = Values::Positive, .low = 0.05, .high = 0.95};
+  const InputSpec label{.shape = {3, 4}, .values = Values::Positive, .low = 0.0, .high = 1.0};
+  const InputSpec log_probs{.shape = {3, 4}, .mean = -1.5};
+  return {
+      {.op = Op::NllLoss, .name = "nll_loss",
+       .call = [](I in, A a) {
+         return hg::nll_loss(in[0], in[1], {.weight = in.size() > 2 ? in[2] : Tensor(),
+                                            .ignore_index = a.find("ignore_index") ? integer(a, "ignore_index") : -100,
+                                            .reduction = reduction_of(a)});
+       },
+       .default_args = "{}", .inputs = {{{4, 5}, Values::Normal, 0, -1.0}, {{4}, Values::ClassIndex, 5}},
+       .reference = [](const Arrays& x, A a) {
+         return nll(x[0], as_indices(x[1]), x.size() > 2 ? x[2].v : std::vector<double>{},
+                    a.find("ignore_index") ? integer(a, "ignore_index") : -100, reduction_of(a));
+       },
+       .f32_tolerance = kF32, .golden_family = "loss",
+       .more_samples = {{.inputs = {{{4, 5}}, {.shape = {4}, .values = Values::ClassIndex, .classes = 5, .given = {1, -100, 3, 0}}},
+                         .args = R"({"reduction": "none"})"},
+                        {.inputs = {{{2, 5, 3}}, {{2, 3}, Values::ClassIndex, 5}}, .args = R"({"reduction": "sum"})"},
+                        {.inputs = {{{4, 5}}, {.shape = {4}, .values = Values::ClassIndex, .classes = 5, .given = {1, 2, 3, 2}},
+                                    {.shape = {5}, .values = Values::Positive, .differentiable = false}},
+                         .args = R"({"ignore_index": 2})"}},
+       .composed = true},
+      {.op = Op::L1Loss, .name = "l1_loss",
+       .call = [](I in, A a) { return hg::l1_loss(in[0], in[1], {.reduction = reduction_of(a)}); },
+       .default_args = "{}", .inputs = {{kSmall}, {kSmall}},
+       .reference = [](const Arrays& x, A a) { return pointwise_loss(x, a, [](double p, double t) { return std::fabs(p - t); }); },
+       .f32_tolerance = kF32, .golden_family = "loss", .more_samples = loss_reductions({{kSmall}, {kSmall}}),
+       .composed = true},
+      {.op = Op::SmoothL1Loss, .name = "smooth_l1_loss",
+       .call = [](I in, A a) {
+         return hg::smooth_l1_loss(in[0], in[1], {.reduction = reduction_of(a), .beta = number(a, "beta")});
+       },
+       .default_args = R"({"beta": 0.5})", .inputs = {{kSmall}, {kSmall}},
+       .reference = [](const Arrays& x, A a) {
+         const double beta = number(a, "beta");
+         return pointwise_loss(x, a, [beta](double p, double t) {
+           const double d = std::fabs(p - t);
+           return beta == 0 ? d : d < beta ? 0.5 * d * d / beta : d - 0.5 * beta;
+         });
+       },
+       .f32_tolerance = kF32, .golden_family = "loss",
+       .more_samples = {{.inputs = {{kSmall}, {kSmall}}, .args = R"({"beta": 1.0, "reduction": "none"})"},
+                        {.inputs = {{kSmall}, {kSmall}}, .args = R"({"beta": 0.0, "reduction": "sum"})"}},
+       .composed = true},
+      {.op = Op::HuberLoss, .name = "huber_loss",
+       .call = [](I in, A a) {
+         return hg::huber_loss(in[0], in[1], {.reduction = reduction_of(a), .delta = number(a, "delta")});
+       },
+       .default_args = R"({"delta": 0.5})", .inputs = {{kSmall}, {kSmall}},
+       .reference = [](const Arrays& x, A a) {
+         const double delta = number(a, "delta");
+         return pointwise_loss(x, a, [delta](double p, double t) {
+           const double d = std::fabs(p - t);
+           return d < delta ? 0.5 * d * d : delta * (d - 0.5 * delta);
+         });
+       },
+       .f32_tolerance = kF32, .golden_family = "loss",
+       .more_samples = {{.inputs = {{kSmall}, {kSmall}}, .args = R"({"delta": 2.0, "reduction": "none"})"}},
+       .composed = true},
+      {.op = Op::BinaryCrossEntropy, .name = "binary_cross_entropy",
+       .call = [](I in, A a) {
+         return hg::binary_cross_entropy(in[0], in[1], {.weight = in.size() > 2 ? in[2] : Tensor(),
+                                                        .reduction = reduction_of(a)});
+       },
+       .default_args = "{}", .inputs = {probability, label},
+       .reference = [](const Arrays& x, A a) {
+         ref::Array per = ref::zip(x[0], x[1], [](double p, double y) {
+           return -(y * std::max(std::log(p), -100.0) + (1 - y) * std::max(std::log(1 - p), -100.0));
+         });
+         if (x.size() > 2) per = ref::zip(per, x[2], [](double l, double w) { return l * w; });
+         return reduced(per, reduction_of(a));
+       },
+       .f32_tolerance = kF32, .golden_family = "loss",
+       .more_samples = {{.inputs = {probability, label}, .args = R"({"reduction": "none"})"},
+                        {.inputs = {probability, label, {.shape = {4}, .values = Values::Positive, .differentiable = false}},
+                         .args = R"({"reduction": "sum"})"}},
+       .composed = true},
+      {.op = Op::BinaryCrossEntropyWithLogits, .name = "binary_cross_entropy_with_logits",
+       .call = [](I in, A a) {
+         return hg::binary_cross_entropy_with_logits(in[0], in[1], {.reduction = reduction_of(a),
+                                                                    .pos_weight = in.size() > 2 ? in[2] : Tensor()});
+       },
+       .default_args = "{}", .inputs = {{.shape = {3, 4}, .stddev = 3}, label},
+       .reference = [](const Arrays& x, A a) {
+         std::vector<double> pos = x.size() > 2 ? x[2].v : std::vector<double>{};
+         ref::Array per = x[0];
+         const int64_t last = x[0].shape[x[0].shape.ndim() - 1];
+         for (size_t i = 0; i < per.v.size(); ++i) {
+           const double z = x[0].v[i], y = x[1].v[i], pw = pos.empty() ? 1.0 : pos[i % size_t(last)];
+           // PyTorch's formula (so a -inf logit gives its NaN): -log sigmoid(z) = log1p(exp(-|z|)) + max(-z, 0).
+           per.v[i] = (1 - y) * z + (1 + (pw - 1) * y) * (std::log1p(std::exp(-std::fabs(z))) + std::max(-z, 0.0));
+         }
+         return reduced(per, reduction_of(a));
+       },
+       .f32_tolerance = kF32, .golden_family = "loss",
+       .more_samples = {{.inputs = {{.shape = {3, 4}, .stddev = 3}, label}, .args = R"({"reduction": "none"})"},
+                        {.inputs = {{.shape = {3, 4}, .stddev = 3}, label,
+                                    {.shape = {4}, .values = Values::Positive, .differentiable = false}},
+                         .args = R"({"reduction": "sum"})"}},
+       .composed = true},
+      {.op = Op::KlDiv, .name = "kl_div",
+       .call = [](I in, A a) { return hg::kl_div(in[0], in[1], {.reduction = reduction_of(a)}); },
+       .default_args = R"({"reduction": "batchmean"})", .inputs = {log_probs, probability},
+       .reference = [](const Arrays& x, A a) {
+         const ref::Array per = ref::zip(x[0], x[1], [](double in, double t) { return t == 0 ? 0.0 : t * (std::log(t) - in); });
+         if (reduction_of(a) != "batchmean") return reduced(per, reduction_of(a));
+         double total = 0;
+         for (double v : per.v) total += v;
+         return ref::Array{{}, {total / double(x[0].shape[0])}};
+       },
+       .f32_tolerance = kF32, .golden_family = "loss",
+       .more_samples = {{.inputs = {log_probs, probability}, .args = R"({"reduction": "none"})"},
+                        {.inputs = {log_probs, probability}, .args = R"({"reduction": "mean"})"}},
+       .composed = true},
+  };
 }
 
 std::vector<OpEntry> softmax_and_loss_entries() {
@@ -575,27 +755,33 @@ std::vector<OpEntry> softmax_and_loss_entries() {
            [](I in, A a) {
              return hg::cross_entropy(in[0], in[1],
                                       {.label_smoothing = number(a, "label_smoothing"),
-                                       .ignore_index = integer(a, "ignore_index")});
+                                       .ignore_index = integer(a, "ignore_index"),
+                                       .weight = in.size() > 2 ? in[2] : Tensor(), .reduction = reduction_of(a)});
            },
        .default_args = cross_entropy_args(0.1), .inputs = {{{4, 5}}, {{4}, Values::ClassIndex, 5}},
        .reference =
            [](const Arrays& x, A a) {
-             return ref::Array{{}, {ref::cross_entropy(x[0], as_indices(x[1]), number(a, "label_smoothing"),
-                                                       integer(a, "ignore_index"))}};
+             return nll(ref::softmax(x[0], 1, true), as_indices(x[1]), x.size() > 2 ? x[2].v : std::vector<double>{},
+                        integer(a, "ignore_index"), reduction_of(a), number(a, "label_smoothing"));
            },
-       .f32_tolerance = kF32, .golden_family = "loss", .more_samples = cross_entropy_samples()},
-      {.op = Op::MseLoss, .name = "mse_loss", .call = [](I in, A) { return hg::mse_loss(in[0], in[1]); },
+       .f32_tolerance = kF32, .golden_family = "loss", .more_samples = cross_entropy_samples(),
+       .composed_for = [](const std::vector<InputSpec>& in, A a) {
+         return reduction_of(a) != "mean" || in.size() > 2 || in[0].shape.size() > 2;
+       }},
+      {.op = Op::MseLoss, .name = "mse_loss",
+       .call = [](I in, A a) { return hg::mse_loss(in[0], in[1], {.reduction = reduction_of(a)}); },
        .default_args = "{}", .inputs = {{kSmall}, {kSmall}},
        .reference =
-           [](const Arrays& x, A) {
-             const ref::Array squared = ref::zip(x[0], x[1], [](double a, double b) { return (a - b) * (a - b); });
-             return ref::mean(squared, ref::all_dims(squared), false);
+           [](const Arrays& x, A a) {
+             return pointwise_loss(x, a, [](double p, double t) { return (p - t) * (p - t); });
            },
        .f32_tolerance = kF32, .golden_family = "loss",
        .more_samples = {{.inputs = {{{1, 1}}, {{1, 1}}}}, {.inputs = {{{5, 7}}, {{5, 7}}}},
                         {.inputs = {{{33, 257}}, {{33, 257}}}}, {.inputs = {{{3, 2}}, {{3, 2}}}},
                         {.inputs = {{{5}}, {.shape = {5}, .differentiable = false}}},  // a constant target
-                        {.inputs = {{.shape = {5, 67}, .stddev = 2}, {.shape = {5, 67}, .stddev = 2}}}}},
+                        {.inputs = {{.shape = {5, 67}, .stddev = 2}, {.shape = {5, 67}, .stddev = 2}}},
+                        {.inputs = {{kSmall}, {kSmall}}, .args = R"({"reduction": "none"})"}},
+       .composed = true},
   };
 }
 
@@ -789,8 +975,20 @@ ref::Array narrowed(const ref::Array& x, int64_t dim, int64_t start, int64_t len
   });
 }
 
+// a where cond, else b: cond (i64 0/1) broadcast with the branches.
+ref::Array where_ref(const Arrays& x) {
+  const ref::Array cond_and_a = ref::zip(x[0], x[1], [](double c, double a) { return c != 0 ? a : std::nan(""); });
+  return ref::zip(cond_and_a, ref::zip(x[0], x[2], [](double c, double b) { return c != 0 ? std::nan("") : b; }),
+                  [](double a, double b) { return std::isnan(a) ? b : a; });
+}
+
 std::vector<OpEntry> layout_entries() {
   return {
+      {.op = Op::Where, .name = "where", .call = [](I in, A) { return hg::where(in[0], in[1], in[2]); },
+       .default_args = "{}", .inputs = {{{3, 4}, Values::ClassIndex, 2}, {{3, 4}}, {{3, 4}}},
+       .reference = [](const Arrays& x, A) { return where_ref(x); }, .f32_tolerance = kExact, .golden_family = "shape",
+       .more_samples = {{.inputs = {{{3, 1}, Values::ClassIndex, 2}, {{3, 4}}, {.shape = {4}, .broadcast = true}}},
+                        {.inputs = {{{4}, Values::ClassIndex, 2}, {.shape = {}, .broadcast = true}, {{2, 4}}}}}},
       {.op = Op::View, .name = "view", .call = [](I in, A a) { return in[0].reshape(integers(a, "shape")); },
        .default_args = R"({"shape": [3, 4]})", .inputs = {{{2, 6}}},
        .reference = [](const Arrays& x, A a) { return ref::Array{integers(a, "shape"), x[0].v}; },
@@ -831,7 +1029,7 @@ std::vector<OpEntry> layout_entries() {
 std::vector<OpEntry> all_entries() {
   std::vector<OpEntry> db;
   for (auto part : {elementwise_entries, activation_entries, reduction_entries, linalg_entries,
-                    softmax_and_loss_entries, pool_and_norm_entries, other_entries, layout_entries})
+                    softmax_and_loss_entries, more_loss_entries, pool_and_norm_entries, other_entries, layout_entries})
     for (OpEntry& e : part()) db.push_back(std::move(e));
   return db;
 }

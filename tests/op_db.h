@@ -95,6 +95,12 @@ struct OpEntry {
   std::vector<SampleSpec> more_samples = {};
   // op_db.f16_and_bf16_match_f32 checks the 16-bit gradients as well as the output, unless:
   std::string no_16_bit_backward_because = {};
+  // Made of other ops (mse_loss = mean of squared differences): no autograd node of its own, so
+  // ShadowCheck compares its parts, not the op.
+  bool composed = false;
+  // ... or only for some samples (cross_entropy: its fused kernel records a node, its composed
+  // path for other reductions and layouts does not).
+  std::function<bool(const std::vector<InputSpec>& inputs, const Args& args)> composed_for = {};
 };
 
 // What a check runs on: a sample of an entry with its blanks filled in.

@@ -727,6 +727,20 @@ TEST_CASE("cuda.optimizer_steps_match_cpu" * SKIP_WITHOUT_GPU) {
   check_optimizer("Adam, master weights", hg::bf16, [](const std::vector<Tensor>& p) {
     return std::make_unique<optim::Adam>(p, optim::AdamOptions{.lr = 0.01, .master_weights = true});
   });
+  check_optimizer("RMSprop centered + momentum + weight decay", hg::f32, [](const std::vector<Tensor>& p) {
+    return std::make_unique<optim::RMSprop>(
+        p, optim::RMSpropOptions{.lr = 0.01, .weight_decay = 1e-3, .momentum = 0.8, .centered = true});
+  });
+  check_optimizer("RMSprop, master weights, deferred unscale", hg::f16, [](const std::vector<Tensor>& p) {
+    return std::make_unique<optim::RMSprop>(p, optim::RMSpropOptions{.lr = 0.01, .master_weights = true});
+  }, /*with_scaler=*/true);
+  check_optimizer("Adagrad lr decay + initial accumulator", hg::f32, [](const std::vector<Tensor>& p) {
+    return std::make_unique<optim::Adagrad>(
+        p, optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.01, .weight_decay = 1e-3, .initial_accumulator_value = 0.1});
+  });
+  check_optimizer("Adadelta, master weights", hg::bf16, [](const std::vector<Tensor>& p) {
+    return std::make_unique<optim::Adadelta>(p, optim::AdadeltaOptions{.lr = 1.0, .weight_decay = 1e-3, .master_weights = true});
+  });
 }
 
 // ---- scenario 25: deterministic mode --------------------------------------------------------------
@@ -955,7 +969,7 @@ TEST_CASE("cuda.nan_and_inf_inputs_match_cpu" * SKIP_WITHOUT_GPU) {
     // The same for conv2d's relu epilogue (cuDNN's bias, then relu's own functor).
     const Tensor image_nan = image.detach();
     const Tensor k = (hg::randn({3, 2, 3, 3}) / 5.0).to(dt), kb = hg::randn({3}).to(dt);  // (1,2,4,4) -> (1,3,4,4)
-    const hg::Conv2dOptions conv_relu{.padding = 1, .epilogue = hg::Epilogue::Relu};
+    const hg::Conv2dFuncOptions conv_relu{.padding = 1, .epilogue = hg::Epilogue::Relu};
     const Tensor cc = hg::conv2d(image_nan, k, kb, conv_relu);
     const Tensor cg = hg::conv2d(image_nan.to(gpu()), k.to(gpu()), kb.to(gpu()), conv_relu);
     expect_close_nan(cg, cc, tolerance(Tol::Conv, dt), "conv2d + relu epilogue with a NaN pixel");
@@ -1094,6 +1108,15 @@ TEST_CASE("cuda.seventy_mixed_parameters_one_inf_skips_the_whole_step" * SKIP_WI
   });
   check_mixed_parameters("AdamW, 16-bit parameters updated in 16 bits", [](const std::vector<Tensor>& p) {
     return std::make_unique<optim::AdamW>(p, optim::AdamWOptions{.lr = 0.01});
+  });  check_mixed_parameters("RMSprop centered, master weights", [](const std::vector<Tensor>& p) {
+    return std::make_unique<optim::RMSprop>(p, optim::RMSpropOptions{.lr = 0.01, .momentum = 0.5, .centered = true,
+                                                                     .master_weights = true});
+  });
+  check_mixed_parameters("Adagrad, master weights", [](const std::vector<Tensor>& p) {
+    return std::make_unique<optim::Adagrad>(p, optim::AdagradOptions{.lr = 0.1, .master_weights = true});
+  });
+  check_mixed_parameters("Adadelta, 16-bit parameters updated in 16 bits", [](const std::vector<Tensor>& p) {
+    return std::make_unique<optim::Adadelta>(p, optim::AdadeltaOptions{});
   });
 }
 

@@ -104,10 +104,10 @@ TEST_CASE("fuse.conv2d_relu_epilogue_equals_relu_of_conv2d") {
     CAPTURE(dt);
     const Tensor x = hg::randn({2, 3, 7, 6}).to(dt), w = (hg::randn({4, 3, 3, 3}) / 5.0).to(dt);
     const Tensor b = (hg::randn({4}) * 0.5).to(dt);
-    for (const hg::Conv2dOptions options : {hg::Conv2dOptions{.stride = 1, .padding = 1},
-                                            hg::Conv2dOptions{.stride = 2, .padding = 0}}) {
+    for (const hg::Conv2dFuncOptions options : {hg::Conv2dFuncOptions{.stride = 1, .padding = 1},
+                                            hg::Conv2dFuncOptions{.stride = 2, .padding = 0}}) {
       CAPTURE(options.stride);
-      hg::Conv2dOptions with_relu = options;
+      hg::Conv2dFuncOptions with_relu = options;
       with_relu.epilogue = kRelu;
       const auto fused = [&](const std::vector<Tensor>& in) { return hg::conv2d(in[0], in[1], in[2], with_relu); };
       const auto unfused = [&](const std::vector<Tensor>& in) {

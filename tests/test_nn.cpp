@@ -473,6 +473,8 @@ TEST_CASE("nn.layers.pooling_flatten_embedding") {
   CHECK(mp.stride == 2);
   CHECK(mp(x).shape() == hg::Shape{2, 3, 4, 4});
   CHECK(bitwise_equal(mp(x), hg::max_pool2d(x, 2, 2)));
+  CHECK(bitwise_equal(hg::max_pool2d(x, 2), mp(x)));  // the function's stride defaults to the kernel too
+  CHECK(bitwise_equal(hg::avg_pool2d(x, 3), hg::avg_pool2d(x, 3, 3)));
   nn::AvgPool2d ap(3, 1);
   CHECK(ap(x).shape() == hg::Shape{2, 3, 6, 7});
   CHECK(bitwise_equal(ap(x), hg::avg_pool2d(x, 3, 1)));

@@ -5,6 +5,8 @@
 // Acc<T> by reference and writing them back. One pass over memory per step, no temporary tensors.
 #pragma once
 #include <array>
+#include <type_traits>
+#include <vector>
 #include <utility>
 
 #include "core/cpu_features.h"
@@ -63,6 +65,36 @@ void for_each_element(const std::array<Tensor, N>& tensors, const Rule& rule) {
       });
     }(std::make_index_sequence<N>());
   });
+}
+
+// The adaptive optimizers' rules (RMSprop, Adagrad, Adadelta: kernels/math/optimizer_step.h) on
+// one parameter: weight, gradient and up to three state slots, an undefined slot being state the
+// rule's options do not keep (scratch). t: this parameter's update number (1, 2, ...).
+template <class Rule>
+void rule_update(const Rule& rule, double t, const Tensor& weight, const Tensor& grad, const std::array<Tensor, 3>& slots) {
+  const auto k = rule.constants(t);
+  std::array<int, 3> at{-1, -1, -1};  // slot -> its index among the operands (-1: scratch)
+  int n = 2;
+  for (int s = 0; s < 3; ++s)
+    if (slots[size_t(s)].defined()) at[size_t(s)] = n++;
+  // One element: the defined slots from the operands, the others zero, the rule, written back.
+  const auto apply = [=](auto& v) {
+    using A = std::remove_reference_t<decltype(v[0])>;
+    A s[3];
+    for (int j = 0; j < 3; ++j) s[j] = at[size_t(j)] < 0 ? A(0) : v[size_t(at[size_t(j)])];
+    rule.apply(v[0], v[1], s[0], s[1], s[2], k);
+    for (int j = 0; j < 3; ++j)
+      if (at[size_t(j)] >= 0) v[size_t(at[size_t(j)])] = s[j];
+  };
+  std::vector<Tensor> defined = {weight, grad};
+  for (const Tensor& slot : slots)
+    if (slot.defined()) defined.push_back(slot);
+  switch (defined.size()) {
+    case 3: return for_each_element<3>({defined[0], defined[1], defined[2]}, apply);
+    case 4: return for_each_element<4>({defined[0], defined[1], defined[2], defined[3]}, apply);
+    case 5: return for_each_element<5>({defined[0], defined[1], defined[2], defined[3], defined[4]}, apply);
+    default: HG_FAIL("optimizer: internal error: a rule needs one to three state tensors");
+  }
 }
 
 }  // namespace hg::kernels::cpu

@@ -2,6 +2,7 @@
 // kernels/cuda/*.cu in a CUDA build; in a CPU-only build (core/no_cuda/) each throws
 // hg::Error("... built without CUDA").
 #pragma once
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -85,6 +86,18 @@ void sgd_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& p
 void adam_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params, const std::vector<Tensor>& grads,
                  const std::vector<Tensor>& exp_avg, const std::vector<Tensor>& exp_avg_sq, const std::vector<Tensor>& steps,
                  const AdamHyper& h, const Tensor& found_inf, const Tensor& scale);
+// RMSprop, Adagrad, Adadelta (kernels/math/optimizer_step.h): slots[i] holds parameter i's three
+// state slots (undefined: scratch); Adagrad's steps[i] (0-d i64) counts its applied steps.
+void rmsprop_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
+                    const std::vector<Tensor>& grads, const std::vector<std::array<Tensor, 3>>& slots,
+                    const math::RmspropStep& h, const Tensor& found_inf, const Tensor& scale);
+void adagrad_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
+                    const std::vector<Tensor>& grads, const std::vector<std::array<Tensor, 3>>& slots,
+                    const std::vector<Tensor>& steps, const math::AdagradStep& h, const Tensor& found_inf,
+                    const Tensor& scale);
+void adadelta_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
+                     const std::vector<Tensor>& grads, const std::vector<std::array<Tensor, 3>>& slots,
+                     const math::AdadeltaStep& h, const Tensor& found_inf, const Tensor& scale);
 // After the updates of one step, unless found_inf (maybe undefined) is set: steps[i] (0-d i64)
 // += 1, flags[i] (0-d i32, may be undefined) = 1, applied (0-d i64) += 1.
 void advance_step_counts(const std::vector<Tensor>& steps, const std::vector<Tensor>& flags, const Tensor& applied,

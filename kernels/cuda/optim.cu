@@ -1,9 +1,10 @@
-// SGD and Adam/AdamW as multi-tensor kernels (multi_tensor.cuh): one launch updates many
+// SGD, Adam/AdamW and the adaptive rules (RMSprop, Adagrad, Adadelta) as multi-tensor kernels (multi_tensor.cuh): one launch updates many
 // parameters, with a grid sized by their elements. The kernels read the GradScaler's found_inf
 // and scale on the device and leave everything untouched when a gradient overflowed; a second
 // tiny kernel then advances the per-parameter step counts -- so an AMP step needs no host
 // synchronisation. The update rules are the CPU loops' own (kernels/math/optimizer_step.h), in the
 // weight's compute type.
+#include <array>
 #include <map>
 #include <utility>
 
@@ -24,8 +25,9 @@ struct ParamMeta {
   W* weight;
   P* param;  // null when the weight is the parameter
   const P* grad;
-  W* state0;  // SGD momentum / Adam exp_avg (null for SGD without momentum)
-  W* state1;  // Adam exp_avg_sq
+  W* state0;  // SGD momentum / Adam exp_avg / the adaptive rules' first slot (null: none)
+  W* state1;  // Adam exp_avg_sq / the adaptive rules' second slot
+  W* state2;  // the adaptive rules' third slot (RMSprop's grad_avg)
   const int64_t* step;           // Adam: steps applied so far
   const int32_t* momentum_ready;  // SGD: 0 until the momentum buffer holds a value
   int64_t numel;
@@ -41,7 +43,7 @@ __device__ __forceinline__ bool skipped(const float* found_inf) { return found_i
 // One 4-element group of a chunk: the arrays' values in the weight's compute type.
 template <class W, class P>
 struct Group {
-  acc_t<W> w[kVec], g[kVec], s0[kVec], s1[kVec];
+  acc_t<W> w[kVec], g[kVec], s0[kVec], s1[kVec], s2[kVec];
 };
 
 // Loads the group at element i of the chunk starting at `start`; the gradient is unscaled when it
@@ -57,6 +59,7 @@ __device__ __forceinline__ Group<W, P> load_group(const ParamMeta<W, P>& m, int6
   for (int j = 0; j < kVec; ++j) v.g[j] = m.deferred ? A(g[j]) * A(inv_scale) : A(g[j]);
   if (m.state0) load_vec(m.state0 + start, i, n, wide, v.s0);
   if (m.state1) load_vec(m.state1 + start, i, n, wide, v.s1);
+  if (m.state2) load_vec(m.state2 + start, i, n, wide, v.s2);
   return v;
 }
 
@@ -67,6 +70,7 @@ __device__ __forceinline__ void store_group(const ParamMeta<W, P>& m, int64_t st
   store_vec(m.weight + start, i, n, wide, v.w);
   if (m.state0) store_vec(m.state0 + start, i, n, wide, v.s0);
   if (m.state1) store_vec(m.state1 + start, i, n, wide, v.s1);
+  if (m.state2) store_vec(m.state2 + start, i, n, wide, v.s2);
   if (m.param) {
     acc_t<P> p[kVec];
     for (int j = 0; j < kVec; ++j) p[j] = acc_t<P>(v.w[j]);
@@ -79,6 +83,7 @@ template <class W, class P>
 __device__ __forceinline__ bool chunk_is_wide(const ParamMeta<W, P>& m, int64_t start, int64_t n) {
   return n % kVec == 0 && vec_aligned(m.weight + start) && vec_aligned(m.grad + start) &&
          (!m.state0 || vec_aligned(m.state0 + start)) && (!m.state1 || vec_aligned(m.state1 + start)) &&
+         (!m.state2 || vec_aligned(m.state2 + start)) &&
          (!m.param || vec_aligned(m.param + start));
 }
 
@@ -117,6 +122,23 @@ __global__ void adam_kernel(ParamTable<W, P> table, AdamHyper h, const float* fo
     for (int j = 0; j < kVec; ++j) {
       h.apply(v.w[j], v.g[j], v.s0[j], v.s1[j], factors);
     }
+    store_group(m, c.start, i, c.n, wide, v);
+  }
+}
+
+// RMSprop, Adagrad, Adadelta: one kernel for the rules of one shape (kernels/math/optimizer_step.h),
+// the absent slots zeros in registers. Rules that count steps (Adagrad) read the parameter's count.
+template <class W, class P, class Rule>
+__global__ void rule_kernel(ParamTable<W, P> table, Rule rule, const float* found_inf, const float* scale) {
+  if (skipped(found_inf)) return;
+  const auto c = kernels::cuda::block_chunk(table);
+  const ParamMeta<W, P>& m = c.meta;
+  const double inv_scale = scale ? 1.0 / double(*scale) : 1.0;
+  const auto k = rule.constants(m.step ? double(*m.step) + 1.0 : 0.0);  // this update's t
+  const bool wide = chunk_is_wide(m, c.start, c.n);
+  for (int64_t i = int64_t(threadIdx.x) * kVec; i < c.n; i += int64_t(blockDim.x) * kVec) {
+    Group<W, P> v = load_group(m, c.start, i, c.n, wide, inv_scale);
+    for (int j = 0; j < kVec; ++j) rule.apply(v.w[j], v.g[j], v.s0[j], v.s1[j], v.s2[j], k);
     store_group(m, c.start, i, c.n, wide, v);
   }
 }
@@ -178,7 +200,31 @@ void for_each_dtype_pair(const std::vector<Tensor>& weights, const std::vector<T
   }
 }
 
+
 const float* optional_ptr(const Tensor& t) { return t.defined() ? t.data_ptr<float>() : nullptr; }
+
+template <class Rule>
+void launch_rule(const char* name, const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
+                 const std::vector<Tensor>& grads, const std::vector<std::array<Tensor, 3>>& slots,
+                 const std::vector<Tensor>* steps, const Rule& rule, const Tensor& found_inf, const Tensor& scale) {
+  detail::check_cuda_device(params.front().device(), name);
+  for_each_dtype_pair(weights, params, [&]<class W, class P>(const std::vector<size_t>& members) {
+    std::vector<ParamMeta<W, P>> metas;
+    std::vector<int64_t> numels;
+    for (size_t i : members) {
+      ParamMeta<W, P> m = meta_of<W, P>(i, weights, params, grads, nullptr, nullptr, steps, nullptr, scale);
+      W* slot[3];
+      for (int s = 0; s < 3; ++s) slot[s] = slots[i][size_t(s)].defined() ? slots[i][size_t(s)].data_ptr<W>() : nullptr;
+      m.state0 = slot[0], m.state1 = slot[1], m.state2 = slot[2];
+      metas.push_back(m);
+      numels.push_back(weights[i].numel());
+    }
+    kernels::cuda::launch_chunked<ParamMeta<W, P>, kParamTensors>(metas, numels, [&](const ParamTable<W, P>& t, int blocks) {
+      rule_kernel<W, P, Rule><<<blocks, kernels::cuda::kThreads>>>(t, rule, optional_ptr(found_inf), optional_ptr(scale));
+      HG_CHECK_LAUNCH(name);
+    });
+  });
+}
 
 }  // namespace
 
@@ -216,6 +262,25 @@ void adam_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& 
       HG_CHECK_LAUNCH("adam_kernel");
     });
   });
+}
+
+void rmsprop_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
+                    const std::vector<Tensor>& grads, const std::vector<std::array<Tensor, 3>>& slots,
+                    const math::RmspropStep& h, const Tensor& found_inf, const Tensor& scale) {
+  launch_rule("RMSprop", weights, params, grads, slots, nullptr, h, found_inf, scale);
+}
+
+void adagrad_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
+                    const std::vector<Tensor>& grads, const std::vector<std::array<Tensor, 3>>& slots,
+                    const std::vector<Tensor>& steps, const math::AdagradStep& h, const Tensor& found_inf,
+                    const Tensor& scale) {
+  launch_rule("Adagrad", weights, params, grads, slots, &steps, h, found_inf, scale);
+}
+
+void adadelta_update(const std::vector<Tensor>& weights, const std::vector<Tensor>& params,
+                     const std::vector<Tensor>& grads, const std::vector<std::array<Tensor, 3>>& slots,
+                     const math::AdadeltaStep& h, const Tensor& found_inf, const Tensor& scale) {
+  launch_rule("Adadelta", weights, params, grads, slots, nullptr, h, found_inf, scale);
 }
 
 void advance_step_counts(const std::vector<Tensor>& steps, const std::vector<Tensor>& flags, const Tensor& applied,

@@ -94,6 +94,13 @@ struct Equal {
   template <class A> HG_HD A operator()(A a, A b) const { return a == b ? A(1) : A(0); }
 };
 
+// where(cond, a, b): a where cond is nonzero, else b -- a choice, not arithmetic, so a NaN or inf
+// in the branch not taken never reaches the result (0 * inf would).
+struct Select {
+  static constexpr bool integer_safe = true;
+  template <class A> HG_HD A operator()(A cond, A a, A b) const { return cond != A(0) ? a : b; }
+};
+
 }  // namespace hg::kernels::math
 
 namespace hg::kernels::math {

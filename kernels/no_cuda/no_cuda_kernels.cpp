@@ -68,6 +68,19 @@ void sgd_update(const std::vector<Tensor>& w, const std::vector<Tensor>&, const 
 void advance_step_counts(const std::vector<Tensor>&, const std::vector<Tensor>&, const Tensor& applied, const Tensor&) {
   detail::check_cuda_device(applied.device(), "optimizer");
 }
+void rmsprop_update(const std::vector<Tensor>& w, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                    const std::vector<std::array<Tensor, 3>>&, const math::RmspropStep&, const Tensor&, const Tensor&) {
+  detail::check_cuda_device(w.front().device(), "RMSprop");
+}
+void adagrad_update(const std::vector<Tensor>& w, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                    const std::vector<std::array<Tensor, 3>>&, const std::vector<Tensor>&, const math::AdagradStep&,
+                    const Tensor&, const Tensor&) {
+  detail::check_cuda_device(w.front().device(), "Adagrad");
+}
+void adadelta_update(const std::vector<Tensor>& w, const std::vector<Tensor>&, const std::vector<Tensor>&,
+                     const std::vector<std::array<Tensor, 3>>&, const math::AdadeltaStep&, const Tensor&, const Tensor&) {
+  detail::check_cuda_device(w.front().device(), "Adadelta");
+}
 void adam_update(const std::vector<Tensor>& w, const std::vector<Tensor>&, const std::vector<Tensor>&,
                  const std::vector<Tensor>&, const std::vector<Tensor>&, const std::vector<Tensor>&, const AdamHyper&,
                  const Tensor&, const Tensor&) {

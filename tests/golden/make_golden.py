@@ -364,6 +364,51 @@ def loss():
     ce("ce_ignore2_smooth", ALL, 0.2, 2, 4)
     f.case("mse", "mse_loss", WITH_F64, lambda g: [randn(g, (7, 19)), randn(g, (7, 19))],
            lambda x: F.mse_loss(x[0], x[1]), [0, 1])
+    f.case("mse_none", "mse_loss", ALL, lambda g: [randn(g, (7, 19)), randn(g, (7, 19))],
+           lambda x: F.mse_loss(x[0], x[1], reduction="none"), [0, 1], args={"reduction": "none"})
+    # The composed cross_entropy: (N, C, d) logits, a class weight, other reductions.
+    ce_args = {"label_smoothing": 0.0, "ignore_index": -100}
+    f.case("ce_3d_none", "cross_entropy", WITH_F64,
+           lambda g: [randn(g, (4, 7, 5), 2.0), torch.randint(0, 7, (4, 5), generator=g)],
+           lambda x: F.cross_entropy(x[0], x[1], reduction="none"), [0], args=dict(ce_args, reduction="none"))
+    f.case("ce_weight", "cross_entropy", ALL,
+           lambda g: [randn(g, (13, 7), 2.0), targets(g, 13, 7, -100, 2), uniform(g, (7,), 0.5, 2.0)],
+           lambda x: F.cross_entropy(x[0], x[1], weight=x[2]), [0], args=dict(ce_args, reduction="mean"))
+    f.case("ce_smooth_sum", "cross_entropy", ALL,
+           lambda g: [randn(g, (13, 7), 2.0), targets(g, 13, 7, -100, 3)],
+           lambda x: F.cross_entropy(x[0], x[1], label_smoothing=0.1, reduction="sum"), [0],
+           args={"label_smoothing": 0.1, "ignore_index": -100, "reduction": "sum"})
+    logp = lambda g: [torch.log_softmax(randn(g, (9, 6), 2.0), 1)]
+    f.case("nll", "nll_loss", WITH_F64, lambda g: logp(g) + [targets(g, 9, 6, -100, 2)],
+           lambda x: F.nll_loss(x[0], x[1]), [0])
+    f.case("nll_weight_sum", "nll_loss", ALL, lambda g: logp(g) + [targets(g, 9, 6, -100, 0), uniform(g, (6,), 0.5, 2.0)],
+           lambda x: F.nll_loss(x[0], x[1], weight=x[2], reduction="sum"), [0], args={"reduction": "sum"})
+    pair = lambda g: [randn(g, (5, 11), 2.0), randn(g, (5, 11), 2.0)]
+    for reduction in ["mean", "none"]:
+        f.case(f"l1_{reduction}", "l1_loss", WITH_F64, pair, lambda x, r=reduction: F.l1_loss(x[0], x[1], reduction=r),
+               [0, 1], args={"reduction": reduction})
+        f.case(f"smooth_l1_{reduction}", "smooth_l1_loss", WITH_F64, pair,
+               lambda x, r=reduction: F.smooth_l1_loss(x[0], x[1], reduction=r, beta=0.5), [0, 1],
+               args={"reduction": reduction, "beta": 0.5})
+        f.case(f"huber_{reduction}", "huber_loss", WITH_F64, pair,
+               lambda x, r=reduction: F.huber_loss(x[0], x[1], reduction=r, delta=2.0), [0, 1],
+               args={"reduction": reduction, "delta": 2.0})
+    probs = lambda g: [uniform(g, (5, 11), 0.02, 0.98), uniform(g, (5, 11), 0.0, 1.0)]
+    f.case("bce", "binary_cross_entropy", WITH_F64, probs, lambda x: F.binary_cross_entropy(x[0], x[1]), [0, 1])
+    f.case("bce_weight_none", "binary_cross_entropy", ALL, lambda g: probs(g) + [uniform(g, (11,), 0.5, 2.0)],
+           lambda x: F.binary_cross_entropy(x[0], x[1], weight=x[2], reduction="none"), [0, 1], args={"reduction": "none"})
+    logits = lambda g: [randn(g, (5, 11), 3.0), uniform(g, (5, 11), 0.0, 1.0)]
+    f.case("bce_logits", "binary_cross_entropy_with_logits", WITH_F64, logits,
+           lambda x: F.binary_cross_entropy_with_logits(x[0], x[1]), [0, 1])
+    f.case("bce_logits_pos_weight_sum", "binary_cross_entropy_with_logits", ALL,
+           lambda g: logits(g) + [uniform(g, (11,), 0.5, 3.0)],
+           lambda x: F.binary_cross_entropy_with_logits(x[0], x[1], pos_weight=x[2], reduction="sum"), [0, 1],
+           args={"reduction": "sum"})
+    kl = lambda g: [torch.log_softmax(randn(g, (6, 8)), 1), torch.softmax(randn(g, (6, 8)), 1)]
+    f.case("kl_batchmean", "kl_div", WITH_F64, kl, lambda x: F.kl_div(x[0], x[1], reduction="batchmean"), [0, 1],
+           args={"reduction": "batchmean"})
+    f.case("kl_none", "kl_div", ALL, kl, lambda x: F.kl_div(x[0], x[1], reduction="none"), [0, 1],
+           args={"reduction": "none"})
     return f
 
 
@@ -476,6 +521,9 @@ def shape():
     f.case("narrow_middle", "narrow", ALL, lambda g: [randn(g, (4, 7))], lambda x: x[0].narrow(1, 2, 3), [0],
            args={"dim": 1, "start": 2, "length": 3})
     f.case("clone_2d", "clone", WITH_F64, lambda g: [randn(g, (3, 5))], lambda x: x[0].clone(), [0], args={})
+    f.case("where_broadcast", "where", ALL,
+           lambda g: [torch.randint(0, 2, (3, 1), generator=g), randn(g, (3, 4)), randn(g, (4,))],
+           lambda x: torch.where(x[0] != 0, x[1], x[2]), [1, 2], args={})
     return f
 
 
@@ -500,10 +548,30 @@ OPTIM_CASES = [
     ("adam_weight_decay", "adam", {"lr": 0.01, "weight_decay": 0.1}),
     ("adam_betas_eps", "adam", {"lr": 0.02, "beta1": 0.8, "beta2": 0.99, "eps": 1e-3}),
     ("adamw", "adamw", {"lr": 0.01, "weight_decay": 0.1}),
+    ("rmsprop", "rmsprop", {"lr": 0.01}),
+    ("rmsprop_centered_momentum_weight_decay", "rmsprop",
+     {"lr": 0.01, "alpha": 0.9, "eps": 1e-6, "weight_decay": 0.05, "momentum": 0.8, "centered": True}),
+    ("rmsprop_centered", "rmsprop", {"lr": 0.005, "centered": True}),
+    ("adagrad", "adagrad", {"lr": 0.1}),
+    ("adagrad_decay_initial_weight_decay", "adagrad",
+     {"lr": 0.1, "lr_decay": 0.05, "initial_accumulator_value": 0.5, "weight_decay": 0.02, "eps": 1e-8}),
+    ("adadelta", "adadelta", {"lr": 1.0}),
+    ("adadelta_rho_eps_weight_decay", "adadelta", {"lr": 0.5, "rho": 0.8, "eps": 1e-4, "weight_decay": 0.1}),
 ]
 
 
 def make_optimizer(kind, params, o):
+    if kind == "rmsprop":
+        return torch.optim.RMSprop(params, lr=o["lr"], alpha=o.get("alpha", 0.99), eps=o.get("eps", 1e-8),
+                                   weight_decay=o.get("weight_decay", 0), momentum=o.get("momentum", 0),
+                                   centered=o.get("centered", False))
+    if kind == "adagrad":
+        return torch.optim.Adagrad(params, lr=o["lr"], lr_decay=o.get("lr_decay", 0),
+                                   weight_decay=o.get("weight_decay", 0),
+                                   initial_accumulator_value=o.get("initial_accumulator_value", 0), eps=o.get("eps", 1e-10))
+    if kind == "adadelta":
+        return torch.optim.Adadelta(params, lr=o["lr"], rho=o.get("rho", 0.9), eps=o.get("eps", 1e-6),
+                                    weight_decay=o.get("weight_decay", 0))
     if kind == "sgd":
         return torch.optim.SGD(params, lr=o["lr"], momentum=o.get("momentum", 0), dampening=o.get("dampening", 0),
                                weight_decay=o.get("weight_decay", 0), nesterov=o.get("nesterov", False))
@@ -542,12 +610,98 @@ def optimizers():
     return size
 
 
+# ---- learning-rate schedulers (tests/test_optim.cpp) ---------------------------------------------
+#
+# tests/golden/schedulers.safetensors: for each case, the lr after construction and after each of
+# 100 steps ("<case>.lr", 101 values; "<case>.momentum" too for OneCycleLR), an SGD(lr=0.1,
+# momentum=0.9) on one parameter driving it. __metadata__: the case's scheduler and options.
+
+SCHEDULER_STEPS = 100
+PLATEAU_METRICS = [1.0 / (1 + k) if k < 20 else 0.05 + 0.01 * math.sin(k) for k in range(SCHEDULER_STEPS)]
+
+
+def warmup_lambda(warmup):
+    return lambda t: min(1.0, (t + 1) / warmup)
+
+
+SCHEDULER_CASES = [
+    ("step", {"scheduler": "step", "step_size": 7, "gamma": 0.5}),
+    ("multistep", {"scheduler": "multistep", "milestones": [10, 25, 60], "gamma": 0.3}),
+    ("exponential", {"scheduler": "exponential", "gamma": 0.97}),
+    ("cosine", {"scheduler": "cosine", "t_max": 30, "eta_min": 0.001}),
+    ("lambda", {"scheduler": "lambda"}),  # 0.95^t * (1 + t % 3)
+    ("onecycle", {"scheduler": "onecycle", "max_lr": 0.5, "total_steps": 101}),
+    ("onecycle_linear_three_phase", {"scheduler": "onecycle", "max_lr": 0.4, "total_steps": 120, "pct_start": 0.25,
+                                     "anneal_strategy": "linear", "three_phase": True, "div_factor": 10,
+                                     "final_div_factor": 100}),
+    ("sequential_warmup_cosine", {"scheduler": "sequential", "warmup": 10, "t_max": 90}),
+    ("plateau", {"scheduler": "plateau", "mode": "min", "factor": 0.5, "patience": 3, "threshold": 0.01,
+                 "cooldown": 2}),
+]
+
+
+def make_scheduler(opt, o):
+    kind = o["scheduler"]
+    lr = torch.optim.lr_scheduler
+    if kind == "step":
+        return lr.StepLR(opt, o["step_size"], o["gamma"])
+    if kind == "multistep":
+        return lr.MultiStepLR(opt, o["milestones"], o["gamma"])
+    if kind == "exponential":
+        return lr.ExponentialLR(opt, o["gamma"])
+    if kind == "cosine":
+        return lr.CosineAnnealingLR(opt, o["t_max"], o["eta_min"])
+    if kind == "lambda":
+        return lr.LambdaLR(opt, lambda t: 0.95 ** t * (1 + t % 3))
+    if kind == "onecycle":
+        return lr.OneCycleLR(opt, o["max_lr"], total_steps=o["total_steps"], pct_start=o.get("pct_start", 0.3),
+                             anneal_strategy=o.get("anneal_strategy", "cos"), three_phase=o.get("three_phase", False),
+                             div_factor=o.get("div_factor", 25), final_div_factor=o.get("final_div_factor", 1e4))
+    if kind == "sequential":
+        warm = lr.LambdaLR(opt, warmup_lambda(o["warmup"]))
+        cos = lr.CosineAnnealingLR(opt, o["t_max"])
+        return lr.SequentialLR(opt, [warm, cos], milestones=[o["warmup"]])
+    if kind == "plateau":
+        return lr.ReduceLROnPlateau(opt, mode=o["mode"], factor=o["factor"], patience=o["patience"],
+                                    threshold=o["threshold"], cooldown=o["cooldown"])
+    raise ValueError(kind)
+
+
+def schedulers():
+    tensors, metadata = {}, {"_family": "schedulers", "_generator": "tests/golden/make_golden.py",
+                             "_torch": torch.__version__, "_steps": str(SCHEDULER_STEPS)}
+    for name, o in SCHEDULER_CASES:
+        p = torch.zeros(2, requires_grad=True)
+        opt = torch.optim.SGD([p], lr=0.1, momentum=0.9)
+        sched = make_scheduler(opt, o)
+        lrs, momenta = [opt.param_groups[0]["lr"]], [opt.param_groups[0]["momentum"]]
+        for k in range(SCHEDULER_STEPS):
+            p.grad = torch.ones(2)
+            opt.step()
+            if o["scheduler"] == "plateau":
+                sched.step(PLATEAU_METRICS[k])
+            else:
+                sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+            momenta.append(opt.param_groups[0]["momentum"])
+        tensors[f"{name}.lr"] = torch.tensor(lrs, dtype=torch.float64)
+        tensors[f"{name}.momentum"] = torch.tensor(momenta, dtype=torch.float64)
+        metadata[name] = json.dumps(o, separators=(",", ":"))
+    tensors["plateau_metrics"] = torch.tensor(PLATEAU_METRICS, dtype=torch.float64)
+    path = os.path.join(HERE, "schedulers.safetensors")
+    write_safetensors(path, tensors, metadata)
+    size = os.path.getsize(path)
+    print(f"{'schedulers':12s} {len(SCHEDULER_CASES):4d} cases {size / 1024:8.1f} KiB")
+    return size
+
+
 def main():
     torch.set_num_threads(1)  # summation order, hence every bit, independent of the machine
     total = 0
     for make in [elementwise, activation, reduce, linalg, softmax, loss, conv, pool, norm, embedding, cat, shape]:
         total += make().write()
     total += optimizers()
+    total += schedulers()
     print(f"total {total / 1024:.1f} KiB")
 
 
