@@ -5,7 +5,8 @@
 //     loss = hg::cross_entropy(model(x), y); }
 //   { hg::amp::Autocast off(hg::f16, false); ... }   // turned off inside an enabled region
 //
-// Every op's first step is `auto [a, b] = amp::prepare(amp::Op::Add, a_in, b_in);` which does nothing
+// Every op starts with `auto [a, b] = amp::prepare(amp::Op::Add, a_in, b_in);` (then checks what it
+// got; docs/architecture.md, "the anatomy of one op"), which does nothing
 // outside a region. f32 leaf weights are cast once per outermost region (the weight-cast cache)
 // and casts are differentiable, so an f32 weight receives an f32 gradient.
 #pragma once
@@ -60,7 +61,7 @@ class PrepareObserver {
 PrepareObserver* set_prepare_observer(PrepareObserver* observer);  // returns the previous one
 }  // namespace detail
 
-// Step 2 of every op: returns the inputs cast by `op`'s policy (undefined tensors pass through).
+// The first step of every op: returns the inputs cast by `op`'s policy (undefined tensors pass through).
 template <class... Ts>
 std::array<Tensor, sizeof...(Ts)> prepare(Op op, const Ts&... inputs) {
   std::array<Tensor, sizeof...(Ts)> prepared{inputs...};

@@ -13,6 +13,7 @@ Exit status 0 when
     ...), and a SavedTensor needs no name);
 1 otherwise, with one line per fault: "file:line: what".
 """
+import os
 import re
 import sys
 from pathlib import Path
@@ -33,11 +34,18 @@ SOURCES = {".h", ".cpp", ".cu", ".cuh", ".py", ".sh", ".txt", ".cmake", ".in"}
 SKIP_DIRS = {"build", ".git", "golden", "fuzz_corpus", "layers_fixture", "signposts_fixture", "fixtures"}
 
 
+def tree(root):
+    """Every file of the repository, build directories and SKIP_DIRS left out -- pruned before
+    descending, so tests writing into a build directory while this runs cannot disturb it."""
+    for directory, subdirs, filenames in os.walk(root):
+        subdirs[:] = sorted(d for d in subdirs if not d.startswith("build") and d not in SKIP_DIRS)
+        for name in sorted(filenames):
+            yield Path(directory) / name
+
+
 def files(root):
-    for path in sorted(root.rglob("*")):
+    for path in tree(root):
         rel = path.relative_to(root)
-        if any(part.startswith("build") or part in SKIP_DIRS for part in rel.parts[:-1]) or not path.is_file():
-            continue
         if path.suffix in SOURCES or (path.suffix == ".md" and (rel.parts[0] == "docs" or rel.name == "README.md")):
             yield path, rel
 
@@ -59,7 +67,7 @@ def exists(root, rel_file, text):
 def main():
     root = Path(sys.argv[1]).resolve()
     faults = []
-    names = {p.name for p in root.rglob("*") if p.is_file()}
+    names = {p.name for p in tree(root)}
     for path, rel in files(root):
         try:
             text = path.read_text()

@@ -1,5 +1,5 @@
 // nn::Embedding: a lookup table of `num_embeddings` rows of size `embedding_dim`, initialised
-// N(0, 1) like PyTorch; input is i64 indices of any shape.
+// N(0, 1) like PyTorch; input is i64 (or i32) indices of any shape.
 #pragma once
 #include "nn/module.h"
 

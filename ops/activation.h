@@ -1,4 +1,5 @@
-// Activations: relu, leaky_relu, gelu (exact, erf-based: PyTorch's default), silu, sigmoid, tanh.
+// Activations: relu, leaky_relu, gelu (exact, erf-based: PyTorch's default), silu, sigmoid, tanh,
+// softplus.
 // Differentiable; 16-bit inputs are computed in f32 and rounded once.
 #pragma once
 #include "core/tensor.h"

@@ -147,6 +147,21 @@ void Optimizer::step_cuda(const amp::StepControl& control) {
   kernels::cuda::advance_step_counts(steps, flags, steps_applied_cuda_, control.found_inf);
 }
 
+void Optimizer::update_cuda(DeviceGroup& group, const amp::StepControl& control) {
+  if (control.found_inf.defined() && control.found_inf.item<float>() != 0.0f) return;  // skipped
+  const double inv_scale = control.scale.defined() ? 1.0 / control.scale.item<double>() : 1.0;
+  for (size_t i = 0; i < group.params.size(); ++i) {
+    ParamState& state = *group.states[i];
+    Tensor grad = group.grads[i].to(group.weights[i].dtype()).contiguous();
+    if (inv_scale != 1.0 && amp::unscale_deferred(group.grads[i], master_weights_)) grad = grad * inv_scale;
+    // update() sees this step's count, as on the CPU; advance_step_counts then adds the same 1
+    // to the device's count.
+    state.step = group.steps[i].item<int64_t>() + 1;
+    update(group.weights[i], grad, state, group.lr);
+    if (!group.weights[i].is_same(group.params[i])) Tensor(group.params[i]).copy_(group.weights[i]);
+  }
+}
+
 int64_t Optimizer::steps_applied() const {
   return steps_applied_ + (steps_applied_cuda_.defined() ? steps_applied_cuda_.item<int64_t>() : 0);
 }

@@ -1,4 +1,5 @@
-// optim::Optimizer: the base of SGD, Adam and AdamW. It owns parameter groups (each with its own
+// optim::Optimizer: the base of SGD, Adam, AdamW, RMSprop, Adagrad and Adadelta -- and of yours
+// (docs/api.md, "Your own optimizer": kind(), state_names() and update() are enough). It owns parameter groups (each with its own
 // learning rate) and per-parameter state, and applies updates with fused loops over each
 // parameter's data (no temporary tensors per step).
 //
@@ -52,8 +53,8 @@ class Optimizer : public amp::Scalable {
   bool master_weights() const override { return master_weights_; }
   int64_t steps_applied() const;  // steps that changed the parameters (reads the GPU's count on CUDA)
 
-  // "SGD", "Adam", "AdamW": stored in the state dict, so a checkpoint resumes only into the
-  // optimizer that wrote it.
+  // "SGD", "Adam", "AdamW", "RMSprop", ... (yours: any name): stored in the state dict, so a
+  // checkpoint resumes only into the kind of optimizer that wrote it.
   virtual std::string_view kind() const = 0;
 
   // The kind, learning rates and per-parameter state ("state.<i>.<name>", i = position in
@@ -95,8 +96,11 @@ class Optimizer : public amp::Scalable {
     std::vector<ParamState*> states;
     double lr;
   };
-  // Launches the optimizer's multi-tensor kernel; it reads found_inf/scale on the device.
-  virtual void update_cuda(DeviceGroup& group, const amp::StepControl& control) = 0;
+  // Launches the optimizer's multi-tensor kernel; it reads found_inf/scale on the device. The
+  // default, for an optimizer of yours without a kernel, runs update() on the device tensors --
+  // which works when update() is written with hg ops -- after reading found_inf and the step
+  // counts on the host (a synchronisation per step that the built-in optimizers avoid).
+  virtual void update_cuda(DeviceGroup& group, const amp::StepControl& control);
 
   void step_cuda(const amp::StepControl& control);
 

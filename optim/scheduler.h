@@ -188,7 +188,7 @@ struct ReduceLROnPlateauOptions {
   double eps = 1e-8;                   // reductions smaller than this are skipped
 };
 
-// Divides the lr by 1/factor once `patience` steps in a row brought no improvement of the
+// Multiplies the lr by `factor` once more than `patience` steps in a row brought no improvement of the
 // metric passed to step(metric) -- PyTorch's ReduceLROnPlateau.
 class ReduceLROnPlateau {
  public:

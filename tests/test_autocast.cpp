@@ -146,6 +146,14 @@ TEST_CASE("amp.autocast.op_dtype_table_is_bitwise_equal_to_manual_casts") {
     // (no structured binding: clang 14 cannot capture one in CHECK_MESSAGE's lambda)
     for (const auto& entry : actual)
       CHECK_MESSAGE(dtype_of(entry.second) == want.at(entry.first), low_name, " ", entry.first);
+    // Every label names an op-table row (a suffix says which variant), so the list cannot drift
+    // from the table: a renamed or removed row fails here.
+    for (const auto& entry : actual) {
+      std::string op = entry.first.substr(0, entry.first.find('+'));
+      for (const std::string variant : {"_mixed", "_low", "_f64", "_dims"})
+        if (op.ends_with(variant)) op.resize(op.size() - variant.size());
+      CHECK_MESSAGE(amp::find_policy(op).has_value(), entry.first, " names no op-table row");
+    }
   }
 }
 

@@ -738,6 +738,13 @@ TEST_CASE("cuda.optimizer_steps_match_cpu" * SKIP_WITHOUT_GPU) {
     return std::make_unique<optim::Adagrad>(
         p, optim::AdagradOptions{.lr = 0.1, .lr_decay = 0.01, .weight_decay = 1e-3, .initial_accumulator_value = 0.1});
   });
+  // An optimizer of the user's (update() in hg ops, no kernel): the base class's default update_cuda.
+  check_optimizer("your own (SmoothSign)", hg::f32, [](const std::vector<Tensor>& p) {
+    return std::make_unique<hg_test::SmoothSign>(p, 0.01);
+  });
+  check_optimizer("your own (SmoothSign), master weights, deferred unscale", hg::f16, [](const std::vector<Tensor>& p) {
+    return std::make_unique<hg_test::SmoothSign>(p, 0.01, 0.9, /*master_weights=*/true);
+  }, /*with_scaler=*/true);
   check_optimizer("Adadelta, master weights", hg::bf16, [](const std::vector<Tensor>& p) {
     return std::make_unique<optim::Adadelta>(p, optim::AdadeltaOptions{.lr = 1.0, .weight_decay = 1e-3, .master_weights = true});
   });

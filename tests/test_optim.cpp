@@ -640,6 +640,61 @@ TEST_CASE("optim.scheduler.bad_settings_are_errors") {
   CHECK_THROWS_HG(plateau.step(std::nan("")), "metric");
 }
 
+// ---- an optimizer of your own ---------------------------------------------------------------------
+
+TEST_CASE("optim.your_own.update_in_ops_gets_state_dicts_master_weights_and_the_scaler") {
+  const std::vector<float> g1 = {1, -2, 0.5f}, g2 = {-1, -1, 4};
+  const Tensor w = hg::zeros({3}, {.requires_grad = true});
+  hg_test::SmoothSign opt({w}, 0.1);
+  // Two steps by hand: buf1 = 0.1 g1, w1 = -0.1 buf1 / (|buf1| + 1e-3); buf2 = 0.9 buf1 + 0.1 g2.
+  std::vector<double> buf(3), expected(3);
+  for (const auto& g : {g1, g2}) {
+    w.set_grad(hg::from_vector(g, {3}));
+    opt.step();
+    for (size_t i = 0; i < 3; ++i) {
+      buf[i] = 0.9 * buf[i] + 0.1 * g[i];
+      expected[i] -= 0.1 * buf[i] / (std::fabs(buf[i]) + 1e-3);
+    }
+  }
+  CHECK_CLOSE(w.detach(), hg::from_vector(std::vector<float>(expected.begin(), expected.end()), {3}));
+  const auto state = opt.state_dict();
+  CHECK(hg::state_dict::read_text(state, "kind", "test") == "SmoothSign");
+  CHECK(state.at("state.0.step").item<int64_t>() == 2);
+  CHECK_CLOSE(state.at("state.0.buf"), hg::from_vector(std::vector<float>(buf.begin(), buf.end()), {3}));
+
+  // Resumed from its state dict, the next step is the same; into another kind, an error.
+  const Tensor w2 = w.detach().clone().requires_grad_();
+  hg_test::SmoothSign resumed({w2}, 0.5);
+  resumed.load_state_dict(state);
+  w.set_grad(hg::ones({3})), w2.set_grad(hg::ones({3}));
+  opt.step(), resumed.step();
+  CHECK(w2.detach().to_vector<float>() == w.detach().to_vector<float>());
+  hg::optim::SGD sgd({w2}, {.lr = 0.1});
+  CHECK_THROWS_HG(sgd.load_state_dict(state), "SmoothSign");
+
+  // bf16 parameters with master weights: the update runs on the f32 master.
+  const Tensor low = hg::zeros({3}, {.dtype = hg::bf16, .requires_grad = true});
+  hg_test::SmoothSign master({low}, 1e-3, 0.9, /*master_weights=*/true);
+  for (int k = 0; k < 20; ++k) low.set_grad(hg::ones({3}, {.dtype = hg::bf16})), master.step();
+  const Tensor kept = master.state_dict().at("state.0.master");
+  CHECK(kept.dtype() == hg::f32);
+  CHECK(kept.to_vector<float>()[0] < -0.015f);  // ~20 steps of ~1e-3 each, kept in f32
+  CHECK(master.state_dict().at("state.0.buf").dtype() == hg::f32);
+
+  // The GradScaler skips a step with an inf gradient and unscales the others.
+  const Tensor s = hg::zeros({2}, {.requires_grad = true});
+  hg_test::SmoothSign scaled({s}, 0.1);
+  hg::amp::GradScaler scaler({.init_scale = 8});
+  hg::sum(scaler.scale(s * hg::from_vector<float>({1, INFINITY}, {2}))).backward();
+  CHECK_FALSE(scaler.step(scaled).applied);
+  CHECK(s.detach().to_vector<float>() == std::vector<float>{0, 0});
+  scaler.update();
+  scaled.zero_grad();
+  hg::sum(scaler.scale(s * 2.0)).backward();
+  CHECK(scaler.step(scaled).applied);
+  CHECK(scaled.state_dict().at("state.0.buf").to_vector<float>() == std::vector<float>{0.2f, 0.2f});  // 0.1 * 2, unscaled
+}
+
 // ---- step counters and SGD's first step (issue 12: the CPU sides of CPU == GPU) -----------------
 
 // The per-parameter and applied-step counts are integers everywhere: a count stored as f32 stops

@@ -36,6 +36,26 @@ std::string temp_path(const std::string& name);
 // "param_before" (the parameter before it). The optimizer step-count tests run it on each device.
 std::map<std::string, hg::Tensor> adam_step_after_count(hg::Device device, int64_t start);
 
+// An optimizer as a user writes one (docs/api.md, "Your own optimizer"): only kind(),
+// state_names() and update(), the update in hg ops, so the base class's default update_cuda runs
+// it on a GPU too. The rule: buf = beta buf + (1 - beta) g; w -= lr buf / (|buf| + 1e-3), a
+// smoothed sign of the gradient's running mean.
+class SmoothSign : public hg::optim::Optimizer {
+ public:
+  SmoothSign(const std::vector<hg::Tensor>& params, double lr, double beta = 0.9, bool master_weights = false)
+      : Optimizer(params, lr, master_weights), beta(beta) {}
+  double beta;
+  std::string_view kind() const override { return "SmoothSign"; }
+
+ protected:
+  std::vector<std::string_view> state_names() const override { return {"buf"}; }
+  void update(const hg::Tensor& weight, const hg::Tensor& grad, ParamState& state, double lr) override {
+    hg::Tensor buf = state_tensor(state, weight, "buf");
+    buf.copy_(buf * beta + grad * (1 - beta));
+    hg::Tensor(weight).copy_(weight - buf / (hg::abs(buf) + 1e-3) * lr);
+  }
+};
+
 }  // namespace hg_test
 
 // CHECK that two tensors are close with T(dtype of expected), or an explicit tolerance.

@@ -1,7 +1,9 @@
 // Precision switches of the CUDA GEMM and convolution libraries. TF32 rounds f32 operands to a
 // 10-bit mantissa inside the tensor cores (products accumulate in f32): f32 matmuls and convs run
-// several times faster, with ~1e-3 relative error instead of ~1e-6. Off by default, like
-// PyTorch's matmul default; f16/bf16 products use tensor cores regardless.
+// several times faster, with ~1e-3 relative error instead of ~1e-6. Off by default, for matmuls
+// and convolutions alike: PyTorch's matmul default, but not its convolution default
+// (torch.backends.cudnn.allow_tf32 is on), so an f32 conv2d here is the more exact one until you
+// allow TF32. f16/bf16 products use tensor cores regardless.
 //
 //   hg::cuda::allow_tf32(true);   // later f32 matmul/linear (cuBLASLt) and conv2d (cuDNN) may use TF32
 #pragma once

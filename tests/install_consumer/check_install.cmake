@@ -13,11 +13,18 @@ if(NOT EXISTS ${HG_WORK_DIR}/prefix/include/halfgrad/halfgrad.h)
   message(FATAL_ERROR "install: include/halfgrad/halfgrad.h is missing")
 endif()
 run_step("configure" ${CMAKE_COMMAND} -S ${HG_CONSUMER_SOURCE} -B ${HG_WORK_DIR}/build
-         -DCMAKE_PREFIX_PATH=${HG_WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release)
+         -DCMAKE_PREFIX_PATH=${HG_WORK_DIR}/prefix -DCMAKE_BUILD_TYPE=Release
+         -DHG_EXAMPLE_SOURCE=${HG_CONSUMER_SOURCE}/../../examples/13_your_own_data.cpp)
 run_step("build" ${CMAKE_COMMAND} --build ${HG_WORK_DIR}/build)
 run_step("run" ${HG_WORK_DIR}/build/consumer)
 if(NOT step_output MATCHES "consumer ok 12")
   message(FATAL_ERROR "consumer printed: ${step_output}")
+endif()
+# The lesson trains and checks its own accuracy (exit 1 below 90%).
+run_step("examples/13_your_own_data against the install" ${CMAKE_COMMAND} -E chdir ${HG_WORK_DIR}/build
+         ${HG_WORK_DIR}/build/your_own_data)
+if(NOT step_output MATCHES "epoch 6: .*test accuracy")
+  message(FATAL_ERROR "your_own_data printed: ${step_output}")
 endif()
 
 # Installed programs start from any prefix with no LD_LIBRARY_PATH (RPATH $ORIGIN/../lib): the

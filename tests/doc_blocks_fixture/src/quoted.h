@@ -1,0 +1,4 @@
+// The file the fixture's page quotes.
+int first();
+int second();
+int third();
