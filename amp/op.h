@@ -16,7 +16,7 @@ enum class Op : uint8_t {
   Sum, Mean, LayerNorm,
   Cat,                                                                                 // Promote
   BatchNorm, Add, Sub, Mul, Div, Where, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
-  Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, Dropout, Embedding,
+  Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Dropout, Embedding,
   View, Permute, Expand, Narrow, Clone,                                                 // Keep: layout
 };
 

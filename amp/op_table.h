@@ -100,6 +100,7 @@ inline constexpr OpInfo kOpTable[] = {
     {Op::Argmax, "argmax", CastPolicy::Keep, OutputDType::Index, why::kKept},
     {Op::MaxPool2d, "max_pool2d", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::AvgPool2d, "avg_pool2d", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::AdaptiveAvgPool2d, "adaptive_avg_pool2d", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Dropout, "dropout", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Embedding, "embedding", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     // Views and copies record a node too (their backward moves gradients back); nothing to cast.

@@ -1,7 +1,8 @@
-// The pooling kernels: max_pool2d and avg_pool2d (no padding) on a contiguous NCHW tensor, on
-// its device, forward and backward. The CPU loops run one task per (n, c) plane and share the
-// window rules (NaN wins a max, the average's weight) with the CUDA kernels through
-// kernels/math/pool.h. max_pool2d remembers, per output, which element of its window was the
+// The pooling kernels: max_pool2d and avg_pool2d (with padding and ceil_mode, PyTorch's rules)
+// and adaptive_avg_pool2d on a contiguous NCHW tensor, on its device, forward and backward. The
+// CPU loops run one task per (n, c) plane and share the window rules (NaN wins a max, which
+// elements a window holds, the average's divisor) with the CUDA kernels through
+// kernels/math/pool.h; windows that lie inside the input (no padding) take vectorised paths. max_pool2d remembers, per output, which element of its window was the
 // maximum: a u8 index (1 byte per output, instead of saving the input, or PyTorch's 8-byte plane
 // indices) that the backward uses to route the gradient.
 #include "kernels/pool.h"
@@ -20,10 +21,7 @@ namespace hg::kernels {
 namespace {
 
 using math::PoolGeometry;
-
-PoolGeometry geometry_of(const Shape& x, int kernel, int stride) {
-  return math::pool_geometry(x[0], x[1], x[2], x[3], kernel, stride);
-}
+using math::WindowSpan;
 
 // Each output row is built window position by window position, across all its outputs at once:
 // the inner loop is a branch-free select over `OW` outputs that the compiler vectorises (the
@@ -72,9 +70,39 @@ void max_pool_2x2(const T* x, T* y, uint8_t* where, const PoolGeometry& g, int64
     }
 }
 
+// Windows that reach into the padding (or past the input, ceil_mode): each output scans the part
+// of its window inside the input. The window index counts from the window's corner, padding
+// included, so the backward needs no other geometry.
+template <class T>
+void max_pool_forward_clipped(const T* x, T* y, uint8_t* where, const PoolGeometry& g) {
+  using A = Acc<T>;
+  parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p) {
+      const T* plane = x + p * g.H * g.W;
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const WindowSpan rows = math::window_span(oh, g.H, g.kernel, g.stride, g.padding);
+        for (int64_t ow = 0; ow < g.OW; ++ow) {
+          const WindowSpan cols = math::window_span(ow, g.W, g.kernel, g.stride, g.padding);
+          A best = A(plane[rows.begin * g.W + cols.begin]);
+          int64_t at = (rows.begin - rows.start) * g.kernel + (cols.begin - cols.start);
+          for (int64_t h = rows.begin; h < rows.end; ++h)
+            for (int64_t w = cols.begin; w < cols.end; ++w) {
+              const A v = A(plane[h * g.W + w]);
+              if (math::max_pool_takes(best, v)) best = v, at = (h - rows.start) * g.kernel + (w - cols.start);
+            }
+          const int64_t out = (p * g.OH + oh) * g.OW + ow;
+          y[out] = T(best);
+          where[out] = uint8_t(at);
+        }
+      }
+    }
+  });
+}
+
 template <class T>
 void max_pool_forward(const T* x, T* y, uint8_t* where, const PoolGeometry& g) {
   using A = Acc<T>;
+  if (!math::windows_inside(g)) return max_pool_forward_clipped(x, y, where, g);
   if constexpr (!std::is_same_v<T, double>) {  // (f64 takes the general path)
     if (g.kernel == 2 && g.stride == 2) {
       parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) { max_pool_2x2<T>(x, y, where, g, lo, hi); });
@@ -127,56 +155,104 @@ void max_pool_backward(const T* grad, const uint8_t* where, T* dx, const PoolGeo
       for (int64_t oh = 0; oh < g.OH; ++oh)
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const int64_t out = oh * g.OW + ow;
-          plane[oh * g.stride * g.W + ow * g.stride + offset[w_p[out]]] += g_p[out];
+          // The window's corner may lie in the padding; the maximum itself never does.
+          plane[(oh * g.stride - g.padding) * g.W + ow * g.stride - g.padding + offset[w_p[out]]] += g_p[out];
         }
       if constexpr (widen) convert_from_float(wide_plane.data(), dx + p * in_plane, size_t(in_plane));
     }
   });
 }
 
+// Each output averages the part of its window inside the input, divided by what
+// math::avg_pool_count says (kernel^2 inside the input).
 template <class T>
 void avg_pool_forward(const T* x, T* y, const PoolGeometry& g) {
-  const Acc<T> inv = math::avg_pool_weight<Acc<T>>(g.kernel);
+  using A = Acc<T>;
   parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
     for (int64_t p = lo; p < hi; ++p)
-      for (int64_t oh = 0; oh < g.OH; ++oh)
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const WindowSpan rows = math::window_span(oh, g.H, g.kernel, g.stride, g.padding);
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          Acc<T> total = 0;
-          for (int64_t i = 0; i < g.kernel; ++i)
-            for (int64_t j = 0; j < g.kernel; ++j)
-              total += Acc<T>(x[p * g.H * g.W + (oh * g.stride + i) * g.W + ow * g.stride + j]);
-          y[(p * g.OH + oh) * g.OW + ow] = T(total * inv);
+          const WindowSpan cols = math::window_span(ow, g.W, g.kernel, g.stride, g.padding);
+          A total = 0;
+          for (int64_t h = rows.begin; h < rows.end; ++h)
+            for (int64_t w = cols.begin; w < cols.end; ++w) total += A(x[(p * g.H + h) * g.W + w]);
+          y[(p * g.OH + oh) * g.OW + ow] = T(total * math::avg_pool_weight<A>(math::avg_pool_count(rows, cols, g.count_include_pad)));
         }
+      }
   });
 }
 
 template <class T>
 void avg_pool_backward(const T* grad, T* dx, const PoolGeometry& g) {
-  const Acc<T> inv = math::avg_pool_weight<Acc<T>>(g.kernel);
+  using A = Acc<T>;
   parallel_for(0, g.planes, grain_for(g.H * g.W), [&](int64_t lo, int64_t hi) {
-    std::vector<Acc<T>> plane(static_cast<size_t>(g.H * g.W));
+    std::vector<A> plane(static_cast<size_t>(g.H * g.W));
     for (int64_t p = lo; p < hi; ++p) {
-      std::fill(plane.begin(), plane.end(), Acc<T>(0));
-      for (int64_t oh = 0; oh < g.OH; ++oh)
+      std::fill(plane.begin(), plane.end(), A(0));
+      for (int64_t oh = 0; oh < g.OH; ++oh) {
+        const WindowSpan rows = math::window_span(oh, g.H, g.kernel, g.stride, g.padding);
         for (int64_t ow = 0; ow < g.OW; ++ow) {
-          const Acc<T> share = Acc<T>(grad[(p * g.OH + oh) * g.OW + ow]) * inv;
-          for (int64_t i = 0; i < g.kernel; ++i)
-            for (int64_t j = 0; j < g.kernel; ++j) plane[size_t((oh * g.stride + i) * g.W + ow * g.stride + j)] += share;
+          const WindowSpan cols = math::window_span(ow, g.W, g.kernel, g.stride, g.padding);
+          const A share = A(grad[(p * g.OH + oh) * g.OW + ow]) *
+                          math::avg_pool_weight<A>(math::avg_pool_count(rows, cols, g.count_include_pad));
+          for (int64_t h = rows.begin; h < rows.end; ++h)
+            for (int64_t w = cols.begin; w < cols.end; ++w) plane[size_t(h * g.W + w)] += share;
         }
+      }
       for (int64_t k = 0; k < g.H * g.W; ++k) dx[p * g.H * g.W + k] = T(plane[size_t(k)]);
+    }
+  });
+}
+
+// adaptive_avg_pool2d: the mean of each bin; the backward spreads grad / bin size over the bin.
+template <class T>
+void adaptive_avg_forward(const T* x, T* y, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW) {
+  using A = Acc<T>;
+  parallel_for(0, planes, grain_for(H * W), [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t h0 = math::adaptive_begin(oh, H, OH), h1 = math::adaptive_end(oh, H, OH);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t w0 = math::adaptive_begin(ow, W, OW), w1 = math::adaptive_end(ow, W, OW);
+          A total = 0;
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) total += A(x[(p * H + h) * W + w]);
+          y[(p * OH + oh) * OW + ow] = T(total * math::avg_pool_weight<A>((h1 - h0) * (w1 - w0)));
+        }
+      }
+  });
+}
+
+template <class T>
+void adaptive_avg_backward(const T* grad, T* dx, int64_t planes, int64_t H, int64_t W, int64_t OH, int64_t OW) {
+  using A = Acc<T>;
+  parallel_for(0, planes, grain_for(H * W), [&](int64_t lo, int64_t hi) {
+    std::vector<A> plane(static_cast<size_t>(H * W));
+    for (int64_t p = lo; p < hi; ++p) {
+      std::fill(plane.begin(), plane.end(), A(0));
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t h0 = math::adaptive_begin(oh, H, OH), h1 = math::adaptive_end(oh, H, OH);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t w0 = math::adaptive_begin(ow, W, OW), w1 = math::adaptive_end(ow, W, OW);
+          const A share = A(grad[(p * OH + oh) * OW + ow]) * math::avg_pool_weight<A>((h1 - h0) * (w1 - w0));
+          for (int64_t h = h0; h < h1; ++h)
+            for (int64_t w = w0; w < w1; ++w) plane[size_t(h * W + w)] += share;
+        }
+      }
+      for (int64_t k = 0; k < H * W; ++k) dx[p * H * W + k] = T(plane[size_t(k)]);
     }
   });
 }
 
 }  // namespace
 
-MaxPoolResult max_pool2d(const Tensor& x, int kernel, int stride) {
-  const PoolGeometry g = geometry_of(x.shape(), kernel, stride);
+MaxPoolResult max_pool2d(const Tensor& x, const PoolGeometry& g) {
   MaxPoolResult r{empty({x.shape()[0], x.shape()[1], g.OH, g.OW}, x.options()), Tensor()};
   r.where = empty(r.out.shape(), {.dtype = u8, .device = x.device()});
   if (r.out.numel() == 0) return r;
   if (x.device().is_cuda()) {
-    kernels::cuda::max_pool2d_forward(x, r.out, r.where, kernel, stride);
+    kernels::cuda::max_pool2d_forward(x, r.out, r.where, g);
   } else {
     visit_floating(x.dtype(), "max_pool2d", [&]<class T> {
       max_pool_forward<T>(x.data_ptr<T>(), r.out.data_ptr<T>(), r.where.data_ptr<uint8_t>(), g);
@@ -185,12 +261,11 @@ MaxPoolResult max_pool2d(const Tensor& x, int kernel, int stride) {
   return r;
 }
 
-Tensor max_pool2d_backward(const Tensor& grad, const Tensor& where, const Shape& x_shape, int kernel, int stride) {
-  const PoolGeometry g = geometry_of(x_shape, kernel, stride);
+Tensor max_pool2d_backward(const Tensor& grad, const Tensor& where, const Shape& x_shape, const PoolGeometry& g) {
   Tensor dx = empty(x_shape, grad.options());
   if (dx.numel() == 0) return dx;
   if (dx.device().is_cuda()) {
-    kernels::cuda::max_pool2d_backward(grad, where, dx, kernel, stride);
+    kernels::cuda::max_pool2d_backward(grad, where, dx, g);
   } else {
     visit_floating(grad.dtype(), "max_pool2d", [&]<class T> {
       max_pool_backward<T>(grad.data_ptr<T>(), where.data_ptr<uint8_t>(), dx.data_ptr<T>(), g);
@@ -199,26 +274,52 @@ Tensor max_pool2d_backward(const Tensor& grad, const Tensor& where, const Shape&
   return dx;
 }
 
-Tensor avg_pool2d(const Tensor& x, int kernel, int stride) {
-  const PoolGeometry g = geometry_of(x.shape(), kernel, stride);
+Tensor avg_pool2d(const Tensor& x, const PoolGeometry& g) {
   Tensor out = empty({x.shape()[0], x.shape()[1], g.OH, g.OW}, x.options());
   if (out.numel() == 0) return out;
   if (x.device().is_cuda()) {
-    kernels::cuda::avg_pool2d_forward(x, out, kernel, stride);
+    kernels::cuda::avg_pool2d_forward(x, out, g);
   } else {
     visit_floating(x.dtype(), "avg_pool2d", [&]<class T> { avg_pool_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), g); });
   }
   return out;
 }
 
-Tensor avg_pool2d_backward(const Tensor& grad, const Shape& x_shape, int kernel, int stride) {
-  const PoolGeometry g = geometry_of(x_shape, kernel, stride);
+Tensor avg_pool2d_backward(const Tensor& grad, const Shape& x_shape, const PoolGeometry& g) {
   Tensor dx = empty(x_shape, grad.options());
   if (dx.numel() == 0) return dx;
   if (dx.device().is_cuda()) {
-    kernels::cuda::avg_pool2d_backward(grad, dx, kernel, stride);
+    kernels::cuda::avg_pool2d_backward(grad, dx, g);
   } else {
     visit_floating(grad.dtype(), "avg_pool2d", [&]<class T> { avg_pool_backward<T>(grad.data_ptr<T>(), dx.data_ptr<T>(), g); });
+  }
+  return dx;
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, int64_t OH, int64_t OW) {
+  const Shape& s = x.shape();
+  Tensor out = empty({s[0], s[1], OH, OW}, x.options());
+  if (out.numel() == 0) return out;
+  if (x.device().is_cuda()) {
+    kernels::cuda::adaptive_avg_pool2d_forward(x, out);
+  } else {
+    visit_floating(x.dtype(), "adaptive_avg_pool2d", [&]<class T> {
+      adaptive_avg_forward<T>(x.data_ptr<T>(), out.data_ptr<T>(), s[0] * s[1], s[2], s[3], OH, OW);
+    });
+  }
+  return out;
+}
+
+Tensor adaptive_avg_pool2d_backward(const Tensor& grad, const Shape& x_shape) {
+  Tensor dx = empty(x_shape, grad.options());
+  if (dx.numel() == 0) return dx;
+  if (dx.device().is_cuda()) {
+    kernels::cuda::adaptive_avg_pool2d_backward(grad, dx);
+  } else {
+    visit_floating(grad.dtype(), "adaptive_avg_pool2d", [&]<class T> {
+      adaptive_avg_backward<T>(grad.data_ptr<T>(), dx.data_ptr<T>(), x_shape[0] * x_shape[1], x_shape[2], x_shape[3],
+                               grad.shape()[2], grad.shape()[3]);
+    });
   }
   return dx;
 }

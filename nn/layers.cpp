@@ -17,11 +17,18 @@ Tensor GELU::forward(const Tensor& x) { return gelu(x); }
 Dropout::Dropout(double p_) : p(p_) { HG_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p); }
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }
 
-MaxPool2d::MaxPool2d(int k, int s) : kernel_size(k), stride(s == 0 ? k : s) {}
-Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, kernel_size, stride); }
+MaxPool2d::MaxPool2d(int k, int s) : MaxPool2d(MaxPool2dFuncOptions{.kernel = k, .stride = s == 0 ? k : s}) {}
+MaxPool2d::MaxPool2d(MaxPool2dFuncOptions o)
+    : options(o), kernel_size(int(o.kernel)), stride(int(o.stride.value_or(o.kernel))) {}
+Tensor MaxPool2d::forward(const Tensor& x) { return max_pool2d(x, options); }
 
-AvgPool2d::AvgPool2d(int k, int s) : kernel_size(k), stride(s == 0 ? k : s) {}
-Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, kernel_size, stride); }
+AvgPool2d::AvgPool2d(int k, int s) : AvgPool2d(AvgPool2dFuncOptions{.kernel = k, .stride = s == 0 ? k : s}) {}
+AvgPool2d::AvgPool2d(AvgPool2dFuncOptions o)
+    : options(o), kernel_size(int(o.kernel)), stride(int(o.stride.value_or(o.kernel))) {}
+Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, options); }
+
+AdaptiveAvgPool2d::AdaptiveAvgPool2d(Shape size) : output_size(std::move(size)) {}
+Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size); }
 
 Flatten::Flatten(int start, int end) : start_dim(start), end_dim(end) {}
 Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }

@@ -1,7 +1,8 @@
 // Modules without parameters, thin wrappers over their ops: ReLU, LeakyReLU, Softplus, GELU, Dropout,
-// MaxPool2d, AvgPool2d, Flatten.
+// MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten.
 #pragma once
 #include "nn/module.h"
+#include "ops/pool.h"
 
 namespace hg::nn {
 
@@ -42,15 +43,28 @@ class Dropout : public Module {
 class MaxPool2d : public Module {
  public:
   explicit MaxPool2d(int kernel_size, int stride = 0);  // stride 0 means stride = kernel_size
+  // With padding or ceil_mode: nn::MaxPool2d({.kernel = 3, .stride = 2, .padding = 1}).
+  explicit MaxPool2d(MaxPool2dFuncOptions options);
   Tensor forward(const Tensor& x) override;
+  MaxPool2dFuncOptions options;
   int kernel_size, stride;
 };
 
 class AvgPool2d : public Module {
  public:
   explicit AvgPool2d(int kernel_size, int stride = 0);  // stride 0 means stride = kernel_size
+  explicit AvgPool2d(AvgPool2dFuncOptions options);
   Tensor forward(const Tensor& x) override;
+  AvgPool2dFuncOptions options;
   int kernel_size, stride;
+};
+
+// adaptive_avg_pool2d to a fixed output size: AdaptiveAvgPool2d({1, 1}) is global average pooling.
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Shape output_size);
+  Tensor forward(const Tensor& x) override;
+  Shape output_size;
 };
 
 // Flattens dims start_dim..end_dim (default: everything but the batch dimension).

@@ -788,20 +788,50 @@ std::vector<OpEntry> softmax_and_loss_entries() {
 // ---- pooling and normalisation -----------------------------------------------------------------
 
 // (input shape, kernel, stride): windows that tile, overlap (stride < kernel) and skip (stride >
-// kernel), a window the size of the input, 1 x 1, and rows whose ends no window reaches.
-std::vector<SampleSpec> pool_samples() {
+// kernel), a window the size of the input, 1 x 1, and rows whose ends no window reaches; then
+// padding (a ResNet stem's 3x3/2 pad 1), ceil_mode's last partial window and, for the average,
+// count_include_pad off.
+std::vector<SampleSpec> pool_samples(bool average) {
   struct Case {
     hg::Shape x;
-    int kernel, stride;
+    int kernel, stride, padding = 0;
+    bool ceil_mode = false, count_include_pad = true;
   };
-  const Case cases[] = {{{1, 2, 4, 4}, 2, 2}, {{1, 1, 5, 5}, 3, 1}, {{2, 1, 6, 7}, 3, 2}, {{1, 2, 5, 5}, 2, 1},
-                        {{1, 2, 5, 5}, 3, 2}, {{2, 3, 7, 7}, 2, 2}, {{2, 3, 7, 7}, 3, 1}, {{1, 2, 9, 8}, 3, 2},
-                        {{1, 1, 4, 4}, 4, 1}, {{1, 1, 1, 1}, 1, 1}, {{3, 5, 17, 33}, 2, 3}, {{2, 3, 9, 9}, 3, 2}};
+  std::vector<Case> cases = {{{1, 2, 4, 4}, 2, 2}, {{1, 1, 5, 5}, 3, 1}, {{2, 1, 6, 7}, 3, 2}, {{1, 2, 5, 5}, 2, 1},
+                             {{1, 2, 5, 5}, 3, 2}, {{2, 3, 7, 7}, 2, 2}, {{2, 3, 7, 7}, 3, 1}, {{1, 2, 9, 8}, 3, 2},
+                             {{1, 1, 4, 4}, 4, 1}, {{1, 1, 1, 1}, 1, 1}, {{3, 5, 17, 33}, 2, 3}, {{2, 3, 9, 9}, 3, 2},
+                             {{2, 3, 8, 8}, 3, 2, 1}, {{1, 2, 7, 6}, 3, 2, 1, true}, {{1, 2, 5, 7}, 2, 2, 0, true},
+                             {{1, 1, 6, 6}, 4, 3, 2, true}, {{2, 2, 4, 5}, 2, 1, 1}};
+  if (average)
+    cases.insert(cases.end(), {{{2, 3, 8, 8}, 3, 2, 1, false, false}, {{1, 2, 7, 6}, 3, 2, 1, true, false},
+                               {{1, 2, 5, 7}, 3, 3, 1, true, false}});
   std::vector<SampleSpec> out;
-  for (const Case& c : cases)
-    out.push_back({.inputs = {{c.x}},
-                   .args = R"({"kernel": )" + std::to_string(c.kernel) + R"(, "stride": )" +
-                           std::to_string(c.stride) + "}"});
+  for (const Case& c : cases) {
+    std::ostringstream args;
+    args << std::boolalpha << R"({"kernel": )" << c.kernel << R"(, "stride": )" << c.stride << R"(, "padding": )"
+         << c.padding << R"(, "ceil_mode": )" << c.ceil_mode;
+    if (average) args << R"(, "count_include_pad": )" << c.count_include_pad;
+    args << "}";
+    out.push_back({.inputs = {{c.x}}, .args = args.str()});
+  }
+  return out;
+}
+
+// The options a pooling sample names (padding, ceil_mode, count_include_pad default as PyTorch's).
+int64_t padding_of(A a) { return a.find("padding") ? integer(a, "padding") : 0; }
+bool ceil_mode_of(A a) { return a.find("ceil_mode") ? flag(a, "ceil_mode") : false; }
+bool count_include_pad_of(A a) { return a.find("count_include_pad") ? flag(a, "count_include_pad") : true; }
+
+// (input shape, output size): bins that tile, that overlap (5 -> 3), more bins than rows (3 -> 5),
+// global average pooling (1 x 1) and the identity.
+std::vector<SampleSpec> adaptive_pool_samples() {
+  const std::pair<hg::Shape, std::pair<int, int>> cases[] = {{{1, 2, 6, 6}, {3, 3}}, {{2, 3, 5, 9}, {3, 4}},
+                                                             {{1, 2, 3, 3}, {5, 4}}, {{2, 4, 7, 7}, {1, 1}},
+                                                             {{1, 1, 4, 5}, {4, 5}}, {{1, 3, 7, 7}, {2, 2}}};
+  std::vector<SampleSpec> out;
+  for (const auto& [shape, size] : cases)
+    out.push_back({.inputs = {{shape}},
+                   .args = R"({"output_size": [)" + std::to_string(size.first) + ", " + std::to_string(size.second) + "]}"});
   return out;
 }
 
@@ -866,16 +896,36 @@ std::vector<OpEntry> pool_and_norm_entries() {
   return {
       // A maximum is one of its inputs: exact.
       {.op = Op::MaxPool2d, .name = "max_pool2d",
-       .call = [](I in, A a) { return hg::max_pool2d(in[0], int(integer(a, "kernel")), int(integer(a, "stride"))); },
+       .call = [](I in, A a) {
+         return hg::max_pool2d(in[0], {.kernel = integer(a, "kernel"), .stride = integer(a, "stride"),
+                                       .padding = padding_of(a), .ceil_mode = ceil_mode_of(a)});
+       },
        .default_args = R"({"kernel": 2, "stride": 2})", .inputs = {{{1, 2, 4, 4}}},
-       .reference = [](const Arrays& x, A a) { return ref::pool2d(x[0], integer(a, "kernel"), integer(a, "stride"), true); },
-       .f32_tolerance = kExact, .golden_family = "pool", .more_samples = pool_samples()},
+       .reference = [](const Arrays& x, A a) {
+         return ref::pool2d(x[0], integer(a, "kernel"), integer(a, "stride"), true, padding_of(a), ceil_mode_of(a));
+       },
+       .f32_tolerance = kExact, .golden_family = "pool", .more_samples = pool_samples(false)},
       // Overlapping windows (kernel 3, stride 2): an element's gradient sums over two windows.
       {.op = Op::AvgPool2d, .name = "avg_pool2d",
-       .call = [](I in, A a) { return hg::avg_pool2d(in[0], int(integer(a, "kernel")), int(integer(a, "stride"))); },
+       .call = [](I in, A a) {
+         return hg::avg_pool2d(in[0], {.kernel = integer(a, "kernel"), .stride = integer(a, "stride"),
+                                       .padding = padding_of(a), .ceil_mode = ceil_mode_of(a),
+                                       .count_include_pad = count_include_pad_of(a)});
+       },
        .default_args = R"({"kernel": 3, "stride": 2})", .inputs = {{{1, 2, 5, 5}}},
-       .reference = [](const Arrays& x, A a) { return ref::pool2d(x[0], integer(a, "kernel"), integer(a, "stride"), false); },
-       .f32_tolerance = kF32, .golden_family = "pool", .more_samples = pool_samples()},
+       .reference = [](const Arrays& x, A a) {
+         return ref::pool2d(x[0], integer(a, "kernel"), integer(a, "stride"), false, padding_of(a), ceil_mode_of(a),
+                            count_include_pad_of(a));
+       },
+       .f32_tolerance = kF32, .golden_family = "pool", .more_samples = pool_samples(true)},
+      {.op = Op::AdaptiveAvgPool2d, .name = "adaptive_avg_pool2d",
+       .call = [](I in, A a) { return hg::adaptive_avg_pool2d(in[0], integers(a, "output_size")); },
+       .default_args = R"({"output_size": [2, 3]})", .inputs = {{{2, 3, 5, 7}}},
+       .reference = [](const Arrays& x, A a) {
+         const hg::Shape size = integers(a, "output_size");
+         return ref::adaptive_avg_pool2d(x[0], size[0], size[1]);
+       },
+       .f32_tolerance = kF32, .golden_family = "pool", .more_samples = adaptive_pool_samples()},
       {.op = Op::BatchNorm, .name = "batch_norm", .call = call_batch_norm,
        .default_args = R"({"training": true, "momentum": 0.1, "eps": 1e-5, "stats": false, "affine": true})",
        .inputs = {{{3, 2, 2, 2}}, {{2}}, {{2}}}, .reference = batch_norm, .f32_tolerance = kF32,

@@ -253,20 +253,54 @@ inline Array conv2d(const Array& x, const Array& w, const std::vector<double>& b
   return out;
 }
 
-inline Array pool2d(const Array& x, int64_t k, int64_t s, bool max) {
+// PyTorch's pooling output size (floor, or ceil without a window starting in the right padding).
+inline int64_t pooled_size(int64_t in, int64_t k, int64_t s, int64_t pad, bool ceil_mode) {
+  const int64_t span = in + 2 * pad - k;
+  int64_t out = (ceil_mode ? (span + s - 1) / s : span / s) + 1;
+  if (ceil_mode && (out - 1) * s >= in + pad) --out;
+  return out;
+}
+
+// max or average over each window, padding skipped by the max and counted as zeros by the average
+// when count_include_pad (then the divisor is the window cut at the right padding's end).
+inline Array pool2d(const Array& x, int64_t k, int64_t s, bool max, int64_t pad = 0, bool ceil_mode = false,
+                    bool count_include_pad = true) {
   const int64_t P = x.shape[0] * x.shape[1], H = x.shape[2], W = x.shape[3];
-  const int64_t OH = (H - k) / s + 1, OW = (W - k) / s + 1;
+  const int64_t OH = pooled_size(H, k, s, pad, ceil_mode), OW = pooled_size(W, k, s, pad, ceil_mode);
   Array out{{x.shape[0], x.shape[1], OH, OW}, std::vector<double>(size_t(P * OH * OW))};
   for (int64_t p = 0; p < P; ++p)
     for (int64_t oh = 0; oh < OH; ++oh)
       for (int64_t ow = 0; ow < OW; ++ow) {
         double acc = max ? -kInf : 0.0;
+        int64_t inside = 0;
         for (int64_t i = 0; i < k; ++i)
           for (int64_t j = 0; j < k; ++j) {
-            const double v = x.v[size_t((p * H + oh * s + i) * W + ow * s + j)];
+            const int64_t h = oh * s - pad + i, w = ow * s - pad + j;
+            if (h < 0 || h >= H || w < 0 || w >= W) continue;
+            const double v = x.v[size_t((p * H + h) * W + w)];
             acc = max ? nan_max(acc, v) : acc + v;
+            ++inside;
           }
-        out.v[size_t((p * OH + oh) * OW + ow)] = max ? acc : acc / double(k * k);
+        const int64_t rows = std::min(oh * s - pad + k, H + pad) - (oh * s - pad);
+        const int64_t cols = std::min(ow * s - pad + k, W + pad) - (ow * s - pad);
+        out.v[size_t((p * OH + oh) * OW + ow)] = max ? acc : acc / double(count_include_pad ? rows * cols : inside);
+      }
+  return out;
+}
+
+// The mean of bin (i, j): rows [floor(i H / OH), ceil((i + 1) H / OH)), columns likewise.
+inline Array adaptive_avg_pool2d(const Array& x, int64_t OH, int64_t OW) {
+  const int64_t P = x.shape[0] * x.shape[1], H = x.shape[2], W = x.shape[3];
+  Array out{{x.shape[0], x.shape[1], OH, OW}, std::vector<double>(size_t(P * OH * OW))};
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
+        const int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
+        double total = 0;
+        for (int64_t h = h0; h < h1; ++h)
+          for (int64_t w = w0; w < w1; ++w) total += x.v[size_t((p * H + h) * W + w)];
+        out.v[size_t((p * OH + oh) * OW + ow)] = total / double((h1 - h0) * (w1 - w0));
       }
   return out;
 }

@@ -715,12 +715,19 @@ std::optional<hg_test::OpCall> module_call(const OpEntry& entry) {
       };
     case hg::amp::Op::MaxPool2d:
       return [](const Inputs& in, const Args& a) {
-        return nn::MaxPool2d(int(integer(a, "kernel")), int(integer(a, "stride")))(in[0]);
+        if (!a.find("padding")) return nn::MaxPool2d(int(integer(a, "kernel")), int(integer(a, "stride")))(in[0]);
+        return nn::MaxPool2d({.kernel = integer(a, "kernel"), .stride = integer(a, "stride"),
+                              .padding = integer(a, "padding"), .ceil_mode = flag(a, "ceil_mode")})(in[0]);
       };
     case hg::amp::Op::AvgPool2d:
       return [](const Inputs& in, const Args& a) {
-        return nn::AvgPool2d(int(integer(a, "kernel")), int(integer(a, "stride")))(in[0]);
+        if (!a.find("padding")) return nn::AvgPool2d(int(integer(a, "kernel")), int(integer(a, "stride")))(in[0]);
+        return nn::AvgPool2d({.kernel = integer(a, "kernel"), .stride = integer(a, "stride"),
+                              .padding = integer(a, "padding"), .ceil_mode = flag(a, "ceil_mode"),
+                              .count_include_pad = flag(a, "count_include_pad")})(in[0]);
       };
+    case hg::amp::Op::AdaptiveAvgPool2d:
+      return [](const Inputs& in, const Args& a) { return nn::AdaptiveAvgPool2d(hg_test::integers(a, "output_size"))(in[0]); };
     case hg::amp::Op::Linear:
       return [load](const Inputs& in, const Args&) {
         const Tensor& w = in[1];

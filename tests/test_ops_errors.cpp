@@ -89,6 +89,15 @@ TEST_CASE("ops.scenario07.bad_reshape_and_view") {
   CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 2, 5, 5}), hg::zeros({3, 4, 3, 3})), "conv2d: input has 2 channels");
   CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 2, 2, 2}), hg::zeros({3, 2, 3, 3})), "smaller than the kernel");
   CHECK_THROWS_HG(hg::max_pool2d(hg::zeros({1, 1, 2, 2}), 3, 1), "max_pool2d: input 2x2 is smaller than the 3x3 window");
+  CHECK_THROWS_HG(hg::max_pool2d(hg::zeros({1, 1, 4, 4}), {.kernel = 3, .padding = 2}),
+                  "max_pool2d: padding should be at most half the kernel (1), got 2");
+  CHECK_THROWS_HG(hg::avg_pool2d(hg::zeros({1, 1, 4, 4}), {.kernel = 2, .stride = 0}), "kernel and stride must be >= 1");
+  CHECK_THROWS_HG(hg::max_pool2d(hg::zeros({1, 1, 1, 1}), {.kernel = 4, .padding = 1}), "with its padding is smaller");
+  CHECK_THROWS_HG(hg::max_pool2d(hg::zeros({1, 1, 40, 40}), {.kernel = 17}), "larger than 16x16");
+  CHECK_THROWS_HG(hg::adaptive_avg_pool2d(hg::zeros({1, 1, 4, 4}), {2}), "output_size must be two positive sizes");
+  CHECK_THROWS_HG(hg::adaptive_avg_pool2d(hg::zeros({1, 1, 4, 4}), {0, 2}), "adaptive_avg_pool2d: output_size");
+  CHECK_THROWS_HG(hg::adaptive_avg_pool2d(hg::zeros({4, 4}), {1, 1}), "must be 4-D");
+  CHECK_THROWS_HG(hg::adaptive_avg_pool2d(hg::zeros({1, 1, 0, 4}), {1, 1}), "must not be empty");
   CHECK_THROWS_HG(hg::cross_entropy(hg::zeros({4, 3}), hg::zeros({5}, {.dtype = hg::i64})),
                   "expected targets of shape [4]");
   CHECK_THROWS_HG(hg::linear(hg::zeros({2, 3}), hg::zeros({4, 3}), hg::zeros({3})), "bias must have shape [4]");

@@ -8,6 +8,7 @@
 
 #include "core/tensor.h"
 #include "kernels/math/optimizer_step.h"
+#include "kernels/math/pool.h"
 #include "kernels/reduce.h"
 
 namespace hg::kernels::cuda {
@@ -47,10 +48,12 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, const T
 
 // Pooling on contiguous NCHW tensors; `where` (u8) holds each maximum's index in its window
 // (i * kernel + j).
-void max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where, int kernel, int stride);
-void max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x, int kernel, int stride);
-void avg_pool2d_forward(const Tensor& x, const Tensor& out, int kernel, int stride);
-void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, int kernel, int stride);
+void max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where, const math::PoolGeometry& g);
+void max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x, const math::PoolGeometry& g);
+void avg_pool2d_forward(const Tensor& x, const Tensor& out, const math::PoolGeometry& g);
+void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, const math::PoolGeometry& g);
+void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out);
+void adaptive_avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x);
 
 // out[i] = keep(i) ? in[i] / (1 - p) : 0 with keep(i) = Philox uniform(seed, offset + i) >= p:
 // bitwise the same mask as the CPU.

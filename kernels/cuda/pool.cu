@@ -1,8 +1,9 @@
-// CUDA max_pool2d and avg_pool2d (no padding), the device side of kernels/pool.h on contiguous
-// NCHW tensors. The forwards give each output its own thread. The backwards give each *input* element
-// its own thread, which gathers from the windows that contain it (in the CPU's window order), so
-// overlapping windows (stride < kernel) need no atomics and the result is deterministic -- and
-// bitwise the CPU's, which adds the same values in the same order.
+// CUDA max_pool2d and avg_pool2d (padding and ceil_mode included) and adaptive_avg_pool2d, the
+// device side of kernels/pool.h on contiguous NCHW tensors. The forwards give each output its own
+// thread. The backwards give each *input* element its own thread, which gathers from the windows
+// that contain it (in the CPU's window order), so overlapping windows (stride < kernel) need no
+// atomics and the result is deterministic -- and bitwise the CPU's, which adds the same values in
+// the same order.
 #include "core/cuda/device_math.cuh"
 #include "kernels/cuda/launch.cuh"
 #include "kernels/cuda/cuda_kernels.h"
@@ -20,15 +21,17 @@ using cuda_detail::to_acc;
 
 using math::PoolGeometry;
 
-// The windows that contain row (or column) h: oh in [first, last], those with
-// oh * stride <= h < oh * stride + kernel, clipped to [0, OH).
+// The windows that contain input row (or column) h: oh in [first, last], those whose window
+// [oh * stride - padding, oh * stride - padding + kernel) holds h, clipped to [0, OH).
 struct WindowRange {
   int64_t first, last;
 };
 
-__device__ __forceinline__ WindowRange windows_containing(int64_t h, int64_t OH, int64_t kernel, int64_t stride) {
-  const int64_t first = h < kernel ? 0 : (h - kernel) / stride + 1;
-  const int64_t last = min(h / stride, OH - 1);
+__device__ __forceinline__ WindowRange windows_containing(int64_t h, int64_t OH, int64_t kernel, int64_t stride,
+                                                          int64_t padding) {
+  const int64_t hp = h + padding;  // in the padded input's coordinates
+  const int64_t first = hp < kernel ? 0 : (hp - kernel) / stride + 1;
+  const int64_t last = min(hp / stride, OH - 1);
   return {first, last};
 }
 
@@ -42,22 +45,25 @@ __device__ __forceinline__ A mul_rn(A a, A b) {
 
 // ---- kernels --------------------------------------------------------------------------------------
 
-// Each output scans its window row by row; the first element starts as the best and a later one
-// replaces it only if larger, or NaN while the best is not: NaN wins, then the first maximum
-// (math::max_pool_takes, as on the CPU). `where` is the winner's index in the window, i * kernel + j.
+// Each output scans the part of its window inside the input row by row; the first element starts
+// as the best and a later one replaces it only if larger, or NaN while the best is not: NaN wins,
+// then the first maximum (math::max_pool_takes, as on the CPU). `where` is the winner's index in
+// the window counted from its corner, padding included: (h - start) * kernel + (w - start).
 template <class T>
 __global__ void max_pool_forward_kernel(const T* x, T* y, uint8_t* where, PoolGeometry g) {
   using A = acc_t<T>;
   const int64_t n = g.planes * g.OH * g.OW;
   for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ow = o % g.OW, oh = (o / g.OW) % g.OH, p = o / (g.OW * g.OH);
-    const T* top = x + (p * g.H + oh * g.stride) * g.W + ow * g.stride;
-    A best = to_acc(top[0]);
-    int at = 0;
-    for (int i = 0; i < g.kernel; ++i)
-      for (int j = 0; j < g.kernel; ++j) {
-        const A v = to_acc(top[i * g.W + j]);
-        if (math::max_pool_takes(best, v)) best = v, at = i * g.kernel + j;
+    const math::WindowSpan rows = math::window_span(oh, g.H, g.kernel, g.stride, g.padding);
+    const math::WindowSpan cols = math::window_span(ow, g.W, g.kernel, g.stride, g.padding);
+    const T* plane = x + p * g.H * g.W;
+    A best = to_acc(plane[rows.begin * g.W + cols.begin]);
+    int64_t at = (rows.begin - rows.start) * g.kernel + (cols.begin - cols.start);
+    for (int64_t h = rows.begin; h < rows.end; ++h)
+      for (int64_t w = cols.begin; w < cols.end; ++w) {
+        const A v = to_acc(plane[h * g.W + w]);
+        if (math::max_pool_takes(best, v)) best = v, at = (h - rows.start) * g.kernel + (w - cols.start);
       }
     y[o] = from_acc<T>(best);
     where[o] = uint8_t(at);
@@ -71,13 +77,14 @@ __global__ void max_pool_backward_kernel(const T* grad, const uint8_t* where, T*
   const int64_t n = g.planes * g.H * g.W;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t w = e % g.W, h = (e / g.W) % g.H, p = e / (g.W * g.H);
-    const WindowRange rows = windows_containing(h, g.OH, g.kernel, g.stride);
-    const WindowRange cols = windows_containing(w, g.OW, g.kernel, g.stride);
+    const WindowRange rows = windows_containing(h, g.OH, g.kernel, g.stride, g.padding);
+    const WindowRange cols = windows_containing(w, g.OW, g.kernel, g.stride, g.padding);
     A total = 0;
     for (int64_t oh = rows.first; oh <= rows.last; ++oh)
       for (int64_t ow = cols.first; ow <= cols.last; ++ow) {
         const int64_t o = (p * g.OH + oh) * g.OW + ow;
-        if (int64_t(where[o]) == (h - oh * g.stride) * g.kernel + (w - ow * g.stride)) total += to_acc(grad[o]);
+        const int64_t at = (h - (oh * g.stride - g.padding)) * g.kernel + (w - (ow * g.stride - g.padding));
+        if (int64_t(where[o]) == at) total += to_acc(grad[o]);
       }
     dx[e] = from_acc<T>(total);
   }
@@ -86,47 +93,83 @@ __global__ void max_pool_backward_kernel(const T* grad, const uint8_t* where, T*
 template <class T>
 __global__ void avg_pool_forward_kernel(const T* x, T* y, PoolGeometry g) {
   using A = acc_t<T>;
-  const A inv = math::avg_pool_weight<A>(g.kernel);
   const int64_t n = g.planes * g.OH * g.OW;
   for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += int64_t(gridDim.x) * blockDim.x) {
     const int64_t ow = o % g.OW, oh = (o / g.OW) % g.OH, p = o / (g.OW * g.OH);
-    const T* top = x + (p * g.H + oh * g.stride) * g.W + ow * g.stride;
+    const math::WindowSpan rows = math::window_span(oh, g.H, g.kernel, g.stride, g.padding);
+    const math::WindowSpan cols = math::window_span(ow, g.W, g.kernel, g.stride, g.padding);
     A total = 0;
-    for (int i = 0; i < g.kernel; ++i)
-      for (int j = 0; j < g.kernel; ++j) total += to_acc(top[i * g.W + j]);
-    y[o] = from_acc<T>(total * inv);
+    for (int64_t h = rows.begin; h < rows.end; ++h)
+      for (int64_t w = cols.begin; w < cols.end; ++w) total += to_acc(x[(p * g.H + h) * g.W + w]);
+    y[o] = from_acc<T>(mul_rn(total, math::avg_pool_weight<A>(math::avg_pool_count(rows, cols, g.count_include_pad))));
   }
 }
 
-// dx at (p, h, w) = the sum over the windows containing it of grad / kernel^2.
+// dx at (p, h, w) = the sum over the windows containing it of grad / (the window's count).
 template <class T>
 __global__ void avg_pool_backward_kernel(const T* grad, T* dx, PoolGeometry g) {
   using A = acc_t<T>;
-  const A inv = math::avg_pool_weight<A>(g.kernel);
   const int64_t n = g.planes * g.H * g.W;
   for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
     const int64_t w = e % g.W, h = (e / g.W) % g.H, p = e / (g.W * g.H);
-    const WindowRange rows = windows_containing(h, g.OH, g.kernel, g.stride);
-    const WindowRange cols = windows_containing(w, g.OW, g.kernel, g.stride);
+    const WindowRange rows = windows_containing(h, g.OH, g.kernel, g.stride, g.padding);
+    const WindowRange cols = windows_containing(w, g.OW, g.kernel, g.stride, g.padding);
     A total = 0;
     for (int64_t oh = rows.first; oh <= rows.last; ++oh)
-      for (int64_t ow = cols.first; ow <= cols.last; ++ow)
-        total += mul_rn(to_acc(grad[(p * g.OH + oh) * g.OW + ow]), inv);
+      for (int64_t ow = cols.first; ow <= cols.last; ++ow) {
+        const math::WindowSpan rs = math::window_span(oh, g.H, g.kernel, g.stride, g.padding);
+        const math::WindowSpan cs = math::window_span(ow, g.W, g.kernel, g.stride, g.padding);
+        const A weight = math::avg_pool_weight<A>(math::avg_pool_count(rs, cs, g.count_include_pad));
+        total += mul_rn(to_acc(grad[(p * g.OH + oh) * g.OW + ow]), weight);
+      }
+    dx[e] = from_acc<T>(total);
+  }
+}
+
+// adaptive_avg_pool2d: each output the mean of its bin (math::adaptive_begin/end).
+template <class T>
+__global__ void adaptive_avg_forward_kernel(const T* x, T* y, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                            int64_t OW) {
+  using A = acc_t<T>;
+  const int64_t n = planes * OH * OW;
+  for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ow = o % OW, oh = (o / OW) % OH, p = o / (OW * OH);
+    const int64_t h0 = math::adaptive_begin(oh, H, OH), h1 = math::adaptive_end(oh, H, OH);
+    const int64_t w0 = math::adaptive_begin(ow, W, OW), w1 = math::adaptive_end(ow, W, OW);
+    A total = 0;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) total += to_acc(x[(p * H + h) * W + w]);
+    y[o] = from_acc<T>(mul_rn(total, math::avg_pool_weight<A>((h1 - h0) * (w1 - w0))));
+  }
+}
+
+// dx at (p, h, w): the bins containing it, in the CPU's order, each giving grad / its size.
+template <class T>
+__global__ void adaptive_avg_backward_kernel(const T* grad, T* dx, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                                             int64_t OW) {
+  using A = acc_t<T>;
+  const int64_t n = planes * H * W;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t w = e % W, h = (e / W) % H, p = e / (W * H);
+    A total = 0;
+    for (int64_t oh = math::adaptive_first_bin(h, H, OH); oh <= math::adaptive_last_bin(h, H, OH); ++oh)
+      for (int64_t ow = math::adaptive_first_bin(w, W, OW); ow <= math::adaptive_last_bin(w, W, OW); ++ow) {
+        const int64_t count = (math::adaptive_end(oh, H, OH) - math::adaptive_begin(oh, H, OH)) *
+                              (math::adaptive_end(ow, W, OW) - math::adaptive_begin(ow, W, OW));
+        total += mul_rn(to_acc(grad[(p * OH + oh) * OW + ow]), math::avg_pool_weight<A>(count));
+      }
     dx[e] = from_acc<T>(total);
   }
 }
 
 // ---- launchers ------------------------------------------------------------------------------------
 
-// input (N, C, H, W), output (N, C, OH, OW).
-PoolGeometry geometry(const Tensor& input, const Tensor& output, int kernel, int stride) {
+void check_4d(const Tensor& input, const Tensor& output) {
   HG_CHECK(input.dim() == 4 && output.dim() == 4 && input.is_contiguous() && output.is_contiguous(),
            "pool2d: expected contiguous 4-D tensors, got ", input.shape(), " and ", output.shape());
-  const Shape& x = input.shape();
-  return math::pool_geometry(x[0], x[1], x[2], x[3], kernel, stride);
 }
 
-// The four entry points differ only in their kernel: check the device, skip empty work, launch
+// The entry points differ only in their kernel: check the device, skip empty work, launch
 // one thread per element of `elements` for `on`'s dtype, check the launch.
 template <class Launch>
 void launch_per_element(const char* op, const Tensor& on, int64_t elements, const Launch& launch) {
@@ -138,33 +181,52 @@ void launch_per_element(const char* op, const Tensor& on, int64_t elements, cons
 
 }  // namespace
 
-void max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where, int kernel, int stride) {
-  const PoolGeometry g = geometry(x, out, kernel, stride);
+void max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where, const math::PoolGeometry& g) {
+  check_4d(x, out);
   launch_per_element("max_pool2d", x, out.numel(), [&]<class T>(int blocks) {
     max_pool_forward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(x.data_ptr<T>(), out.data_ptr<T>(),
                                                                   where.data_ptr<uint8_t>(), g);
   });
 }
 
-void max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x, int kernel, int stride) {
-  const PoolGeometry g = geometry(grad_x, grad, kernel, stride);
+void max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x, const math::PoolGeometry& g) {
+  check_4d(grad_x, grad);
   launch_per_element("max_pool2d backward", grad, grad_x.numel(), [&]<class T>(int blocks) {
     max_pool_backward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(grad.data_ptr<T>(), where.data_ptr<uint8_t>(),
                                                                    grad_x.data_ptr<T>(), g);
   });
 }
 
-void avg_pool2d_forward(const Tensor& x, const Tensor& out, int kernel, int stride) {
-  const PoolGeometry g = geometry(x, out, kernel, stride);
+void avg_pool2d_forward(const Tensor& x, const Tensor& out, const math::PoolGeometry& g) {
+  check_4d(x, out);
   launch_per_element("avg_pool2d", x, out.numel(), [&]<class T>(int blocks) {
     avg_pool_forward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(x.data_ptr<T>(), out.data_ptr<T>(), g);
   });
 }
 
-void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, int kernel, int stride) {
-  const PoolGeometry g = geometry(grad_x, grad, kernel, stride);
+void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, const math::PoolGeometry& g) {
+  check_4d(grad_x, grad);
   launch_per_element("avg_pool2d backward", grad, grad_x.numel(), [&]<class T>(int blocks) {
     avg_pool_backward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(grad.data_ptr<T>(), grad_x.data_ptr<T>(), g);
+  });
+}
+
+void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out) {
+  check_4d(x, out);
+  const Shape& s = x.shape();
+  launch_per_element("adaptive_avg_pool2d", x, out.numel(), [&]<class T>(int blocks) {
+    adaptive_avg_forward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(x.data_ptr<T>(), out.data_ptr<T>(), s[0] * s[1],
+                                                                      s[2], s[3], out.shape()[2], out.shape()[3]);
+  });
+}
+
+void adaptive_avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x) {
+  check_4d(grad_x, grad);
+  const Shape& s = grad_x.shape();
+  launch_per_element("adaptive_avg_pool2d backward", grad, grad_x.numel(), [&]<class T>(int blocks) {
+    adaptive_avg_backward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(grad.data_ptr<T>(), grad_x.data_ptr<T>(),
+                                                                       s[0] * s[1], s[2], s[3], grad.shape()[2],
+                                                                       grad.shape()[3]);
   });
 }
 

@@ -42,14 +42,20 @@ void cross_entropy_backward(const Tensor& logits, const Tensor&, const Tensor&, 
   detail::check_cuda_device(logits.device(), "cross_entropy");
 }
 
-void max_pool2d_forward(const Tensor& x, const Tensor&, const Tensor&, int, int) {
+void max_pool2d_forward(const Tensor& x, const Tensor&, const Tensor&, const math::PoolGeometry&) {
   detail::check_cuda_device(x.device(), "max_pool2d");
 }
-void max_pool2d_backward(const Tensor& g, const Tensor&, const Tensor&, int, int) {
+void max_pool2d_backward(const Tensor& g, const Tensor&, const Tensor&, const math::PoolGeometry&) {
   detail::check_cuda_device(g.device(), "max_pool2d");
 }
-void avg_pool2d_forward(const Tensor& x, const Tensor&, int, int) { detail::check_cuda_device(x.device(), "avg_pool2d"); }
-void avg_pool2d_backward(const Tensor& g, const Tensor&, int, int) { detail::check_cuda_device(g.device(), "avg_pool2d"); }
+void avg_pool2d_forward(const Tensor& x, const Tensor&, const math::PoolGeometry&) {
+  detail::check_cuda_device(x.device(), "avg_pool2d");
+}
+void avg_pool2d_backward(const Tensor& g, const Tensor&, const math::PoolGeometry&) {
+  detail::check_cuda_device(g.device(), "avg_pool2d");
+}
+void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor&) { detail::check_cuda_device(x.device(), "adaptive_avg_pool2d"); }
+void adaptive_avg_pool2d_backward(const Tensor& g, const Tensor&) { detail::check_cuda_device(g.device(), "adaptive_avg_pool2d"); }
 
 void dropout(const Tensor& in, const Tensor&, double, uint64_t, uint64_t) { detail::check_cuda_device(in.device(), "dropout"); }
 

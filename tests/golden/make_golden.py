@@ -441,6 +441,29 @@ def pool():
                (lambda g, shape=shape: [randn(g, shape)])
         f.case(name, op, ALL, make, lambda x, fn=fn, k=k, s=s: fn(x[0], k, s), [0],
                args={"kernel": k, "stride": s})
+    # Padding (a ResNet stem's 3x3/2 pad 1), ceil_mode's partial last window, count_include_pad off.
+    for name, op, shape, k, s, p, ceil, include in [
+            ("maxpool_k3s2p1", "max_pool2d", (2, 3, 8, 8), 3, 2, 1, False, True),
+            ("maxpool_k3s2p1_ceil", "max_pool2d", (1, 2, 7, 6), 3, 2, 1, True, True),
+            ("avgpool_k3s2p1", "avg_pool2d", (2, 3, 8, 8), 3, 2, 1, False, True),
+            ("avgpool_k3s2p1_exclude_pad", "avg_pool2d", (2, 3, 8, 8), 3, 2, 1, False, False),
+            ("avgpool_k3s2p1_ceil_exclude_pad", "avg_pool2d", (1, 2, 7, 6), 3, 2, 1, True, False),
+            ("avgpool_k2s2_ceil", "avg_pool2d", (1, 2, 5, 7), 2, 2, 0, True, True)]:
+        if op == "max_pool2d":
+            f.case(name, op, ALL, lambda g, shape=shape: [distinct(g, shape)],
+                   lambda x, k=k, s=s, p=p, ceil=ceil: F.max_pool2d(x[0], k, s, p, ceil_mode=ceil), [0],
+                   args={"kernel": k, "stride": s, "padding": p, "ceil_mode": ceil})
+        else:
+            f.case(name, op, ALL, lambda g, shape=shape: [randn(g, shape)],
+                   lambda x, k=k, s=s, p=p, ceil=ceil, include=include:
+                   F.avg_pool2d(x[0], k, s, p, ceil_mode=ceil, count_include_pad=include), [0],
+                   args={"kernel": k, "stride": s, "padding": p, "ceil_mode": ceil, "count_include_pad": include})
+    for name, shape, size in [("adaptive_avg_6x6_to_3x3", (1, 2, 6, 6), (3, 3)),
+                              ("adaptive_avg_5x9_to_3x4", (2, 3, 5, 9), (3, 4)),
+                              ("adaptive_avg_global", (2, 4, 7, 7), (1, 1)),
+                              ("adaptive_avg_3x3_to_5x4", (1, 2, 3, 3), (5, 4))]:
+        f.case(name, "adaptive_avg_pool2d", ALL, lambda g, shape=shape: [randn(g, shape)],
+               lambda x, size=size: F.adaptive_avg_pool2d(x[0], size), [0], args={"output_size": list(size)})
     return f
 
 
