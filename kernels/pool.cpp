@@ -23,6 +23,12 @@ namespace {
 using math::PoolGeometry;
 using math::WindowSpan;
 
+// An element in the type the windows are computed in (float for the 16-bit types).
+template <class T>
+Acc<T> widen(T v) {
+  return Acc<T>(v);
+}
+
 // Each output row is built window position by window position, across all its outputs at once:
 // the inner loop is a branch-free select over `OW` outputs that the compiler vectorises (the
 // common strides 1 and 2 are compile-time constants so the loads need no gathers).
@@ -83,16 +89,10 @@ void max_pool_forward_clipped(const T* x, T* y, uint8_t* where, const PoolGeomet
         const WindowSpan rows = math::window_span(oh, g.H, g.kernel, g.stride, g.padding);
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const WindowSpan cols = math::window_span(ow, g.W, g.kernel, g.stride, g.padding);
-          A best = A(plane[rows.begin * g.W + cols.begin]);
-          int64_t at = (rows.begin - rows.start) * g.kernel + (cols.begin - cols.start);
-          for (int64_t h = rows.begin; h < rows.end; ++h)
-            for (int64_t w = cols.begin; w < cols.end; ++w) {
-              const A v = A(plane[h * g.W + w]);
-              if (math::max_pool_takes(best, v)) best = v, at = (h - rows.start) * g.kernel + (w - cols.start);
-            }
+          const math::WindowMax<A> m = math::window_max<A>(plane, g.W, g.kernel, rows, cols, widen<T>);
           const int64_t out = (p * g.OH + oh) * g.OW + ow;
-          y[out] = T(best);
-          where[out] = uint8_t(at);
+          y[out] = T(m.best);
+          where[out] = uint8_t(m.at);
         }
       }
     }
@@ -174,9 +174,7 @@ void avg_pool_forward(const T* x, T* y, const PoolGeometry& g) {
         const WindowSpan rows = math::window_span(oh, g.H, g.kernel, g.stride, g.padding);
         for (int64_t ow = 0; ow < g.OW; ++ow) {
           const WindowSpan cols = math::window_span(ow, g.W, g.kernel, g.stride, g.padding);
-          A total = 0;
-          for (int64_t h = rows.begin; h < rows.end; ++h)
-            for (int64_t w = cols.begin; w < cols.end; ++w) total += A(x[(p * g.H + h) * g.W + w]);
+          const A total = math::window_sum<A>(x + p * g.H * g.W, g.W, rows.begin, rows.end, cols.begin, cols.end, widen<T>);
           y[(p * g.OH + oh) * g.OW + ow] = T(total * math::avg_pool_weight<A>(math::avg_pool_count(rows, cols, g.count_include_pad)));
         }
       }
@@ -215,9 +213,7 @@ void adaptive_avg_forward(const T* x, T* y, int64_t planes, int64_t H, int64_t W
         const int64_t h0 = math::adaptive_begin(oh, H, OH), h1 = math::adaptive_end(oh, H, OH);
         for (int64_t ow = 0; ow < OW; ++ow) {
           const int64_t w0 = math::adaptive_begin(ow, W, OW), w1 = math::adaptive_end(ow, W, OW);
-          A total = 0;
-          for (int64_t h = h0; h < h1; ++h)
-            for (int64_t w = w0; w < w1; ++w) total += A(x[(p * H + h) * W + w]);
+          const A total = math::window_sum<A>(x + p * H * W, W, h0, h1, w0, w1, widen<T>);
           y[(p * OH + oh) * OW + ow] = T(total * math::avg_pool_weight<A>((h1 - h0) * (w1 - w0)));
         }
       }

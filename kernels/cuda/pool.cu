@@ -43,6 +43,14 @@ __device__ __forceinline__ A mul_rn(A a, A b) {
   else return __dmul_rn(a, b);
 }
 
+// An element in the type the windows are computed in, the device's conversion.
+struct Widen {
+  template <class T>
+  __device__ __forceinline__ acc_t<T> operator()(T v) const {
+    return to_acc(v);
+  }
+};
+
 // ---- kernels --------------------------------------------------------------------------------------
 
 // Each output scans the part of its window inside the input row by row; the first element starts
@@ -57,16 +65,9 @@ __global__ void max_pool_forward_kernel(const T* x, T* y, uint8_t* where, PoolGe
     const int64_t ow = o % g.OW, oh = (o / g.OW) % g.OH, p = o / (g.OW * g.OH);
     const math::WindowSpan rows = math::window_span(oh, g.H, g.kernel, g.stride, g.padding);
     const math::WindowSpan cols = math::window_span(ow, g.W, g.kernel, g.stride, g.padding);
-    const T* plane = x + p * g.H * g.W;
-    A best = to_acc(plane[rows.begin * g.W + cols.begin]);
-    int64_t at = (rows.begin - rows.start) * g.kernel + (cols.begin - cols.start);
-    for (int64_t h = rows.begin; h < rows.end; ++h)
-      for (int64_t w = cols.begin; w < cols.end; ++w) {
-        const A v = to_acc(plane[h * g.W + w]);
-        if (math::max_pool_takes(best, v)) best = v, at = (h - rows.start) * g.kernel + (w - cols.start);
-      }
-    y[o] = from_acc<T>(best);
-    where[o] = uint8_t(at);
+    const math::WindowMax<A> m = math::window_max<A>(x + p * g.H * g.W, g.W, g.kernel, rows, cols, Widen{});
+    y[o] = from_acc<T>(m.best);
+    where[o] = uint8_t(m.at);
   }
 }
 
@@ -98,9 +99,7 @@ __global__ void avg_pool_forward_kernel(const T* x, T* y, PoolGeometry g) {
     const int64_t ow = o % g.OW, oh = (o / g.OW) % g.OH, p = o / (g.OW * g.OH);
     const math::WindowSpan rows = math::window_span(oh, g.H, g.kernel, g.stride, g.padding);
     const math::WindowSpan cols = math::window_span(ow, g.W, g.kernel, g.stride, g.padding);
-    A total = 0;
-    for (int64_t h = rows.begin; h < rows.end; ++h)
-      for (int64_t w = cols.begin; w < cols.end; ++w) total += to_acc(x[(p * g.H + h) * g.W + w]);
+    const A total = math::window_sum<A>(x + p * g.H * g.W, g.W, rows.begin, rows.end, cols.begin, cols.end, Widen{});
     y[o] = from_acc<T>(mul_rn(total, math::avg_pool_weight<A>(math::avg_pool_count(rows, cols, g.count_include_pad))));
   }
 }
@@ -136,9 +135,7 @@ __global__ void adaptive_avg_forward_kernel(const T* x, T* y, int64_t planes, in
     const int64_t ow = o % OW, oh = (o / OW) % OH, p = o / (OW * OH);
     const int64_t h0 = math::adaptive_begin(oh, H, OH), h1 = math::adaptive_end(oh, H, OH);
     const int64_t w0 = math::adaptive_begin(ow, W, OW), w1 = math::adaptive_end(ow, W, OW);
-    A total = 0;
-    for (int64_t h = h0; h < h1; ++h)
-      for (int64_t w = w0; w < w1; ++w) total += to_acc(x[(p * H + h) * W + w]);
+    const A total = math::window_sum<A>(x + p * H * W, W, h0, h1, w0, w1, Widen{});
     y[o] = from_acc<T>(mul_rn(total, math::avg_pool_weight<A>((h1 - h0) * (w1 - w0))));
   }
 }

@@ -59,6 +59,36 @@ HG_HD bool max_pool_takes(A best, A v) {
   return ((v > best) | (v != v)) & (best == best);
 }
 
+// The maximum of the part of a window inside the input (scanned row by row) and its index counted
+// from the window's corner, padding included. `widen` converts an element to A (the devices
+// convert 16-bit values each their own way).
+template <class A>
+struct WindowMax {
+  A best;
+  int64_t at;
+};
+
+template <class A, class T, class Widen>
+HG_HD WindowMax<A> window_max(const T* plane, int64_t W, int64_t kernel, const WindowSpan& rows, const WindowSpan& cols,
+                              Widen widen) {
+  WindowMax<A> m{widen(plane[rows.begin * W + cols.begin]), (rows.begin - rows.start) * kernel + (cols.begin - cols.start)};
+  for (int64_t h = rows.begin; h < rows.end; ++h)
+    for (int64_t w = cols.begin; w < cols.end; ++w) {
+      const A v = widen(plane[h * W + w]);
+      if (max_pool_takes(m.best, v)) m.best = v, m.at = (h - rows.start) * kernel + (w - cols.start);
+    }
+  return m;
+}
+
+// The sum of the elements of rows [h0, h1) x columns [w0, w1), row by row.
+template <class A, class T, class Widen>
+HG_HD A window_sum(const T* plane, int64_t W, int64_t h0, int64_t h1, int64_t w0, int64_t w1, Widen widen) {
+  A total = 0;
+  for (int64_t h = h0; h < h1; ++h)
+    for (int64_t w = w0; w < w1; ++w) total += widen(plane[h * W + w]);
+  return total;
+}
+
 // avg_pool2d's weight of each value of a window of `count` elements (a multiply by 1/count, the
 // same on both devices).
 template <class A>
