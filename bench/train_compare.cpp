@@ -28,9 +28,12 @@
 #include <functional>
 
 #include "bench_util.h"
+#include "torch_bench_util.h"
 #include "halfgrad.h"
 
 namespace {
+
+using hg_bench::to_torch;
 
 struct TorchMlp : torch::nn::Module {
   torch::nn::Linear fc1{784, 256}, fc2{256, 128}, fc3{128, 10};
@@ -59,13 +62,6 @@ struct TorchCnn : torch::nn::Module {
     return fc(x.flatten(1));
   }
 };
-
-torch::Tensor to_torch(const hg::Tensor& t) {
-  const hg::Tensor c = t.contiguous();
-  std::vector<int64_t> sizes(c.shape().begin(), c.shape().end());
-  const auto dtype = c.dtype() == hg::f32 ? torch::kFloat32 : torch::kInt64;
-  return torch::from_blob(c.raw_data(), sizes, torch::TensorOptions().dtype(dtype)).clone();
-}
 
 // Samples per second of `steps` training steps after 10 warm-up steps: the best of 3 repeats
 // (this shared 2-core machine has noisy neighbours; the best run is the least disturbed).
@@ -138,58 +134,10 @@ void stop_spinners(const std::vector<pid_t>& spinners) {
   for (pid_t child : spinners) waitpid(child, nullptr, 0);
 }
 
-// The BLAS library LibTorch's linear layers call, as the loader resolved libblas.so.3 (Debian's
-// alternatives pick it). NOTE: with only libtorch-dev installed, Debian resolves it to the netlib
-// reference BLAS, measured here at ~2 GFLOP/s against ~100 for OpenBLAS on the same core: LibTorch's
-// MLP is then 20x slower than it should be and any ratio against it is meaningless.
-std::string torch_blas() {
-  std::ifstream maps("/proc/self/maps");
-  for (std::string line; std::getline(maps, line);) {
-    const size_t at = line.find('/');
-    if (at == std::string::npos || line.find("libblas.so") == std::string::npos) continue;
-    std::string path = line.substr(at);
-    char resolved[4096];
-    if (realpath(path.c_str(), resolved)) path = resolved;
-    return path;
-  }
-  return "not loaded";
-}
-
-bool is_reference_blas(const std::string& path) {
-  return path.find("/blas/libblas.so") != std::string::npos;  // Debian's libblas3 (netlib) location
-}
-
-// With HG_CPU_ISA capping halfgrad, LibTorch is capped to the same level too, so the comparison is
-// the one a user of that CPU would see: OpenBLAS (OPENBLAS_CORETYPE), ATen's own kernels
-// (ATEN_CPU_CAPABILITY) and oneDNN (DNNL_MAX_CPU_ISA) read these at load time, so the program sets
-// them and runs itself again. A value the user set is kept. Returns the caps in effect, or "".
-std::string cap_torch_like_halfgrad(char** argv) {
-  const char* level = std::getenv("HG_CPU_ISA");
-  if (level == nullptr) return "";
-  struct Caps { const char* level; const char* openblas; const char* aten; const char* dnnl; };
-  static constexpr Caps kCaps[] = {{"generic", "Prescott", "default", "SSE41"},
-                                   {"avx2", "Haswell", "avx2", "AVX2"},
-                                   {"avx512", "SkylakeX", "avx512", "AVX512_CORE"}};
-  for (const Caps& caps : kCaps) {
-    if (std::strcmp(level, caps.level) != 0) continue;
-    if (std::getenv("HG_BENCH_TORCH_CAPPED") == nullptr) {
-      setenv("OPENBLAS_CORETYPE", caps.openblas, 0);
-      setenv("ATEN_CPU_CAPABILITY", caps.aten, 0);
-      setenv("DNNL_MAX_CPU_ISA", caps.dnnl, 0);
-      setenv("HG_BENCH_TORCH_CAPPED", "1", 1);
-      execv("/proc/self/exe", argv);  // returns only on failure: then LibTorch runs uncapped
-      return "";
-    }
-    return std::string("OPENBLAS_CORETYPE=") + std::getenv("OPENBLAS_CORETYPE") +
-           " ATEN_CPU_CAPABILITY=" + std::getenv("ATEN_CPU_CAPABILITY") + " DNNL_MAX_CPU_ISA=" + std::getenv("DNNL_MAX_CPU_ISA");
-  }
-  return "";
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string torch_caps = cap_torch_like_halfgrad(argv);
+  const std::string torch_caps = hg_bench::cap_torch_like_halfgrad(argv);
   int steps = 200, busy = 0, rounds = 2;
   std::string which = "both";
   const char* usage = "usage: train_compare [--steps N] [--model mlp|cnn|both] [--busy N] [--rounds N]\n";
@@ -221,39 +169,20 @@ int main(int argc, char** argv) {
       batches.push_back(batch);
       if (batches.size() == 64) break;
     }
-    const std::string blas = torch_blas();
+    const std::string blas = hg_bench::torch_blas();
     std::printf("train_compare: best of %d rounds x 3 repeats x %d steps of batch 128 after 10 warm-up steps (LibTorch %s, "
                 "%s, BLAS %s); halfgrad CPU level %s; %d spinning process(es) running beside\n\n",
                 rounds, steps, TORCH_VERSION, at::hasMKL() ? "MKL" : "no MKL", blas.c_str(), hg::cpu::isa_summary().c_str(), busy);
     if (!torch_caps.empty()) std::printf("LibTorch capped to the same CPU level: %s\n\n", torch_caps.c_str());
     else if (std::getenv("HG_CPU_ISA") != nullptr)
       std::printf("LibTorch runs uncapped (its best kernels for this CPU): the ratios below are a lower bound\n\n");
-    if (is_reference_blas(blas))
+    if (hg_bench::is_reference_blas(blas))
       std::printf("WARNING: LibTorch is using the netlib reference BLAS (~50x slower than OpenBLAS): its numbers and the "
                   "ratios below are not a fair reference. Install OpenBLAS: apt-get install libopenblas0-openmp\n\n");
     spinners = start_spinners(busy);
     std::printf("| model | threads | halfgrad samples/s | LibTorch samples/s | halfgrad / LibTorch | median of the %d "
                 "rounds' ratios |\n|---|---|---|---|---|---|\n", rounds);
-    // NOTE: every measurement runs in its own forked process: the two runtimes' thread pools
-    // otherwise compete (measured: either framework lost a third of its 2-thread speed when
-    // measured after the other in the same process).
-    const auto measure = [&](const std::function<double()>& run) {
-      int fd[2];
-      if (pipe(fd) != 0) return -1.0;
-      const pid_t child = fork();
-      if (child == 0) {
-        close(fd[0]);
-        const double value = run();
-        if (write(fd[1], &value, sizeof value) != sizeof value) _exit(1);
-        _exit(0);
-      }
-      close(fd[1]);
-      double value = -1;
-      if (read(fd[0], &value, sizeof value) != sizeof value) value = -1;
-      close(fd[0]);
-      waitpid(child, nullptr, 0);
-      return value;
-    };
+    const auto measure = hg_bench::measure_in_child;
     for (const std::string model : {"mlp", "cnn"}) {
       if (which != "both" && which != model) continue;
       for (int threads : {1, 2}) {

@@ -8,7 +8,9 @@
 // Backward: dcols = W^T @ g_n, scattered back to the image (col2im); dW = sum_n g_n @ cols_n^T,
 // recomputing cols_n instead of saving it (memory); db = sum of g over n, h, w. 16-bit tensors
 // are widened to f32 as they are laid out, so the GEMM always runs in f32 (or natively in bf16
-// where the CPU has AVX512-BF16). On a GPU: cuDNN (kernels/cuda/conv.cpp).
+// where the CPU has AVX512-BF16). Grouped convolutions run one such GEMM per group; depthwise ones
+// (one input channel per group) have their own direct loops (kernels/cpu/depthwise_conv.h). On a
+// GPU: cuDNN (kernels/cuda/conv.cpp).
 #include "kernels/conv.h"
 
 #include <algorithm>
@@ -20,6 +22,7 @@
 #include "core/parallel.h"
 #include "core/simd_target.h"
 #include "kernels/cpu/col2im.h"
+#include "kernels/cpu/depthwise_conv.h"
 #include "kernels/cpu/elementwise_loop.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -40,14 +43,15 @@ constexpr int64_t kImagesPerPartial = 8;
 int64_t floor_div(int64_t a, int64_t b) { return a / b - (a % b != 0 && (a < 0) != (b < 0)); }
 int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
 
-// The output columns ow whose input column iw = ow*stride - pad + j lies inside the image, for
-// kernel column j: [begin, end). The rest read the zero padding.
+// The output columns ow whose input column iw = ow*stride - pad + j*dilation lies inside the
+// image, for kernel column j: [begin, end). The rest read the zero padding.
 struct ValidColumns {
   int64_t begin, end;
 };
 ValidColumns valid_columns(const ConvGeometry& g, int64_t j) {
-  const int64_t begin = std::clamp<int64_t>(ceil_div(g.pad - j, g.stride), 0, g.OW);
-  const int64_t end = std::clamp<int64_t>(floor_div(g.W - 1 + g.pad - j, g.stride) + 1, begin, g.OW);
+  const int64_t offset = g.pad - j * g.dilation;
+  const int64_t begin = std::clamp<int64_t>(ceil_div(offset, g.stride), 0, g.OW);
+  const int64_t end = std::clamp<int64_t>(floor_div(g.W - 1 + offset, g.stride) + 1, begin, g.OW);
   return {begin, end};
 }
 
@@ -63,7 +67,7 @@ void for_each_tap(const ConvGeometry& g, F&& f) {
 // ---- stride-1 layout kernels ---------------------------------------------------------------------
 //
 // With stride 1, the im2col row of tap (i, j) at output row oh is the zero-padded input row
-// oh + i read from column j on: a plain copy once the image is padded. Each run is copied in
+// oh + i*dilation read from column j*dilation on: a plain copy once the image is padded. Each run is copied in
 // whole 64-byte blocks (one vector move each, no masks or scalar edges); a block's excess lands
 // in the next run, which is written after it, or in the slack at the end of the buffers.
 // col2im with stride 1 is a SIMD kernel per CPU level (kernels/cpu/col2im.h).
@@ -97,7 +101,7 @@ template <class S>
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t i = 0; i < g.kh; ++i)
       for (int64_t j = 0; j < g.kw; ++j) {
-        const S* src = padded + (c * Hp + i) * Wp + j;
+        const S* src = padded + (c * Hp + i * g.dilation) * Wp + j * g.dilation;
         S* dst = cols + ((c * g.kh + i) * g.kw + j) * pitch;
         for (int64_t oh = 0; oh < g.OH; ++oh, src += Wp, dst += g.OW)
           for (int64_t b = 0; b < blocks; ++b) copy_block(src + b * block, dst + b * block);
@@ -138,7 +142,8 @@ void im2col_stride1(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, s
 
 // ---- im2col and col2im --------------------------------------------------------------------------
 
-// Image x (C, H, W) -> columns (C*kh*kw rows, OH*OW columns) at `cols`, rows `pitch` apart;
+// Image x (C, H, W) -> columns (C*kh*kw rows, OH*OW columns) at `cols`, rows `pitch` apart
+// (g is one group's geometry);
 // `cols` has kColumnSlack<S> elements to spare at its end, `padded` is scratch.
 template <class T, class S>
 void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vector<S>& padded) {
@@ -148,12 +153,12 @@ void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vect
     const auto [ow_begin, ow_end] = valid_columns(g, j);
     for (int64_t oh = 0; oh < g.OH; ++oh) {
       S* dst = row + oh * g.OW;
-      const int64_t ih = oh * g.stride - g.pad + i;
+      const int64_t ih = oh * g.stride - g.pad + i * g.dilation;
       if (ih < 0 || ih >= g.H) {
         for (int64_t ow = 0; ow < g.OW; ++ow) dst[ow] = S(0);
         continue;
       }
-      const T* src = x + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
+      const T* src = x + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j * g.dilation);
       for (int64_t ow = 0; ow < ow_begin; ++ow) dst[ow] = S(0);
       for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = S(Acc<T>(src[(ow - ow_begin) * g.stride]));
       for (int64_t ow = ow_end; ow < g.OW; ++ow) dst[ow] = S(0);
@@ -165,7 +170,7 @@ void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vect
 template <class S>
 void col2im(const S* cols, int64_t pitch, const ConvGeometry& g, S* image) {
   if constexpr (std::is_same_v<S, float>) {
-    if (g.stride == 1)
+    if (g.stride == 1 && g.dilation == 1)
       return cpu::col2im_stride1(cols, pitch, {g.C, g.H, g.W, g.kh, g.kw, g.pad, g.OH, g.OW}, image);
   }
   std::fill(image, image + g.C * g.H * g.W, S(0));
@@ -173,9 +178,9 @@ void col2im(const S* cols, int64_t pitch, const ConvGeometry& g, S* image) {
     const S* row = cols + tap * pitch;
     const auto [ow_begin, ow_end] = valid_columns(g, j);
     for (int64_t oh = 0; oh < g.OH; ++oh) {
-      const int64_t ih = oh * g.stride - g.pad + i;
+      const int64_t ih = oh * g.stride - g.pad + i * g.dilation;
       if (ih < 0 || ih >= g.H) continue;
-      S* dst = image + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j);
+      S* dst = image + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j * g.dilation);
       const S* src = row + oh * g.OW + ow_begin;
       for (int64_t k = 0; k < ow_end - ow_begin; ++k) dst[k * g.stride] += src[k];
     }
@@ -264,6 +269,9 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
   const T* input = x.data_ptr<T>();
   T* output = out.data_ptr<T>();
   const int64_t image = g.C * g.H * g.W, plane = g.O * g.ohw();
+  // Group k: its input slice, weight rows and output rows, each a fixed stride from group 0's.
+  const ConvGeometry one = g.one_group();
+  const int64_t group_image = one.C * g.H * g.W, group_plane = one.O * g.ohw(), group_weight = one.O * g.ckk();
   // A 1x1 convolution with stride 1 and no padding: the image already is its column matrix.
   const bool identity_columns = std::is_same_v<T, P> && g.kh == 1 && g.kw == 1 && g.stride == 1 && g.pad == 0;
   parallel_for(0, g.N, 1, [&](int64_t lo, int64_t hi) {
@@ -274,17 +282,21 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
     if (!identity_columns) grow(cols, g.ckk() * g.ohw() + kColumnSlack<P>);
     if (!std::is_same_v<T, S>) grow(result, plane);
     for (int64_t n = lo; n < hi; ++n) {
-      const P* columns = nullptr;
-      if constexpr (std::is_same_v<T, P>) {
-        if (identity_columns) columns = input + n * image;
-      }
-      if (columns == nullptr) {
-        im2col(input + n * image, g, cols.data(), g.ohw(), padded);
-        columns = cols.data();
-      }
       S* dst = std::is_same_v<T, S> ? reinterpret_cast<S*>(output + n * plane) : result.data();
       for (int64_t o = 0; o < g.O; ++o) std::fill_n(dst + o * g.ohw(), g.ohw(), bias[size_t(o)]);
-      panel_gemm<P, S>(dense(weight, g.O, g.ckk()), dense(columns, g.ckk(), g.ohw()), dst, true);
+      for (int64_t k = 0; k < g.groups; ++k) {
+        const T* group_input = input + n * image + k * group_image;
+        const P* columns = nullptr;
+        if constexpr (std::is_same_v<T, P>) {
+          if (identity_columns) columns = group_input;
+        }
+        if (columns == nullptr) {
+          im2col(group_input, one, cols.data(), g.ohw(), padded);
+          columns = cols.data();
+        }
+        panel_gemm<P, S>(dense(weight + k * group_weight, one.O, g.ckk()), dense(columns, g.ckk(), g.ohw()),
+                         dst + k * group_plane, true);
+      }
       if (relu)  // fused: the image's output is still in cache (NaN stays NaN, like relu)
         for (int64_t k = 0; k < plane; ++k) dst[k] = dst[k] < S(0) ? S(0) : dst[k];
       if constexpr (!std::is_same_v<T, S>) store<T>(result.data(), plane, output + n * plane);
@@ -303,13 +315,16 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
   const T* input = x.data_ptr<T>();
   const T* dy = grad.data_ptr<T>();
   const int64_t image = g.C * g.H * g.W, plane = g.O * g.ohw(), wsize = g.O * g.ckk();
+  const ConvGeometry one = g.one_group();
+  const int64_t group_image = one.C * g.H * g.W, group_plane = one.O * g.ohw(), group_weight = one.O * g.ckk();
   std::vector<P> w_panel;
   const P* weight = gx ? as_panel<T, P>(w.data_ptr<T>(), wsize, w_panel) : nullptr;
   const int64_t parts = (g.N + kImagesPerPartial - 1) / kImagesPerPartial;
   // dW is (O, ckk); when its transpose fills the GEMM's register tiles better (conv1 of
   // hg-train's CNN: 16 x 9 wastes most of a 12 x 32 tile, 9 x 16 half as much), the partial sums
-  // are computed as dW^T and transposed once at the end.
-  const bool dw_transposed = cpu::prefer_transposed_product(g.O, g.ckk());
+  // are computed as dW^T and transposed once at the end (one group only: a group's dW^T would not
+  // be a dense block of the whole).
+  const bool dw_transposed = g.groups == 1 && cpu::prefer_transposed_product(g.O, g.ckk());
   std::vector<std::vector<S>> weight_partial(gw ? static_cast<size_t>(parts) : 0, std::vector<S>(size_t(wsize), S(0)));
   std::vector<std::vector<double>> bias_partial(gb ? static_cast<size_t>(parts) : 0, std::vector<double>(size_t(g.O), 0.0));
   parallel_chunks(g.N, kImagesPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
@@ -327,23 +342,28 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
       }
       if (gb)
         for (int64_t o = 0; o < g.O; ++o) bias_partial[size_t(part)][size_t(o)] += sum_as_double(g_n + o * g.ohw(), g.ohw());
-      if (gw) {
-        im2col(input + n * image, g, cols.data(), g.ohw(), padded);
-        S* partial = weight_partial[size_t(part)].data();
-        if (dw_transposed)  // dW^T (ckk, O) = cols_n @ g_n^T
-          panel_gemm<P, S>(dense(cols.data(), g.ckk(), g.ohw()), dense_transposed(g_n, g.ohw(), g.O), partial, true);
-        else  // dW (O, ckk) = g_n @ cols_n^T
-          panel_gemm<P, S>(dense(g_n, g.O, g.ohw()), dense_transposed(cols.data(), g.ohw(), g.ckk()), partial, true);
-      }
-      if (gx) {
-        panel_gemm<P, S>(dense_transposed(weight, g.ckk(), g.O), dense(g_n, g.O, g.ohw()), dcols.data(), false);
-        T* gx_n = gx->data_ptr<T>() + n * image;
-        if constexpr (std::is_same_v<T, S>) {
-          col2im(dcols.data(), g.ohw(), g, gx_n);  // straight into the gradient
-        } else {
-          col2im(dcols.data(), g.ohw(), g, dimage.data());
-          store<T>(dimage.data(), image, gx_n);
+      for (int64_t k = 0; k < g.groups; ++k) {  // group k: g_k = its rows of g_n
+        const P* g_k = g_n + k * group_plane;
+        if (gw) {
+          im2col(input + n * image + k * group_image, one, cols.data(), g.ohw(), padded);
+          S* partial = weight_partial[size_t(part)].data() + k * group_weight;
+          if (dw_transposed)  // dW^T (ckk, O) = cols_n @ g_n^T
+            panel_gemm<P, S>(dense(cols.data(), g.ckk(), g.ohw()), dense_transposed(g_k, g.ohw(), one.O), partial, true);
+          else  // dW_k (O/groups, ckk) = g_k @ cols_k^T
+            panel_gemm<P, S>(dense(g_k, one.O, g.ohw()), dense_transposed(cols.data(), g.ohw(), g.ckk()), partial, true);
         }
+        if (gx) {
+          panel_gemm<P, S>(dense_transposed(weight + k * group_weight, g.ckk(), one.O), dense(g_k, one.O, g.ohw()),
+                           dcols.data(), false);
+          if constexpr (std::is_same_v<T, S>) {
+            col2im(dcols.data(), g.ohw(), one, gx->data_ptr<T>() + n * image + k * group_image);  // straight in
+          } else {
+            col2im(dcols.data(), g.ohw(), one, dimage.data() + k * group_image);
+          }
+        }
+      }
+      if constexpr (!std::is_same_v<T, S>) {
+        if (gx) store<T>(dimage.data(), image, gx->data_ptr<T>() + n * image);
       }
     }
   });
@@ -385,9 +405,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeome
   Tensor out = empty({g.N, g.O, g.OH, g.OW}, x.options());
   if (out.numel() == 0) return out;
   if (out.device().is_cuda()) {
-    kernels::cuda::conv2d_forward(x, w, b, out, g.stride, g.pad);
+    kernels::cuda::conv2d_forward(x, w, b, out, g);
     // relu's own functor: NaN stays NaN (cuDNN's fused activation would not promise it).
     if (relu) kernels::map_into<1>(out, {out}, math::Forward<math::Relu>{});
+  } else if (cpu::is_depthwise(g)) {
+    cpu::depthwise_conv2d(x, w, b, out, g, relu);
   } else {
     visit_floating(x.dtype(), "conv2d", [&]<class T> {
       with_panel_type<T>([&]<class U, class P> { conv_forward<U, P>(x, w, b, out, g, relu); });
@@ -400,12 +422,18 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad
                             const ConvGeometry& g, bool need_x, bool need_w, bool need_b) {
   Conv2dGrads r;
   if (need_x) r.x = empty(x.shape(), x.options());
-  if (need_w) r.w = empty({g.O, g.C, g.kh, g.kw}, x.options());
+  if (need_w) r.w = empty({g.O, g.group_in(), g.kh, g.kw}, x.options());
   if (need_b) r.b = empty({g.O}, x.options());
   Tensor gy = detail::dense(grad);
   if (x.device().is_cuda()) {
     if (y.defined()) gy = kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
-    kernels::cuda::conv2d_backward(x, w, gy, g.stride, g.pad, r.x, r.w, r.b);
+    kernels::cuda::conv2d_backward(x, w, gy, g, r.x, r.w, r.b);
+    return r;
+  }
+  if (cpu::is_depthwise(g)) {
+    if (y.defined()) gy = kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
+    cpu::depthwise_conv2d_backward(x, w, gy, g, need_x ? &r.x : nullptr, need_w ? &r.w : nullptr,
+                                   need_b ? &r.b : nullptr);
     return r;
   }
   visit_floating(x.dtype(), "conv2d", [&]<class T> {

@@ -7,11 +7,24 @@
 
 namespace hg::kernels {
 
-// One convolution: input (N, C, H, W), weight (O, C, kh, kw), output (N, O, OH, OW).
+// One convolution: input (N, C, H, W), weight (O, C / groups, kh, kw), output (N, O, OH, OW).
+// Kernel taps sit `dilation` pixels apart. With groups > 1, the channels split into `groups`
+// equal slices, and output slice k sees only input slice k (groups == C: depthwise).
 struct ConvGeometry {
   int64_t N, C, H, W, O, kh, kw, stride, pad, OH, OW;
-  int64_t ckk() const { return C * kh * kw; }
+  int64_t dilation = 1, groups = 1;
+  int64_t group_in() const { return C / groups; }    // input channels per group
+  int64_t group_out() const { return O / groups; }   // output channels per group
+  int64_t ckk() const { return group_in() * kh * kw; }  // the GEMM depth: one weight row
   int64_t ohw() const { return OH * OW; }
+  // One group's convolution on its own: C and O of one slice, groups = 1.
+  ConvGeometry one_group() const {
+    ConvGeometry g = *this;
+    g.C = group_in();
+    g.O = group_out();
+    g.groups = 1;
+    return g;
+  }
 };
 
 // out = conv2d(x, w) + b (b may be undefined), then relu(out) when `relu`; x and w contiguous,

@@ -4,6 +4,7 @@
 
 #include "core/copy.h"
 #include "core/parallel.h"
+#include "kernels/cpu/lane_sum.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/norm.h"
 
@@ -32,18 +33,44 @@ void channel_stats(const T* x, const ChannelLayout& l, std::vector<double>& mean
   parallel_for(0, l.C, grain_for(2 * l.count()), [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
       double total = 0, squares = 0;
-      for (int64_t n = 0; n < l.N; ++n)
-        for (int64_t s = 0; s < l.S; ++s) total += double(Acc<T>(x[(n * l.C + c) * l.S + s]));
+      for (int64_t n = 0; n < l.N; ++n) {
+        const T* row = x + (n * l.C + c) * l.S;
+        total += cpu::lane_sum(l.S, [row](int64_t i) { return double(Acc<T>(row[i])); });
+      }
       const double m = total / double(l.count());
-      for (int64_t n = 0; n < l.N; ++n)
-        for (int64_t s = 0; s < l.S; ++s) {
-          const double d = double(Acc<T>(x[(n * l.C + c) * l.S + s])) - m;
-          squares += d * d;
-        }
+      for (int64_t n = 0; n < l.N; ++n) {
+        const T* row = x + (n * l.C + c) * l.S;
+        squares += cpu::lane_sum(l.S, [row, m](int64_t i) {
+          const double d = double(Acc<T>(row[i])) - m;
+          return d * d;
+        });
+      }
       mean[size_t(c)] = m;
       var[size_t(c)] = squares / double(l.count());
     }
   });
+}
+
+// The backward's two sums over one row of S values, sum g and sum g * xhat, lane by lane as
+// cpu::lane_sum keeps them (both in one pass).
+template <class T>
+math::Normalization::GradientSums gradient_sums(const T* x, const T* g, int64_t S, double mean, double rstd) {
+  using cpu::kLanes;
+  double sum_g[kLanes] = {}, sum_g_xhat[kLanes] = {};
+  int64_t s = 0;
+  for (; s + kLanes <= S; s += kLanes)
+    for (int64_t k = 0; k < kLanes; ++k) {
+      const double gv = double(Acc<T>(g[s + k]));
+      sum_g[k] += gv;
+      sum_g_xhat[k] += gv * ((double(Acc<T>(x[s + k])) - mean) * rstd);
+    }
+  math::Normalization::GradientSums sums;
+  for (int64_t k = 0; k < kLanes; ++k) {
+    sums.g += sum_g[k];
+    sums.g_xhat += sum_g_xhat[k];
+  }
+  for (; s < S; ++s) sums.add(double(Acc<T>(g[s])), (double(Acc<T>(x[s])) - mean) * rstd);
+  return sums;
 }
 
 // y = x * scale[c] + shift[c], with scale = w * rstd and shift = b - mean * scale.
@@ -67,11 +94,12 @@ void batch_norm_backward_kernel(const T* x, const T* g, const ChannelLayout& l, 
     for (int64_t c = lo; c < hi; ++c) {
       const double m = mean[size_t(c)], r = rstd[size_t(c)];
       math::Normalization::GradientSums sums;
-      for (int64_t n = 0; n < l.N; ++n)
-        for (int64_t s = 0; s < l.S; ++s) {
-          const int64_t k = (n * l.C + c) * l.S + s;
-          sums.add(double(Acc<T>(g[k])), (double(Acc<T>(x[k])) - m) * r);
-        }
+      for (int64_t n = 0; n < l.N; ++n) {
+        const int64_t row = (n * l.C + c) * l.S;
+        const math::Normalization::GradientSums part = gradient_sums(x + row, g + row, l.S, m, r);
+        sums.g += part.g;
+        sums.g_xhat += part.g_xhat;
+      }
       const double sum_g = sums.g, sum_g_xhat = sums.g_xhat;
       dw[size_t(c)] = sum_g_xhat;
       db[size_t(c)] = sum_g;

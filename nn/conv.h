@@ -1,4 +1,4 @@
-// nn::Conv2d: 2-D convolution on NCHW input, weight (out, in, k, k) initialised like PyTorch
+// nn::Conv2d: 2-D convolution on NCHW input, weight (out, in / groups, k, k) initialised like PyTorch
 // (kaiming_uniform with a = sqrt(5); bias U(-1/sqrt(fan_in), 1/sqrt(fan_in))).
 #pragma once
 #include "nn/module.h"
@@ -8,6 +8,8 @@ namespace hg::nn {
 struct Conv2dOptions {
   int64_t stride = 1;
   int64_t padding = 0;
+  int64_t dilation = 1;
+  int64_t groups = 1;  // in_channels == out_channels == groups: depthwise
   bool bias = true;
 };
 
@@ -18,7 +20,7 @@ class Conv2d : public Module {
 
   int64_t in_channels, out_channels, kernel_size;
   Conv2dOptions options;
-  Tensor weight;  // (out_channels, in_channels, kernel_size, kernel_size)
+  Tensor weight;  // (out_channels, in_channels / groups, kernel_size, kernel_size)
   Tensor bias;    // (out_channels), undefined without bias
 };
 

@@ -1,18 +1,10 @@
 // The parameter-free modules.
 #include "nn/layers.h"
 
-#include "ops/activation.h"
 #include "ops/dropout.h"
 #include "ops/pool.h"
 
 namespace hg::nn {
-
-Tensor ReLU::forward(const Tensor& x) { return relu(x); }
-LeakyReLU::LeakyReLU(double slope) : negative_slope(slope) {}
-Tensor LeakyReLU::forward(const Tensor& x) { return leaky_relu(x, negative_slope); }
-Softplus::Softplus(double beta_, double threshold_) : beta(beta_), threshold(threshold_) {}
-Tensor Softplus::forward(const Tensor& x) { return softplus(x, beta, threshold); }
-Tensor GELU::forward(const Tensor& x) { return gelu(x); }
 
 Dropout::Dropout(double p_) : p(p_) { HG_CHECK(p >= 0 && p <= 1, "Dropout: p must be in [0, 1], got ", p); }
 Tensor Dropout::forward(const Tensor& x) { return dropout(x, p, is_training()); }

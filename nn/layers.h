@@ -1,36 +1,11 @@
-// Modules without parameters, thin wrappers over their ops: ReLU, LeakyReLU, Softplus, GELU, Dropout,
-// MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Flatten.
+// Modules without parameters, thin wrappers over their ops: Dropout, MaxPool2d, AvgPool2d,
+// AdaptiveAvgPool2d, Flatten. (The activations' modules: nn/activation.h, included here.)
 #pragma once
+#include "nn/activation.h"
 #include "nn/module.h"
 #include "ops/pool.h"
 
 namespace hg::nn {
-
-class ReLU : public Module {
- public:
-  Tensor forward(const Tensor& x) override;
-};
-
-// x where x > 0, else negative_slope * x (torch.nn.LeakyReLU).
-class LeakyReLU : public Module {
- public:
-  explicit LeakyReLU(double negative_slope = 0.01);
-  Tensor forward(const Tensor& x) override;
-  double negative_slope;
-};
-
-// log(1 + exp(beta x)) / beta, linear above threshold (torch.nn.Softplus).
-class Softplus : public Module {
- public:
-  explicit Softplus(double beta = 1.0, double threshold = 20.0);
-  Tensor forward(const Tensor& x) override;
-  double beta, threshold;
-};
-
-class GELU : public Module {
- public:
-  Tensor forward(const Tensor& x) override;
-};
 
 // Zeroes elements with probability p in training mode; the identity in eval mode.
 class Dropout : public Module {

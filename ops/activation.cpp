@@ -62,4 +62,32 @@ Tensor softplus(const Tensor& x, double beta, double threshold) {
 }
 Tensor tanh(const Tensor& x) { return activation_from_output<kernels::math::Tanh>(amp::Op::Tanh, x); }
 
+Tensor gelu(const Tensor& x, GeluOptions options) {
+  HG_CHECK(options.approximate == "none" || options.approximate == "tanh",
+           "gelu: approximate must be \"none\" or \"tanh\", got \"", options.approximate, "\"");
+  if (options.approximate == "none") return gelu(x);
+  return activation_from_input<kernels::math::GeluTanh>(amp::Op::Gelu, x);
+}
+
+namespace km = kernels::math;
+
+Tensor relu6(const Tensor& x) { return activation_from_input(amp::Op::Relu6, x, km::Hardtanh{0.0, 6.0}); }
+Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
+  HG_CHECK(min_val <= max_val, "hardtanh: min_val (", min_val, ") must not be above max_val (", max_val, ")");
+  return activation_from_input(amp::Op::Hardtanh, x, km::Hardtanh{min_val, max_val});
+}
+Tensor hardsigmoid(const Tensor& x) { return activation_from_input<km::Hardsigmoid>(amp::Op::Hardsigmoid, x); }
+Tensor hardswish(const Tensor& x) { return activation_from_input<km::Hardswish>(amp::Op::Hardswish, x); }
+Tensor elu(const Tensor& x, double alpha) { return activation_from_input(amp::Op::Elu, x, km::Elu{alpha, 1.0, 1.0}); }
+Tensor selu(const Tensor& x) {
+  return activation_from_input(amp::Op::Selu, x, km::Elu{km::kSeluAlpha, km::kSeluScale, 1.0});
+}
+Tensor celu(const Tensor& x, double alpha) {
+  HG_CHECK(alpha != 0, "celu: alpha must be nonzero (the formula divides by it)");
+  return activation_from_input(amp::Op::Celu, x, km::Elu{alpha, 1.0, 1.0 / alpha});
+}
+Tensor mish(const Tensor& x) { return activation_from_input<km::Mish>(amp::Op::Mish, x); }
+Tensor softsign(const Tensor& x) { return activation_from_input<km::Softsign>(amp::Op::Softsign, x); }
+Tensor logsigmoid(const Tensor& x) { return activation_from_input<km::LogSigmoid>(amp::Op::LogSigmoid, x); }
+
 }  // namespace hg

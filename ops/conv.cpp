@@ -17,19 +17,26 @@ using kernels::ConvGeometry;
 
 ConvGeometry check_conv(const Tensor& x, const Tensor& w, const Tensor& b, const Conv2dFuncOptions& options) {
   HG_CHECK(x.dim() == 4, "conv2d: input must be 4-D (N, C, H, W), got ", x.shape());
-  HG_CHECK(w.dim() == 4, "conv2d: weight must be 4-D (out_channels, in_channels, kh, kw), got ", w.shape());
-  HG_CHECK(x.shape()[1] == w.shape()[1], "conv2d: input has ", x.shape()[1], " channels (shape ", x.shape(),
-           ") but the weight expects ", w.shape()[1], " (weight shape ", w.shape(), ")");
-  HG_CHECK(options.stride >= 1 && options.padding >= 0, "conv2d: stride must be >= 1 and padding >= 0, got stride ",
-           options.stride, " and padding ", options.padding);
+  HG_CHECK(w.dim() == 4, "conv2d: weight must be 4-D (out_channels, in_channels / groups, kh, kw), got ", w.shape());
+  HG_CHECK(options.stride >= 1 && options.padding >= 0 && options.dilation >= 1,
+           "conv2d: stride and dilation must be >= 1 and padding >= 0, got stride ", options.stride, ", padding ",
+           options.padding, " and dilation ", options.dilation);
+  const int64_t groups = options.groups, C = x.shape()[1], O = w.shape()[0];
+  HG_CHECK(groups >= 1, "conv2d: groups must be >= 1, got ", groups);
+  HG_CHECK(C % groups == 0 && O % groups == 0, "conv2d: groups (", groups, ") must divide the input channels (", C,
+           ") and the output channels (", O, ")");
+  HG_CHECK(w.shape()[1] * groups == C, "conv2d: input has ", C, " channels (shape ", x.shape(), ") but the weight (shape ",
+           w.shape(), ") with groups = ", groups, " expects ", w.shape()[1] * groups);
   if (b.defined())
-    HG_CHECK(b.dim() == 1 && b.shape()[0] == w.shape()[0], "conv2d: bias must have shape [", w.shape()[0], "], got ",
-             b.shape());
-  ConvGeometry g{x.shape()[0], x.shape()[1], x.shape()[2], x.shape()[3], w.shape()[0], w.shape()[2], w.shape()[3],
-                 options.stride, options.padding, 0, 0};
-  const int64_t span_h = g.H + 2 * g.pad - g.kh, span_w = g.W + 2 * g.pad - g.kw;
+    HG_CHECK(b.dim() == 1 && b.shape()[0] == O, "conv2d: bias must have shape [", O, "], got ", b.shape());
+  ConvGeometry g{.N = x.shape()[0], .C = C, .H = x.shape()[2], .W = x.shape()[3], .O = O, .kh = w.shape()[2],
+                 .kw = w.shape()[3], .stride = options.stride, .pad = options.padding, .OH = 0, .OW = 0,
+                 .dilation = options.dilation, .groups = groups};
+  // The span a dilated kernel covers: dilation * (k - 1) + 1 pixels.
+  const int64_t extent_h = g.dilation * (g.kh - 1) + 1, extent_w = g.dilation * (g.kw - 1) + 1;
+  const int64_t span_h = g.H + 2 * g.pad - extent_h, span_w = g.W + 2 * g.pad - extent_w;
   HG_CHECK(span_h >= 0 && span_w >= 0, "conv2d: the padded input (", g.H + 2 * g.pad, "x", g.W + 2 * g.pad,
-           ") is smaller than the kernel (", g.kh, "x", g.kw, ")");
+           ") is smaller than the kernel (", extent_h, "x", extent_w, g.dilation > 1 ? " with its dilation" : "", ")");
   g.OH = span_h / g.stride + 1;
   g.OW = span_w / g.stride + 1;
   return g;

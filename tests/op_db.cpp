@@ -32,6 +32,9 @@ const Args& arg(const Args& args, std::string_view key, Args::Kind kind) {
 }
 double number(const Args& args, std::string_view key) { return std::stod(arg(args, key, Args::Kind::Number).text); }
 int64_t integer(const Args& args, std::string_view key) { return std::stoll(arg(args, key, Args::Kind::Number).text); }
+int64_t integer(const Args& args, std::string_view key, int64_t absent) {
+  return args.find(key) == nullptr ? absent : integer(args, key);
+}
 bool flag(const Args& args, std::string_view key) { return arg(args, key, Args::Kind::Bool).boolean; }
 hg::Shape integers(const Args& args, std::string_view key) {
   hg::Shape out;
@@ -321,18 +324,77 @@ std::vector<OpEntry> activation_entries() {
   OpEntry tanh = unary(Op::Tanh, "tanh", [](I in, A) { return hg::tanh(in[0]); },
                        [](double x, A) { return std::tanh(x); }, "activation");
   sigmoid.no_16_bit_backward_because = tanh.no_16_bit_backward_because = kFromSaved16BitOutput;
-  return {
+  // Without "approximate" the call is gelu(x); with it, gelu(x, {.approximate}).
+  OpEntry gelu = unary(
+      Op::Gelu, "gelu",
+      [](I in, A a) {
+        const Args* approximate = a.find("approximate");
+        return approximate ? hg::gelu(in[0], {.approximate = approximate->text}) : hg::gelu(in[0]);
+      },
+      [](double x, A a) {
+        const Args* approximate = a.find("approximate");
+        if (approximate == nullptr || approximate->text == "none") return ref::gelu(x);
+        return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+      },
+      "activation");
+  append(gelu.more_samples, on_every_shape(Values::Normal, R"({"approximate": "tanh"})"));
+  append(gelu.more_samples, on_every_shape(Values::Normal, R"({"approximate": "none"})"));
+
+  // The piecewise ones: N(0, 16) samples reach every branch (relu6's 6, hardswish's +-3).
+  const auto wide = [](OpEntry entry, std::vector<std::string> more_args = {}) {
+    more_args.insert(more_args.begin(), entry.default_args);
+    for (const std::string& args : more_args) {
+      entry.more_samples.push_back({.inputs = {{.shape = {5, 9}, .stddev = 4}}, .args = args});
+      entry.more_samples.push_back({.inputs = {{.shape = {67}, .stddev = 4}}, .args = args});
+    }
+    return entry;
+  };
+  const double selu_alpha = 1.6732632423543772848170429916717, selu_scale = 1.0507009873554804934193349852946;
+  std::vector<OpEntry> vision = {
+      wide(unary(Op::Relu6, "relu6", [](I in, A) { return hg::relu6(in[0]); },
+                 [](double x, A) { return std::min(std::max(x, 0.0), 6.0); }, "activation")),
+      wide(unary(Op::Hardtanh, "hardtanh",
+                 [](I in, A a) { return hg::hardtanh(in[0], number(a, "min_val"), number(a, "max_val")); },
+                 [](double x, A a) { return std::min(std::max(x, number(a, "min_val")), number(a, "max_val")); },
+                 "activation", R"({"min_val": -1, "max_val": 1})"),
+           {R"({"min_val": -2, "max_val": 0.5})"}),
+      wide(unary(Op::Hardsigmoid, "hardsigmoid", [](I in, A) { return hg::hardsigmoid(in[0]); },
+                 [](double x, A) { return std::min(std::max(x + 3, 0.0), 6.0) / 6; }, "activation")),
+      wide(unary(Op::Hardswish, "hardswish", [](I in, A) { return hg::hardswish(in[0]); },
+                 [](double x, A) { return x * std::min(std::max(x + 3, 0.0), 6.0) / 6; }, "activation")),
+      wide(unary(Op::Elu, "elu", [](I in, A a) { return hg::elu(in[0], number(a, "alpha")); },
+                 [](double x, A a) { return x > 0 ? x : number(a, "alpha") * std::expm1(x); }, "activation",
+                 R"({"alpha": 1})"),
+           {R"({"alpha": 0.3})"}),
+      wide(unary(Op::Selu, "selu", [](I in, A) { return hg::selu(in[0]); },
+                 [=](double x, A) { return selu_scale * (x > 0 ? x : selu_alpha * std::expm1(x)); }, "activation")),
+      wide(unary(Op::Celu, "celu", [](I in, A a) { return hg::celu(in[0], number(a, "alpha")); },
+                 [](double x, A a) {
+                   const double alpha = number(a, "alpha");
+                   return x > 0 ? x : alpha * std::expm1(x / alpha);
+                 },
+                 "activation", R"({"alpha": 1})"),
+           {R"({"alpha": 2.5})"}),
+      wide(unary(Op::Mish, "mish", [](I in, A) { return hg::mish(in[0]); },
+                 [](double x, A) { return x * std::tanh(std::log1p(std::exp(x))); }, "activation")),
+      wide(unary(Op::Softsign, "softsign", [](I in, A) { return hg::softsign(in[0]); },
+                 [](double x, A) { return x / (1 + std::fabs(x)); }, "activation")),
+      wide(unary(Op::LogSigmoid, "logsigmoid", [](I in, A) { return hg::logsigmoid(in[0]); },
+                 [](double x, A) { return std::log(ref::sigmoid(x)); }, "activation")),
+  };
+  std::vector<OpEntry> entries = {
       unary(Op::Relu, "relu", [](I in, A) { return hg::relu(in[0]); }, [](double x, A) { return std::max(x, 0.0); },
             "activation"),
       leaky_relu,
-      unary(Op::Gelu, "gelu", [](I in, A) { return hg::gelu(in[0]); }, [](double x, A) { return ref::gelu(x); },
-            "activation"),
+      gelu,
       unary(Op::Silu, "silu", [](I in, A) { return hg::silu(in[0]); },
             [](double x, A) { return x * ref::sigmoid(x); }, "activation"),
       sigmoid,
       tanh,
       softplus,
   };
+  entries.insert(entries.end(), vision.begin(), vision.end());
+  return entries;
 }
 
 // ---- reductions --------------------------------------------------------------------------------
@@ -427,13 +489,21 @@ SampleSpec linear_sample(hg::Shape x, hg::Shape w, bool bias) {
   return {.inputs = std::move(inputs), .f32_tolerance = gemm_tolerance(in)};
 }
 
-SampleSpec conv2d_sample(hg::Shape x, hg::Shape w, bool bias, int64_t stride, int64_t padding, double w_stddev = 1) {
+SampleSpec conv2d_sample(hg::Shape x, hg::Shape w, bool bias, int64_t stride, int64_t padding, double w_stddev = 1,
+                         int64_t dilation = 1, int64_t groups = 1) {
   const int64_t K = w[1] * w[2] * w[3], out = w[0];
   std::vector<InputSpec> inputs{{std::move(x)}, {.shape = std::move(w), .stddev = w_stddev}};
   if (bias) inputs.push_back({{out}});
   return {.inputs = std::move(inputs),
-          .args = R"({"stride": )" + std::to_string(stride) + R"(, "padding": )" + std::to_string(padding) + "}",
+          .args = R"({"stride": )" + std::to_string(stride) + R"(, "padding": )" + std::to_string(padding) +
+                  R"(, "dilation": )" + std::to_string(dilation) + R"(, "groups": )" + std::to_string(groups) + "}",
           .f32_tolerance = gemm_tolerance(K)};
+}
+
+// Depthwise (groups == channels, one input channel per weight) and grouped convolutions, dilated ones.
+SampleSpec grouped_sample(hg::Shape x, hg::Shape w, bool bias, int64_t stride, int64_t padding, int64_t dilation,
+                          int64_t groups) {
+  return conv2d_sample(std::move(x), std::move(w), bias, stride, padding, 1, dilation, groups);
 }
 
 std::vector<OpEntry> linalg_entries() {
@@ -472,12 +542,14 @@ std::vector<OpEntry> linalg_entries() {
        .call =
            [](I in, A a) {
              return hg::conv2d(in[0], in[1], optional_input(in, 2),
-                               {.stride = integer(a, "stride"), .padding = integer(a, "padding")});
+                               {.stride = integer(a, "stride"), .padding = integer(a, "padding"),
+                                .dilation = integer(a, "dilation", 1), .groups = integer(a, "groups", 1)});
            },
        .default_args = R"({"stride": 2, "padding": 1})", .inputs = {{{1, 2, 5, 5}}, {{3, 2, 3, 3}}, {{3}}},
        .reference =
            [](const Arrays& x, A a) {
-             return ref::conv2d(x[0], x[1], optional_values(x, 2), integer(a, "stride"), integer(a, "padding"));
+             return ref::conv2d(x[0], x[1], optional_values(x, 2), integer(a, "stride"), integer(a, "padding"),
+                                integer(a, "dilation", 1), integer(a, "groups", 1));
            },
        .f32_tolerance = gemm_tolerance(2 * 3 * 3), .golden_family = "conv2d",
        .more_samples = {
@@ -495,6 +567,16 @@ std::vector<OpEntry> linalg_entries() {
            conv2d_sample({3, 17, 6, 5}, {5, 17, 2, 3}, true, 3, 2),
            conv2d_sample({1, 3, 19, 23}, {2, 3, 5, 5}, true, 1, 2),
            conv2d_sample({2, 3, 9, 9}, {4, 3, 3, 3}, true, 2, 1, 0.3),
+           // Depthwise 3 x 3 at stride 1 and 2 (MobileNet's), with a channel multiplier of 2;
+           // groups of 2 and 3 channels; dilation 2 and 3, alone and with groups and stride.
+           grouped_sample({2, 4, 6, 6}, {4, 1, 3, 3}, true, 1, 1, 1, 4),
+           grouped_sample({2, 3, 7, 7}, {3, 1, 3, 3}, false, 2, 1, 1, 3),
+           grouped_sample({1, 2, 5, 5}, {4, 1, 3, 3}, true, 1, 1, 1, 2),
+           grouped_sample({2, 4, 5, 6}, {6, 2, 3, 3}, true, 1, 1, 1, 2),
+           grouped_sample({1, 6, 5, 5}, {3, 2, 1, 1}, false, 1, 0, 1, 3),
+           grouped_sample({2, 2, 9, 8}, {3, 2, 3, 3}, true, 1, 2, 2, 1),
+           grouped_sample({1, 3, 11, 10}, {2, 3, 3, 2}, false, 2, 1, 3, 1),
+           grouped_sample({2, 4, 9, 9}, {4, 2, 3, 3}, true, 2, 2, 2, 2),
        }},
   };
 }

@@ -44,6 +44,7 @@ using Args = hg::json::Value;
 const Args& arg(const Args& args, std::string_view key, Args::Kind kind);
 double number(const Args& args, std::string_view key);
 int64_t integer(const Args& args, std::string_view key);
+int64_t integer(const Args& args, std::string_view key, int64_t absent);  // `absent` when the key is missing
 bool flag(const Args& args, std::string_view key);
 hg::Shape integers(const Args& args, std::string_view key);
 

@@ -231,22 +231,27 @@ inline double cross_entropy(const Array& logits, const std::vector<int64_t>& tar
   return total / double(valid);
 }
 
-inline Array conv2d(const Array& x, const Array& w, const std::vector<double>& bias, int64_t stride, int64_t pad) {
+// The definition, one output at a time: weight (O, C / groups, kh, kw), taps `dilation` apart,
+// output channel o reading input channels [g * C/groups, (g+1) * C/groups) of its group g.
+inline Array conv2d(const Array& x, const Array& w, const std::vector<double>& bias, int64_t stride, int64_t pad,
+                    int64_t dilation = 1, int64_t groups = 1) {
   const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
-  const int64_t O = w.shape[0], kh = w.shape[2], kw = w.shape[3];
-  const int64_t OH = (H + 2 * pad - kh) / stride + 1, OW = (W + 2 * pad - kw) / stride + 1;
+  const int64_t O = w.shape[0], Cg = w.shape[1], kh = w.shape[2], kw = w.shape[3], Og = O / groups;
+  const int64_t OH = (H + 2 * pad - dilation * (kh - 1) - 1) / stride + 1;
+  const int64_t OW = (W + 2 * pad - dilation * (kw - 1) - 1) / stride + 1;
   Array out{{N, O, OH, OW}, std::vector<double>(size_t(N * O * OH * OW))};
   for (int64_t n = 0; n < N; ++n)
     for (int64_t o = 0; o < O; ++o)
       for (int64_t oh = 0; oh < OH; ++oh)
         for (int64_t ow = 0; ow < OW; ++ow) {
           double total = bias.empty() ? 0.0 : bias[size_t(o)];
-          for (int64_t c = 0; c < C; ++c)
+          for (int64_t c = 0; c < Cg; ++c)
             for (int64_t i = 0; i < kh; ++i)
               for (int64_t j = 0; j < kw; ++j) {
-                const int64_t h = oh * stride + i - pad, ww = ow * stride + j - pad;
+                const int64_t h = oh * stride + i * dilation - pad, ww = ow * stride + j * dilation - pad;
                 if (h < 0 || h >= H || ww < 0 || ww >= W) continue;
-                total += x.v[size_t(((n * C + c) * H + h) * W + ww)] * w.v[size_t(((o * C + c) * kh + i) * kw + j)];
+                const int64_t channel = (o / Og) * Cg + c;
+                total += x.v[size_t(((n * C + channel) * H + h) * W + ww)] * w.v[size_t(((o * Cg + c) * kh + i) * kw + j)];
               }
           out.v[size_t(((n * O + o) * OH + oh) * OW + ow)] = total;
         }

@@ -700,7 +700,27 @@ std::optional<hg_test::OpCall> module_call(const OpEntry& entry) {
   };
   switch (entry.op) {
     case hg::amp::Op::Relu: return [](const Inputs& in, const Args&) { return nn::ReLU()(in[0]); };
-    case hg::amp::Op::Gelu: return [](const Inputs& in, const Args&) { return nn::GELU()(in[0]); };
+    case hg::amp::Op::Gelu:
+      return [](const Inputs& in, const Args& a) {
+        const Args* approximate = a.find("approximate");
+        return (approximate ? nn::GELU(approximate->text) : nn::GELU())(in[0]);
+      };
+    case hg::amp::Op::Relu6: return [](const Inputs& in, const Args&) { return nn::ReLU6()(in[0]); };
+    case hg::amp::Op::Hardtanh:
+      return [](const Inputs& in, const Args& a) {
+        return nn::Hardtanh(number(a, "min_val"), number(a, "max_val"))(in[0]);
+      };
+    case hg::amp::Op::Hardsigmoid: return [](const Inputs& in, const Args&) { return nn::Hardsigmoid()(in[0]); };
+    case hg::amp::Op::Hardswish: return [](const Inputs& in, const Args&) { return nn::Hardswish()(in[0]); };
+    case hg::amp::Op::Elu: return [](const Inputs& in, const Args& a) { return nn::ELU(number(a, "alpha"))(in[0]); };
+    case hg::amp::Op::Selu: return [](const Inputs& in, const Args&) { return nn::SELU()(in[0]); };
+    case hg::amp::Op::Celu: return [](const Inputs& in, const Args& a) { return nn::CELU(number(a, "alpha"))(in[0]); };
+    case hg::amp::Op::Mish: return [](const Inputs& in, const Args&) { return nn::Mish()(in[0]); };
+    case hg::amp::Op::Softsign: return [](const Inputs& in, const Args&) { return nn::Softsign()(in[0]); };
+    case hg::amp::Op::LogSigmoid: return [](const Inputs& in, const Args&) { return nn::LogSigmoid()(in[0]); };
+    case hg::amp::Op::Silu: return [](const Inputs& in, const Args&) { return nn::SiLU()(in[0]); };
+    case hg::amp::Op::Sigmoid: return [](const Inputs& in, const Args&) { return nn::Sigmoid()(in[0]); };
+    case hg::amp::Op::Tanh: return [](const Inputs& in, const Args&) { return nn::Tanh()(in[0]); };
     case hg::amp::Op::Softplus:
       return [](const Inputs& in, const Args& a) { return nn::Softplus(number(a, "beta"), number(a, "threshold"))(in[0]); };
     case hg::amp::Op::LeakyRelu:
@@ -741,8 +761,10 @@ std::optional<hg_test::OpCall> module_call(const OpEntry& entry) {
     case hg::amp::Op::Conv2d:
       return [load](const Inputs& in, const Args& a) {
         const Tensor& w = in[1];
-        nn::Conv2d m(w.shape()[1], w.shape()[0], w.shape()[2],
-                     {.stride = integer(a, "stride"), .padding = integer(a, "padding"), .bias = in.size() > 2});
+        const int64_t groups = integer(a, "groups", 1);
+        nn::Conv2d m(w.shape()[1] * groups, w.shape()[0], w.shape()[2],
+                     {.stride = integer(a, "stride"), .padding = integer(a, "padding"),
+                      .dilation = integer(a, "dilation", 1), .groups = groups, .bias = in.size() > 2});
         m.to(w.dtype());
         std::map<std::string, Tensor> state{{"weight", w}};
         if (in.size() > 2) state["bias"] = in[2];
@@ -789,5 +811,5 @@ TEST_CASE("op_db.nn_module_matches_the_op") {
     }
     ++compared;
   });
-  CHECK(compared >= 10);  // every op above with a module, at least once
+  CHECK(compared >= 23);  // every op above with a module, at least once
 }

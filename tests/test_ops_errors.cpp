@@ -88,6 +88,22 @@ TEST_CASE("ops.scenario07.bad_reshape_and_view") {
   CHECK_THROWS_HG(hg::layer_norm(x, {2}, {}, {}, 1e-5), "layer_norm: normalized_shape [2] must match");
   CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 2, 5, 5}), hg::zeros({3, 4, 3, 3})), "conv2d: input has 2 channels");
   CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 2, 2, 2}), hg::zeros({3, 2, 3, 3})), "smaller than the kernel");
+  CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 4, 5, 5}), hg::zeros({3, 2, 3, 3}), {}, {.groups = 2}),
+                  "conv2d: groups (2) must divide the input channels (4) and the output channels (3)");
+  CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 4, 5, 5}), hg::zeros({4, 1, 3, 3}), {}, {.groups = 2}),
+                  "conv2d: input has 4 channels (shape [1, 4, 5, 5]) but the weight (shape [4, 1, 3, 3]) with groups = 2 "
+                  "expects 2");
+  CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 2, 5, 5}), hg::zeros({2, 2, 3, 3}), {}, {.groups = 0}), "groups must be >= 1");
+  CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 2, 5, 5}), hg::zeros({2, 2, 3, 3}), {}, {.dilation = 0}),
+                  "stride and dilation must be >= 1");
+  CHECK_THROWS_HG(hg::conv2d(hg::zeros({1, 2, 5, 5}), hg::zeros({2, 2, 3, 3}), {}, {.dilation = 3}),
+                  "smaller than the kernel (7x7 with its dilation)");
+  CHECK_THROWS_HG(hg::nn::Conv2d(6, 4, 3, {.groups = 4}), "Conv2d: groups (4) must be positive and divide");
+  CHECK_THROWS_HG(hg::gelu(x, {.approximate = "sigmoid"}), "gelu: approximate must be \"none\" or \"tanh\"");
+  CHECK_THROWS_HG(hg::hardtanh(x, 1, -1), "hardtanh: min_val (1) must not be above max_val (-1)");
+  CHECK_THROWS_HG(hg::celu(x, 0), "celu: alpha must be nonzero");
+  for (const auto& activation : {hg::relu6, hg::hardsigmoid, hg::hardswish, hg::selu, hg::mish, hg::softsign, hg::logsigmoid})
+    CHECK_THROWS_HG(activation(hg::arange(4, {.dtype = hg::i64})), "expected a floating tensor");
   CHECK_THROWS_HG(hg::max_pool2d(hg::zeros({1, 1, 2, 2}), 3, 1), "max_pool2d: input 2x2 is smaller than the 3x3 window");
   CHECK_THROWS_HG(hg::max_pool2d(hg::zeros({1, 1, 4, 4}), {.kernel = 3, .padding = 2}),
                   "max_pool2d: padding should be at most half the kernel (1), got 2");

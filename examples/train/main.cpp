@@ -230,17 +230,28 @@ CLI::Validator number_check(bool positive) {
 
 // The whole program; main() turns any exception into one line and exit code 1.
 int run(int argc, char** argv) {
-  CLI::App app{"hg-train: train an MLP or CNN on Fashion-MNIST with halfgrad"};
+  CLI::App app{"hg-train: train an MLP, a CNN, PyTorch's MNIST Net, a ResNet-20 or a MobileNetV2-tiny on Fashion-MNIST with halfgrad"};
   TrainConfig config;
   std::string device = "cpu", out, resume, data_root;
   int threads = 0;
   int64_t train_limit = 0;
   bool compare = false;
   const CLI::Validator non_negative = number_check(false), positive = number_check(true);
-  app.add_option("--model", config.model, "mlp or cnn")->check(CLI::IsMember({"mlp", "cnn"}))->capture_default_str();
+  app.add_option("--model", config.model, "mlp, cnn, mnist-net (the Net of PyTorch's MNIST example), resnet (ResNet-20) or "
+                 "mobilenet (a MobileNetV2-tiny)")
+      ->check(CLI::IsMember(std::vector<std::string>(std::begin(hg_train::kModelNames), std::end(hg_train::kModelNames))))
+      ->capture_default_str();
   app.add_option("--optimizer", config.optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
   app.add_option("--lr", config.lr, "learning rate")->check(non_negative)->capture_default_str();
   app.add_option("--momentum", config.momentum, "SGD momentum")->check(non_negative)->capture_default_str();
+  app.add_flag("--nesterov", config.nesterov, "SGD: Nesterov momentum");
+  app.add_option("--weight-decay", config.weight_decay, "weight decay (AdamW: decoupled; default 0, AdamW's 0.01)")
+      ->check(non_negative)->capture_default_str();
+  app.add_option("--schedule", config.schedule, "learning rate: constant, or cosine (to 0 over the run)")
+      ->check(CLI::IsMember({"constant", "cosine"}))->capture_default_str();
+  app.add_option("--warmup-epochs", config.warmup_epochs, "linear learning-rate warmup over this many epochs")
+      ->check(non_negative)->capture_default_str();
+  app.add_flag("--augment", config.augment, "random crop (padding 2) and horizontal flip of the training images");
   app.add_option("--epochs", config.epochs, "epochs in all (a resumed run counts those before it)")
       ->check(positive)->capture_default_str();
   app.add_option("--batch-size", config.batch_size, "batch size (per rank under mpirun)")->check(positive)->capture_default_str();

@@ -49,6 +49,11 @@ std::vector<hg::distributed::Setting> rank_settings(const TrainConfig& config, c
           {"--optimizer", config.optimizer},
           {"--lr", number(config.lr)},
           {"--momentum", number(config.momentum)},
+          {"--nesterov", config.nesterov ? "yes" : "no"},
+          {"--weight-decay", number(config.weight_decay)},
+          {"--schedule", config.schedule},
+          {"--warmup-epochs", number(config.warmup_epochs)},
+          {"--augment", config.augment ? "yes" : "no"},
           {"--precision", config.precision},  // as resolved ("amp" and "auto" may resolve per machine)
           {"--batch-size", std::to_string(config.batch_size)},
           {"--seed", std::to_string(config.seed)},

@@ -2,6 +2,8 @@
 #include "train/trainer.h"
 
 #include <chrono>
+#include <cmath>
+#include <numbers>
 
 #include "train/progress.h"
 
@@ -18,9 +20,18 @@ hg::DType precision_dtype(const std::string& precision) {
 
 namespace {
 std::unique_ptr<hg::optim::Optimizer> make_optimizer(const TrainConfig& c, const std::vector<hg::Tensor>& params) {
-  if (c.optimizer == "sgd") return std::make_unique<hg::optim::SGD>(params, hg::optim::SGDOptions{.lr = c.lr, .momentum = c.momentum});
-  if (c.optimizer == "adam") return std::make_unique<hg::optim::Adam>(params, hg::optim::AdamOptions{.lr = c.lr});
-  if (c.optimizer == "adamw") return std::make_unique<hg::optim::AdamW>(params, hg::optim::AdamWOptions{.lr = c.lr});
+  HG_CHECK(!c.nesterov || (c.optimizer == "sgd" && c.momentum > 0), "--nesterov needs --optimizer sgd and a momentum > 0");
+  if (c.optimizer == "sgd")
+    return std::make_unique<hg::optim::SGD>(params, hg::optim::SGDOptions{.lr = c.lr, .momentum = c.momentum,
+                                                                          .weight_decay = c.weight_decay,
+                                                                          .nesterov = c.nesterov});
+  if (c.optimizer == "adam")
+    return std::make_unique<hg::optim::Adam>(params, hg::optim::AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay});
+  if (c.optimizer == "adamw") {
+    hg::optim::AdamWOptions options{.lr = c.lr};
+    if (c.weight_decay > 0) options.weight_decay = c.weight_decay;  // (else AdamW's own default, 0.01)
+    return std::make_unique<hg::optim::AdamW>(params, options);
+  }
   HG_FAIL("unknown optimizer \"", c.optimizer, "\" (expected sgd, adam or adamw)");
 }
 
@@ -28,6 +39,13 @@ std::unique_ptr<hg::optim::Optimizer> make_optimizer(const TrainConfig& c, const
 // 0.00% accuracy (test) or a puzzling "std must be positive" from the loader (training).
 int64_t world_size(const TrainConfig& c) { return c.group ? c.group->world_size() : 1; }
 int64_t rank(const TrainConfig& c) { return c.group ? c.group->rank() : 0; }
+
+// --augment: a random 28x28 crop of the image padded by 2 (zeros: the background), flipped
+// left-right half of the time -- the usual Fashion-MNIST augmentation.
+hg::data::Transform augmentation(const TrainConfig& c) {
+  if (!c.augment) return {};
+  return hg::data::Compose({hg::data::RandomCrop(28, {.padding = 2}), hg::data::RandomHorizontalFlip(0.5)});
+}
 
 hg::data::PixelStatistics checked_statistics(const TrainConfig& c, const hg::data::MNIST& train,
                                              const hg::data::MNIST& test) {
@@ -49,7 +67,8 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
       scaler_({.growth_interval = config_.growth_interval, .enabled = config_.precision == "f16"}),
       stats_(checked_statistics(config_, train_set_, test_set_)),
       loader_(train_set_, {.batch_size = config_.batch_size, .shuffle = true, .seed = config_.seed, .mean = stats_.mean,
-                           .std = stats_.std, .num_replicas = world_size(config_), .rank = rank(config_)}),
+                           .std = stats_.std, .num_replicas = world_size(config_), .rank = rank(config_),
+                           .transform = augmentation(config_)}),
       autocast_(config_.precision != "f32"),
       autocast_dtype_(autocast_ ? precision_dtype(config_.precision) : hg::f16) {
   precision_dtype(config_.precision);  // validates the name
@@ -103,6 +122,7 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     const auto [x_cpu, y_cpu] = *batch;
     const hg::Tensor x = x_cpu.to(device), y = y_cpu.to(device);
     optimizer_->zero_grad();
+    if (config_.schedule != "constant" || config_.warmup_epochs > 0) optimizer_->set_lr(scheduled_lr(counters_.step));
     // The step's own memory: the peak above what was live before it (parameters, optimizer
     // state, data), measured from a fresh peak.
     const int64_t before = hg::memory::allocated(device);
@@ -168,6 +188,18 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     HG_CHECK(step_log_->good(), "--log-steps ", config_.step_log, ": write failed (disk full?)");
   }
   return m;
+}
+
+double Trainer::scheduled_lr(int64_t step) const {
+  const int64_t per_epoch = config_.max_steps_per_epoch > 0
+                                ? std::min(config_.max_steps_per_epoch, counters_.batches_per_epoch)
+                                : counters_.batches_per_epoch;
+  const int64_t total = std::max<int64_t>(int64_t(config_.epochs) * per_epoch, 1);
+  const int64_t warmup = std::min(int64_t(std::llround(config_.warmup_epochs * double(per_epoch))), total);
+  if (step < warmup) return config_.lr * double(step + 1) / double(warmup);
+  if (config_.schedule == "constant") return config_.lr;
+  const double progress = double(std::min(step, total) - warmup) / double(std::max<int64_t>(total - warmup, 1));
+  return config_.lr * 0.5 * (1 + std::cos(std::numbers::pi * progress));
 }
 
 double Trainer::evaluate() {

@@ -19,6 +19,15 @@ struct TrainConfig {
   std::string precision = "f32";
   double lr = 0.05;
   double momentum = 0.9;
+  double weight_decay = 0;  // SGD: L2 added to the gradient; AdamW: decoupled (Adam: L2)
+  bool nesterov = false;    // SGD only
+  // The learning rate per step: "constant", or "cosine" (from lr down to 0 over the run's steps,
+  // as CosineAnnealingLR), each after a linear warmup from lr / warmup_steps over warmup_epochs.
+  // A pure function of the step counter, so a resumed run continues the same schedule.
+  std::string schedule = "constant";
+  double warmup_epochs = 0;
+  // Random crop (padding 2) and horizontal flip of each training image, with the loader's seed.
+  bool augment = false;
   int epochs = 5;
   int64_t batch_size = 128;
   uint64_t seed = 0;
@@ -73,6 +82,8 @@ class Trainer {
   hg::nn::Sequential& model() { return model_; }
   int64_t global_batch() const { return config_.batch_size * (config_.group ? config_.group->world_size() : 1); }
   hg::amp::GradScaler& scaler() { return scaler_; }
+  // The learning rate the schedule gives step `step` (0-based, counted over the whole run).
+  double scheduled_lr(int64_t step) const;
   const hg::data::PixelStatistics& input_statistics() const { return stats_; }
   // Everything needed to resume bitwise, through hg::Checkpoint: model, optimizer, scaler, loader
   // position, RNG and the trainer's own epoch/step counters. Saving is atomic; loading checks

@@ -151,8 +151,8 @@ struct Scalars {
 struct ConvShape {
   int n, c, h, w;    // input (N, C, H, W)
   int o, oh, ow;     // output (N, O, OH, OW)
-  int kh, kw;        // weight (O, C, kh, kw); 0 when no weight is involved
-  int stride, pad;
+  int kh, kw;        // weight (O, C / groups, kh, kw)
+  int stride, pad, dilation, groups;
 };
 
 int to_int(int64_t value, const char* what) {
@@ -160,7 +160,7 @@ int to_int(int64_t value, const char* what) {
   return int(value);
 }
 
-ConvShape conv_shape(const Tensor& x, const Tensor& y, int64_t kh, int64_t kw, int64_t stride, int64_t padding) {
+ConvShape conv_shape(const Tensor& x, const Tensor& y, const ConvGeometry& g) {
   HG_CHECK(x.dim() == 4 && y.dim() == 4, "conv2d (CUDA): expected 4-D (N, C, H, W) tensors, got ", x.shape(), " and ",
            y.shape());
   // NOTE: the legacy API indexes NCHW tensors with 32-bit integers.
@@ -168,8 +168,9 @@ ConvShape conv_shape(const Tensor& x, const Tensor& y, int64_t kh, int64_t kw, i
   to_int(y.numel(), "the output's element count");
   return {to_int(x.shape()[0], "N"),  to_int(x.shape()[1], "C"),  to_int(x.shape()[2], "H"),
           to_int(x.shape()[3], "W"),  to_int(y.shape()[1], "O"),  to_int(y.shape()[2], "OH"),
-          to_int(y.shape()[3], "OW"), to_int(kh, "kh"),           to_int(kw, "kw"),
-          to_int(stride, "stride"),   to_int(padding, "padding")};
+          to_int(y.shape()[3], "OW"), to_int(g.kh, "kh"),         to_int(g.kw, "kw"),
+          to_int(g.stride, "stride"), to_int(g.pad, "padding"),   to_int(g.dilation, "dilation"),
+          to_int(g.groups, "groups")};
 }
 
 // RAII owners. The full constructors delegate to the creating one: once that has finished the
@@ -199,10 +200,11 @@ struct FilterDesc {
 struct ConvDesc {
   cudnnConvolutionDescriptor_t desc = nullptr;
   ConvDesc() { HG_CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&desc)); }
-  ConvDesc(int pad, int stride, const DnnTypes& types) : ConvDesc() {
+  ConvDesc(const ConvShape& s, const DnnTypes& types) : ConvDesc() {
     // halfgrad's conv2d, like PyTorch's, is a cross-correlation (the kernel is not flipped).
-    HG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(desc, pad, pad, stride, stride, /*dilation*/ 1, 1,
+    HG_CUDNN_CHECK(cudnnSetConvolution2dDescriptor(desc, s.pad, s.pad, s.stride, s.stride, s.dilation, s.dilation,
                                                    CUDNN_CROSS_CORRELATION, types.compute));
+    HG_CUDNN_CHECK(cudnnSetConvolutionGroupCount(desc, s.groups));
     HG_CUDNN_CHECK(cudnnSetConvolutionMathType(desc, types.math));
   }
   ~ConvDesc() { cudnnDestroyConvolutionDescriptor(desc); }
@@ -216,8 +218,8 @@ struct ConvDescs {
   FilterDesc w;
   ConvDesc conv;
   ConvDescs(const ConvShape& s, const DnnTypes& t)
-      : x(t.data, s.n, s.c, s.h, s.w), y(t.data, s.n, s.o, s.oh, s.ow), w(t.data, s.o, s.c, s.kh, s.kw),
-        conv(s.pad, s.stride, t) {}
+      : x(t.data, s.n, s.c, s.h, s.w), y(t.data, s.n, s.o, s.oh, s.ow), w(t.data, s.o, s.c / s.groups, s.kh, s.kw),
+        conv(s, t) {}
 };
 
 // ---- algorithm choice -----------------------------------------------------------------------------
@@ -311,7 +313,7 @@ Algorithm choose_algorithm(Pass pass, cudnnHandle_t handle, const ConvDescs& d, 
           " MiB of workspace, and what the GPU can give now) for this shape and dtype");
 }
 
-using AlgoKey = std::array<int64_t, 14>;
+using AlgoKey = std::array<int64_t, 16>;
 
 // The choice for this pass, shape, dtype and mode, with its workspace ready; the caller holds
 // dnn_mutex. Cached per key. When the cached choice's workspace cannot be allocated, the best
@@ -323,7 +325,8 @@ Algorithm cached_algorithm(Pass pass, int device, DnnDevice& dnn, const ConvDesc
   const bool deterministic = are_deterministic_algorithms_enabled();
   const AlgoKey key{device, int64_t(pass), int64_t(t.data), int64_t(t.math), int64_t(deterministic),
                     s.n,    s.c,           s.h,             s.w,            s.o,
-                    s.kh,   s.kw,          s.stride,        s.pad};
+                    s.kh,   s.kw,          s.stride,        s.pad,          s.dilation,
+                    s.groups};
   auto it = cache.find(key);
   if (it == cache.end()) {
     const auto any = [](size_t) { return true; };
@@ -432,15 +435,15 @@ void lint_tensor_cores(DType dtype, int64_t in_channels, int64_t out_channels) {
                static_cast<long long>(out_channels));
 }
 
-void conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Tensor& out, int64_t stride,
-                    int64_t padding) {
+void conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, const Tensor& out,
+                    const ConvGeometry& g) {
   check_operands("conv2d", out, {&x_in, &w_in, &bias});
   check_output("conv2d", out);
   detail::check_cuda_device(out.device(), "conv2d");
   if (out.numel() == 0) return;
   const Tensor x = realigned(detail::dense(x_in)), w = realigned(detail::dense(w_in));
-  const ConvShape s = conv_shape(x, out, w.shape()[2], w.shape()[3], stride, padding);
-  lint_tensor_cores(out.dtype(), s.c, s.o);
+  const ConvShape s = conv_shape(x, out, g);
+  if (s.groups == 1) lint_tensor_cores(out.dtype(), s.c, s.o);  // (grouped: cuDNN picks its own kernels)
   DnnCall call(out.device(), out.dtype());
   if (s.c == 0 || s.kh == 0 || s.kw == 0) {  // cuDNN rejects zero-sized filters
     fill_zeros(out);
@@ -462,7 +465,7 @@ void conv2d_forward(const Tensor& x_in, const Tensor& w_in, const Tensor& bias, 
 
 // Writes each defined gradient of conv2d from grad (N, O, OH, OW): grad_x (N, C, H, W) needs w,
 // grad_w (O, C, kh, kw) needs x, grad_bias (O) needs only grad.
-void conv2d_backward(const Tensor& x_in, const Tensor& w_in, const Tensor& grad, int64_t stride, int64_t padding,
+void conv2d_backward(const Tensor& x_in, const Tensor& w_in, const Tensor& grad, const ConvGeometry& g,
                      const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_bias) {
   check_operands("conv2d backward", grad, {&x_in, &w_in, &grad_x, &grad_w, &grad_bias});
   for (const Tensor* t : {&grad_x, &grad_w, &grad_bias}) check_output("conv2d backward", *t);
@@ -470,9 +473,8 @@ void conv2d_backward(const Tensor& x_in, const Tensor& w_in, const Tensor& grad,
   detail::check_cuda_device(grad.device(), "conv2d backward");
   const Tensor dy = realigned(detail::dense(grad)), x = realigned(detail::dense(x_in));
   const Tensor w = w_in.defined() ? realigned(detail::dense(w_in)) : Tensor();
-  const Tensor& kernel = w.defined() ? w : grad_w;  // only its shape is needed
-  const int64_t kh = kernel.defined() ? kernel.shape()[2] : 0, kw = kernel.defined() ? kernel.shape()[3] : 0;
-  const ConvShape s = conv_shape(x, dy, kh, kw, stride, padding);
+  const int64_t kh = g.kh, kw = g.kw;
+  const ConvShape s = conv_shape(x, dy, g);
   DnnCall call(grad.device(), grad.dtype());
   if (grad_bias.defined() && grad_bias.numel() > 0) bias_backward(call, s, dy, grad_bias);
   const bool need_x = grad_x.defined() && grad_x.numel() > 0, need_w = grad_w.defined() && grad_w.numel() > 0;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/conv.h"
 #include "kernels/math/optimizer_step.h"
 #include "kernels/math/pool.h"
 #include "kernels/reduce.h"
@@ -26,10 +27,10 @@ void linear_forward(const Tensor& x2, const Tensor& w, const Tensor& bias, const
 // g2) through the BGRADB epilogue when cuBLASLt has a kernel for it -- returns whether it did.
 bool linear_weight_grad(const Tensor& g2, const Tensor& x2, const Tensor& grad_w, const Tensor& grad_bias);
 
-// conv2d through cuDNN; undefined gradient outputs are skipped.
-void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out, int64_t stride,
-                    int64_t padding);
-void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad, int64_t stride, int64_t padding,
+// conv2d through cuDNN (stride, padding, dilation and groups from g); undefined gradient outputs
+// are skipped.
+void conv2d_forward(const Tensor& x, const Tensor& w, const Tensor& bias, const Tensor& out, const ConvGeometry& g);
+void conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const ConvGeometry& g,
                      const Tensor& grad_x, const Tensor& grad_w, const Tensor& grad_bias);
 
 // softmax / log_softmax of contiguous x viewed as (outer, D, inner) along D.

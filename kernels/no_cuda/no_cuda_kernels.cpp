@@ -18,10 +18,10 @@ void linear_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&
   detail::check_cuda_device(x.device(), "linear");
 }
 
-void conv2d_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, int64_t, int64_t) {
+void conv2d_forward(const Tensor& x, const Tensor&, const Tensor&, const Tensor&, const ConvGeometry&) {
   detail::check_cuda_device(x.device(), "conv2d");
 }
-void conv2d_backward(const Tensor& x, const Tensor&, const Tensor&, int64_t, int64_t, const Tensor&, const Tensor&,
+void conv2d_backward(const Tensor& x, const Tensor&, const Tensor&, const ConvGeometry&, const Tensor&, const Tensor&,
                      const Tensor&) {
   detail::check_cuda_device(x.device(), "conv2d");
 }

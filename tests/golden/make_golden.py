@@ -286,7 +286,31 @@ def activation():
     f.case("sigmoid", "sigmoid", ALL, x, lambda x: torch.sigmoid(x[0]), [0])
     f.case("tanh", "tanh", ALL, x, lambda x: torch.tanh(x[0]), [0])
     softplus_family(f)
+    vision_activations(f)
     return f
+
+
+def vision_activations(f):
+    """The piecewise and exponential activations over [-8, 8], kept 0.05 away from their kinks
+    (a 16-bit input rounded onto a kink would test which one-sided slope each side picks)."""
+    def wide(kinks):
+        return lambda g: [away_from(uniform(g, (3, 37), -8, 8), kinks, 0.05)]
+    for name, op, kinks, fn, args in [
+            ("relu6", "relu6", [0, 6], lambda x: F.relu6(x[0]), {}),
+            ("hardtanh", "hardtanh", [-1, 1], lambda x: F.hardtanh(x[0]), {"min_val": -1, "max_val": 1}),
+            ("hardtanh_m2_0_5", "hardtanh", [-2, 0.5], lambda x: F.hardtanh(x[0], -2, 0.5),
+             {"min_val": -2, "max_val": 0.5}),
+            ("hardsigmoid", "hardsigmoid", [-3, 3], lambda x: F.hardsigmoid(x[0]), {}),
+            ("hardswish", "hardswish", [-3, 3], lambda x: F.hardswish(x[0]), {}),
+            ("elu", "elu", [0], lambda x: F.elu(x[0]), {"alpha": 1}),
+            ("elu_alpha_0_3", "elu", [0], lambda x: F.elu(x[0], 0.3), {"alpha": 0.3}),
+            ("selu", "selu", [0], lambda x: F.selu(x[0]), {}),
+            ("celu_alpha_2_5", "celu", [0], lambda x: F.celu(x[0], 2.5), {"alpha": 2.5}),
+            ("mish", "mish", [], lambda x: F.mish(x[0]), {}),
+            ("softsign", "softsign", [], lambda x: F.softsign(x[0]), {}),
+            ("logsigmoid", "logsigmoid", [], lambda x: F.logsigmoid(x[0]), {}),
+            ("gelu_tanh", "gelu", [], lambda x: F.gelu(x[0], approximate="tanh"), {"approximate": "tanh"})]:
+        f.case(name, op, WITH_F64, wide(kinks), fn, [0], args=args)
 
 
 def softplus_family(f):
@@ -415,18 +439,26 @@ def loss():
 def conv():
     f = Family("conv2d")
 
-    def c(name, dtypes, x, w, bias, stride, padding):
+    def c(name, dtypes, x, w, bias, stride, padding, dilation=1, groups=1):
         def make(g):
             ins = [randn(g, x), randn(g, w, 1 / math.sqrt(w[1] * w[2] * w[3]))]
             return ins + [randn(g, (w[0],))] if bias else ins
+        args = {"stride": stride, "padding": padding}
+        if dilation != 1 or groups != 1:  # (the older cases' args stay as they were)
+            args.update(dilation=dilation, groups=groups)
         f.case(name, "conv2d", dtypes, make,
-               lambda t: F.conv2d(t[0], t[1], t[2] if bias else None, stride=stride, padding=padding),
-               [0, 1, 2] if bias else [0, 1], args={"stride": stride, "padding": padding})
+               lambda t: F.conv2d(t[0], t[1], t[2] if bias else None, stride=stride, padding=padding,
+                                  dilation=dilation, groups=groups),
+               [0, 1, 2] if bias else [0, 1], args=args)
 
     c("conv_s1p0", ALL, (2, 3, 7, 9), (4, 3, 3, 3), True, 1, 0)
     c("conv_s2p1", WITH_F64, (1, 5, 10, 7), (6, 5, 3, 3), True, 2, 1)
     c("conv_nobias_p2", ALL, (1, 4, 7, 7), (3, 4, 5, 5), False, 1, 2)
     c("conv_1x1_c37", ALL, (1, 37, 3, 3), (13, 37, 1, 1), True, 1, 0)
+    # MobileNet's depthwise 3x3 (stride 1 and 2), groups of 2 with dilation 2.
+    c("conv_depthwise_s1", ALL, (2, 8, 9, 9), (8, 1, 3, 3), True, 1, 1, groups=8)
+    c("conv_depthwise_s2", ALL, (1, 6, 8, 8), (6, 1, 3, 3), False, 2, 1, groups=6)
+    c("conv_groups2_dilation2", ALL, (1, 4, 9, 9), (6, 2, 3, 3), True, 1, 2, dilation=2, groups=2)
     return f
 
 
