@@ -1,5 +1,7 @@
 #include "kernels/dropout.h"
 
+#include <algorithm>
+
 #include "core/loops.h"
 #include "core/parallel.h"
 #include "core/philox.h"
@@ -9,16 +11,25 @@
 namespace hg::kernels {
 
 namespace {
-// One Philox block per group of 4 elements (words 0..3), each block computed once.
+// Element i uses word i % 4 of Philox block i / 4. The blocks are drawn philox::kBatch at a time
+// (the rounds run as vectors) and the keep test is an integer compare, so the loop over the
+// 4 * kBatch elements vectorises too.
 template <class T>
 void apply_mask(const T* in, T* out, int64_t n, double p, random::GeneratorState stream) {
+  constexpr int64_t kGroup = 4 * philox::kBatch;  // elements per batch of blocks
   const math::Dropout rule{p};
   const Acc<T> scale = rule.scale<Acc<T>>();
-  parallel_for(0, (n + 3) / 4, detail::kElementwiseGrain / 16, [&](int64_t lo, int64_t hi) {
-    for (int64_t q = lo; q < hi; ++q) {
-      const philox::Block bits = philox::generate(stream.seed, stream.offset + uint64_t(q));
-      for (int64_t i = 4 * q, word = 0; word < 4 && i < n; ++i, ++word)
-        out[i] = rule.keeps(bits.v[word]) ? T(Acc<T>(in[i]) * scale) : T(Acc<T>(0));
+  const uint32_t threshold = rule.keep_threshold();  // (2^24 for p = 1: above every draw)
+  parallel_for(0, (n + kGroup - 1) / kGroup, detail::kElementwiseGrain / kGroup, [&](int64_t lo, int64_t hi) {
+    uint32_t words[4][philox::kBatch], draws[kGroup];
+    for (int64_t group = lo; group < hi; ++group) {
+      philox::generate_batch(stream.seed, stream.offset + uint64_t(group * philox::kBatch), words);
+      for (int64_t l = 0; l < philox::kBatch; ++l)  // element order: word w of block l is element 4 l + w
+        for (int64_t w = 0; w < 4; ++w) draws[4 * l + w] = words[w][l] >> (32 - math::Dropout::kBits);
+      const int64_t first = group * kGroup, m = std::min(kGroup, n - first);
+      const T* src = in + first;
+      T* dst = out + first;
+      for (int64_t k = 0; k < m; ++k) dst[k] = draws[k] >= threshold ? T(Acc<T>(src[k]) * scale) : T(Acc<T>(0));
     }
   });
 }

@@ -2,8 +2,9 @@
 // bias (O). Taps `dilation` apart; `groups` splits the channels into independent convolutions
 // (groups == C with weight (C * m, 1, kh, kw) is a depthwise convolution). Output size per side:
 // (H + 2 * padding - dilation * (kh - 1) - 1) / stride + 1, as PyTorch.
-// CPU: im2col + the GEMM of ops/linalg.h per image (images in parallel): 16-bit inputs multiply
-// in f32, or natively as bf16 pairs with AVX512-BF16, accumulate in f32 and round once. CUDA: cuDNN.
+// CPU: im2col + the GEMM of ops/linalg.h per image and group (images in parallel): 16-bit inputs
+// multiply in f32, or natively as bf16 pairs with AVX512-BF16, accumulate in f32 and round once;
+// depthwise convolutions run a direct kernel (kernels/cpu/depthwise_conv.h). CUDA: cuDNN.
 // (The module's options are nn::Conv2dOptions, nn/conv.h; these are the function's.)
 #pragma once
 #include <cstdint>
