@@ -29,16 +29,16 @@ KEYWORDS = {"if", "for", "while", "switch", "return", "sizeof", "decltype", "sta
 def public_headers(root):
     """halfgrad.h's includes and, transitively, theirs -- except kernels/ and core/cuda/, which a
     public header may include for its own inline code without making them public."""
-    headers, todo = [], list(INCLUDE.findall((root / "halfgrad.h").read_text()))
-    direct = set(todo)
-    while todo:
-        header = todo.pop(0)
+    headers, pending = [], list(INCLUDE.findall((root / "halfgrad.h").read_text()))
+    direct = set(pending)
+    while pending:
+        header = pending.pop(0)
         if header in headers or not (root / header).exists():
             continue
         if header not in direct and header.startswith(("kernels/", "core/cuda/")):
             continue
         headers.append(header)
-        todo += INCLUDE.findall((root / header).read_text())
+        pending += INCLUDE.findall((root / header).read_text())
     return headers
 
 

@@ -425,13 +425,15 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad
   if (need_w) r.w = empty({g.O, g.group_in(), g.kh, g.kw}, x.options());
   if (need_b) r.b = empty({g.O}, x.options());
   Tensor gy = detail::dense(grad);
+  // The ReLU epilogue's derivative: cuDNN and the depthwise kernel take the masked gradient; the
+  // GEMM path masks each image's gradient as it lays it out (conv_backward).
+  if (y.defined() && (x.device().is_cuda() || cpu::is_depthwise(g)))
+    gy = kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
   if (x.device().is_cuda()) {
-    if (y.defined()) gy = kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
     kernels::cuda::conv2d_backward(x, w, gy, g, r.x, r.w, r.b);
     return r;
   }
   if (cpu::is_depthwise(g)) {
-    if (y.defined()) gy = kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
     cpu::depthwise_conv2d_backward(x, w, gy, g, need_x ? &r.x : nullptr, need_w ? &r.w : nullptr,
                                    need_b ? &r.b : nullptr);
     return r;
