@@ -48,6 +48,7 @@
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
 #include "ops/epilogue.h"
+#include "ops/interpolate.h"
 #include "ops/linalg.h"
 #include "ops/loss.h"
 #include "ops/norm.h"

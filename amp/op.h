@@ -10,14 +10,15 @@ namespace hg::amp {
 
 // Grouped by default policy, as the tables print.
 enum class Op : uint8_t {
-  Matmul, Linear, Conv2d,                                                              // Lower
+  Matmul, Linear, Conv2d, Conv1d, ConvTranspose2d, Prelu,                              // Lower
   Exp, Log, Pow, Sqrt, Softplus, Softmax, LogSoftmax, CrossEntropy, NllLoss, MseLoss,     // F32
   L1Loss, SmoothL1Loss, HuberLoss, BinaryCrossEntropy, BinaryCrossEntropyWithLogits, KlDiv,
-  Sum, Mean, LayerNorm,
+  Sum, Mean, LayerNorm, GroupNorm, Interpolate,
   Cat,                                                                                 // Promote
   BatchNorm, Add, Sub, Mul, Div, Where, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
   Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Dropout, Embedding,
   Relu6, Hardtanh, Hardsigmoid, Hardswish, Elu, Selu, Celu, Mish, Softsign, LogSigmoid,
+  AdaptiveMaxPool2d, InstanceNorm,
   View, Permute, Expand, Narrow, Clone,                                                 // Keep: layout
 };
 

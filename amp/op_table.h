@@ -55,6 +55,11 @@ inline constexpr OpInfo kOpTable[] = {
     {Op::Matmul, "matmul", CastPolicy::Lower, OutputDType::Computed, why::kGemm},
     {Op::Linear, "linear", CastPolicy::Lower, OutputDType::Computed, why::kGemm},
     {Op::Conv2d, "conv2d", CastPolicy::Lower, OutputDType::Computed, why::kGemm},
+    {Op::Conv1d, "conv1d", CastPolicy::Lower, OutputDType::Computed, why::kGemm},
+    {Op::ConvTranspose2d, "conv_transpose2d", CastPolicy::Lower, OutputDType::Computed, why::kGemm},
+    // NOTE: prelu is on PyTorch's lower-precision list (CPU and CUDA) though it is no GEMM: its
+    // weight is cast with the activation, and the output stays 16-bit.
+    {Op::Prelu, "prelu", CastPolicy::Lower, OutputDType::Computed, "PyTorch's list: keeps activations 16-bit"},
     {Op::Exp, "exp", CastPolicy::F32, OutputDType::Computed, why::kRange},
     {Op::Log, "log", CastPolicy::F32, OutputDType::Computed, why::kRange},
     {Op::Pow, "pow", CastPolicy::F32, OutputDType::Computed, why::kRange},
@@ -77,6 +82,8 @@ inline constexpr OpInfo kOpTable[] = {
     {Op::Sum, "sum", CastPolicy::F32, OutputDType::Computed, why::kLongSum},
     {Op::Mean, "mean", CastPolicy::F32, OutputDType::Computed, why::kLongSum},
     {Op::LayerNorm, "layer_norm", CastPolicy::F32, OutputDType::Computed, "statistics over a row"},
+    {Op::GroupNorm, "group_norm", CastPolicy::F32, OutputDType::Computed, "statistics over a group"},
+    {Op::Interpolate, "interpolate", CastPolicy::F32, OutputDType::Computed, "PyTorch's list: upsample_* in f32"},
     {Op::Cat, "cat", CastPolicy::Promote, OutputDType::Computed, "several inputs: meet in the widest dtype"},
     // NOTE: batch_norm keeps the activation dtype (so activations stay 16-bit), but its batch
     // statistics, running stats and affine math are always computed in f32 inside the kernel.
@@ -113,6 +120,10 @@ inline constexpr OpInfo kOpTable[] = {
     {Op::Mish, "mish", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Softsign, "softsign", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::LogSigmoid, "logsigmoid", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::AdaptiveMaxPool2d, "adaptive_max_pool2d", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    // Like batch_norm: statistics in f32 inside, the activation keeps its dtype.
+    {Op::InstanceNorm, "instance_norm", CastPolicy::Keep, OutputDType::FirstInput,
+     "statistics computed in f32 inside; output keeps input dtype"},
     // Views and copies record a node too (their backward moves gradients back); nothing to cast.
     {Op::View, "view", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},
     {Op::Permute, "permute", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},

@@ -447,4 +447,13 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad
   return r;
 }
 
+Tensor conv2d_input_grad(const Tensor& w, const Tensor& grad, const Tensor& bias, const ConvGeometry& g) {
+  // conv2d_backward reads the input itself only for the weight's gradient; for the input's it
+  // needs its shape, which an uninitialised tensor gives.
+  const Tensor input_shape = empty({g.N, g.C, g.H, g.W}, grad.options());
+  Tensor out = conv2d_backward(input_shape, w, grad, Tensor(), g, true, false, false).x;
+  if (bias.defined() && out.numel() > 0) map_into<2>(out, {out, detail::dense_view(detail::dense(bias), {1, g.C, 1, 1})}, math::Add{});
+  return out;
+}
+
 }  // namespace hg::kernels

@@ -39,4 +39,8 @@ struct Conv2dGrads {
 Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const Tensor& y,
                             const ConvGeometry& g, bool need_x, bool need_w, bool need_b);
 
+// conv2d's input gradient alone, from a gradient (N, O, OH, OW), plus bias[c] on channel c (bias
+// may be undefined): conv_transpose2d's forward.
+Tensor conv2d_input_grad(const Tensor& w, const Tensor& grad, const Tensor& bias, const ConvGeometry& g);
+
 }  // namespace hg::kernels

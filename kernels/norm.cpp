@@ -4,9 +4,11 @@
 
 #include "core/copy.h"
 #include "core/parallel.h"
+#include "kernels/cpu/elementwise_loop.h"
 #include "kernels/cpu/lane_sum.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/norm.h"
+#include "kernels/reduce.h"
 
 namespace hg::kernels {
 
@@ -118,9 +120,21 @@ void batch_norm_backward_kernel(const T* x, const T* g, const ChannelLayout& l, 
   });
 }
 
+// ---- layer_norm and group_norm: groups are rows of x viewed as (rows, D) ----------------------------
+
+// Which affine parameter each value of a row uses. A row is `channels` runs of `spatial` values,
+// and row r's first run uses parameter (r % groups) * channels. layer_norm: one parameter per
+// value (groups 1, channels D, spatial 1); group_norm: rows are (image, group) pairs and every
+// value of a channel shares its parameter.
+struct RowAffine {
+  int64_t groups, channels, spatial;
+  int64_t first(int64_t r) const { return (r % groups) * channels; }
+};
+
 template <class T>
-void layer_norm_forward_kernel(const T* x, T* y, int64_t rows, int64_t D, double eps, const std::vector<double>& w,
-                               const std::vector<double>& b, std::vector<double>& mean, std::vector<double>& rstd) {
+void row_norm_forward_kernel(const T* x, T* y, int64_t rows, int64_t D, double eps, const RowAffine& a,
+                             const std::vector<double>& w, const std::vector<double>& b, std::vector<double>& mean,
+                             std::vector<double>& rstd) {
   parallel_for(0, rows, grain_for(8 * D), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* row = x + r * D;
@@ -131,8 +145,11 @@ void layer_norm_forward_kernel(const T* x, T* y, int64_t rows, int64_t D, double
       const double rs = math::Normalization::rstd(squares / double(D), eps);
       mean[size_t(r)] = m;
       rstd[size_t(r)] = rs;
-      for (int64_t j = 0; j < D; ++j)
-        y[r * D + j] = T(Acc<T>((double(Acc<T>(row[j])) - m) * rs * w[size_t(j)] + b[size_t(j)]));
+      for (int64_t c = 0, j = 0; c < a.channels; ++c) {
+        const size_t k = size_t(a.first(r) + c);
+        for (int64_t s = 0; s < a.spatial; ++s, ++j)
+          y[r * D + j] = T(Acc<T>((double(Acc<T>(row[j])) - m) * rs * w[k] + b[k]));
+      }
     }
   });
 }
@@ -140,33 +157,39 @@ void layer_norm_forward_kernel(const T* x, T* y, int64_t rows, int64_t D, double
 constexpr int64_t kRowsPerPartial = 64;  // fixed: dw/db partial sums do not depend on thread count
 
 template <class T>
-void layer_norm_backward_kernel(const T* x, const T* g, int64_t rows, int64_t D, const std::vector<double>& w,
-                                const std::vector<double>& mean, const std::vector<double>& rstd, T* dx,
-                                std::vector<double>& dw, std::vector<double>& db) {
+void row_norm_backward_kernel(const T* x, const T* g, int64_t rows, int64_t D, const RowAffine& a,
+                              const std::vector<double>& w, const std::vector<double>& mean,
+                              const std::vector<double>& rstd, T* dx, std::vector<double>& dw, std::vector<double>& db) {
   const int64_t parts = (rows + kRowsPerPartial - 1) / kRowsPerPartial;
-  std::vector<std::vector<double>> pw(static_cast<size_t>(parts), std::vector<double>(static_cast<size_t>(D)));
+  std::vector<std::vector<double>> pw(static_cast<size_t>(parts), std::vector<double>(w.size()));
   std::vector<std::vector<double>> pb = pw;
   parallel_chunks(rows, kRowsPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const double m = mean[size_t(r)], rs = rstd[size_t(r)];
       double sum_gh = 0, sum_gh_xhat = 0;
-      for (int64_t j = 0; j < D; ++j) {
-        const double gv = double(Acc<T>(g[r * D + j])), xhat = (double(Acc<T>(x[r * D + j])) - m) * rs;
-        sum_gh += gv * w[size_t(j)];
-        sum_gh_xhat += gv * w[size_t(j)] * xhat;
-        pw[size_t(part)][size_t(j)] += gv * xhat;
-        pb[size_t(part)][size_t(j)] += gv;
+      for (int64_t c = 0, j = 0; c < a.channels; ++c) {
+        const size_t k = size_t(a.first(r) + c);
+        for (int64_t s = 0; s < a.spatial; ++s, ++j) {
+          const double gv = double(Acc<T>(g[r * D + j])), xhat = (double(Acc<T>(x[r * D + j])) - m) * rs;
+          sum_gh += gv * w[k];
+          sum_gh_xhat += gv * w[k] * xhat;
+          pw[size_t(part)][k] += gv * xhat;
+          pb[size_t(part)][k] += gv;
+        }
       }
-      for (int64_t j = 0; j < D; ++j) {
-        const double gv = double(Acc<T>(g[r * D + j])), xhat = (double(Acc<T>(x[r * D + j])) - m) * rs;
-        dx[r * D + j] = T(Acc<T>(math::Normalization::input_grad(1.0, rs, double(D), gv * w[size_t(j)], xhat, sum_gh, sum_gh_xhat)));
+      for (int64_t c = 0, j = 0; c < a.channels; ++c) {
+        const size_t k = size_t(a.first(r) + c);
+        for (int64_t s = 0; s < a.spatial; ++s, ++j) {
+          const double gv = double(Acc<T>(g[r * D + j])), xhat = (double(Acc<T>(x[r * D + j])) - m) * rs;
+          dx[r * D + j] =
+              T(Acc<T>(math::Normalization::input_grad(1.0, rs, double(D), gv * w[k], xhat, sum_gh, sum_gh_xhat)));
+        }
       }
     }
   });
   for (int64_t part = 0; part < parts; ++part)
-    for (int64_t j = 0; j < D; ++j) dw[size_t(j)] += pw[size_t(part)][size_t(j)], db[size_t(j)] += pb[size_t(part)][size_t(j)];
+    for (size_t k = 0; k < w.size(); ++k) dw[k] += pw[size_t(part)][k], db[k] += pb[size_t(part)][k];
 }
-
 
 // The weight's values as doubles (1 without a weight), the dtype the parameter gradients take.
 std::vector<double> weight_values(const Tensor& weight, int64_t n) { return values_or(weight, n, 1.0); }
@@ -259,7 +282,7 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& b
   stats.rstd.assign(static_cast<size_t>(rows), 0.0);
   Tensor out = empty(x.shape(), x.options());
   visit_floating(x.dtype(), "layer_norm", [&]<class T> {
-    layer_norm_forward_kernel<T>(x.data_ptr<T>(), out.data_ptr<T>(), rows, D, eps, w, b, stats.mean, stats.rstd);
+    row_norm_forward_kernel<T>(x.data_ptr<T>(), out.data_ptr<T>(), rows, D, eps, {1, D, 1}, w, b, stats.mean, stats.rstd);
   });
   return out;
 }
@@ -275,12 +298,118 @@ NormGradients layer_norm_backward(const Tensor& x, const Tensor& grad, const Ten
   out.dx = empty(x.shape(), x.options());
   std::vector<double> dw(static_cast<size_t>(D)), db(static_cast<size_t>(D));
   visit_floating(x.dtype(), "layer_norm", [&]<class T> {
-    layer_norm_backward_kernel<T>(x.data_ptr<T>(), grad.data_ptr<T>(), rows, D, w, stats.mean, stats.rstd,
-                                  out.dx.data_ptr<T>(), dw, db);
+    row_norm_backward_kernel<T>(x.data_ptr<T>(), grad.data_ptr<T>(), rows, D, {1, D, 1}, w, stats.mean, stats.rstd,
+                                out.dx.data_ptr<T>(), dw, db);
   });
   out.dw = vector_tensor(dw, parameter_dtype(weight), x.device());
   out.db = vector_tensor(db, parameter_dtype(weight), x.device());
   return out;
+}
+
+// ---- group_norm ------------------------------------------------------------------------------------
+//
+// x (N, C, S...) viewed as N * groups rows of C / groups channels of S values. On a GPU it is
+// composed of the layer_norm kernel (rows, no affine) and elementwise kernels for the per-channel
+// affine; the CPU runs the row kernels above with the channels' parameters.
+
+namespace {
+
+struct GroupLayout {
+  int64_t N, C, S, groups;
+  int64_t rows() const { return N * groups; }
+  int64_t D() const { return C / groups * S; }
+  RowAffine affine() const { return {groups, C / groups, S}; }
+};
+
+GroupLayout group_layout(const Tensor& x, int64_t groups) {
+  int64_t S = 1;
+  for (int d = 2; d < x.dim(); ++d) S *= x.shape()[d];
+  return {x.shape()[0], x.shape()[1], S, groups};
+}
+
+// A (C) parameter laid out to broadcast against x: (1, C, 1, ...), in x's dtype.
+Tensor per_channel(const Tensor& p, const Tensor& x) {
+  Shape shape(static_cast<size_t>(x.dim()), 1);
+  shape[1] = x.shape()[1];
+  return detail::dense_view(detail::copy_with_options(p, {.dtype = x.dtype(), .device = x.device()}), shape);
+}
+
+struct AffineMath {  // xhat * w + b
+  template <class A> HG_HD A operator()(A xhat, A w, A b) const { return xhat * w + b; }
+};
+
+Tensor cuda_group_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, const GroupLayout& l,
+                               double eps, NormStatistics& stats) {
+  const Tensor xhat = kernels::cuda::layer_norm_forward(x, Tensor(), Tensor(), l.rows(), l.D(), eps, stats.mean_t,
+                                                        stats.rstd_t);
+  if (!weight.defined() && !bias.defined()) return xhat;
+  const Tensor w = weight.defined() ? per_channel(weight, x) : per_channel(ones({l.C}, x.options()), x);
+  const Tensor b = bias.defined() ? per_channel(bias, x) : per_channel(zeros({l.C}, x.options()), x);
+  return map_to_new<3>(x.shape(), {xhat, w, b}, AffineMath{});
+}
+
+NormGradients cuda_group_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight,
+                                       const NormStatistics& stats, const GroupLayout& l, double eps) {
+  NormGradients out;
+  const Tensor gh = weight.defined() ? map_to_new<2>(x.shape(), {grad, per_channel(weight, x)}, math::Mul{}) : grad;
+  Tensor unused_dw, unused_db;
+  kernels::cuda::layer_norm_backward(x, gh, Tensor(), stats.mean_t, stats.rstd_t, l.rows(), l.D(), out.dx, unused_dw,
+                                     unused_db);
+  // dw = sum of g * xhat, db = sum of g, over everything but the channels; xhat recomputed.
+  Tensor mean, rstd;
+  const Tensor xhat = kernels::cuda::layer_norm_forward(x, Tensor(), Tensor(), l.rows(), l.D(), eps, mean, rstd);
+  Shape dims{0};
+  for (int d = 2; d < x.dim(); ++d) dims.push_back(d);
+  const Tensor g_xhat = map_to_new<2>(x.shape(), {grad, xhat}, math::Mul{});
+  const DType parameter = weight.defined() ? weight.dtype() : TensorOptions{}.dtype;
+  const TensorOptions as_parameter{.dtype = parameter, .device = x.device()};
+  out.dw = detail::copy_with_options(reduce(ReduceKind::Sum, plan_reduction(g_xhat, dims, "group_norm"), false), as_parameter);
+  out.db = detail::copy_with_options(reduce(ReduceKind::Sum, plan_reduction(grad, dims, "group_norm"), false), as_parameter);
+  return out;
+}
+
+}  // namespace
+
+Tensor group_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, double eps,
+                          NormStatistics& stats) {
+  const GroupLayout l = group_layout(x, groups);
+  if (x.device().is_cuda()) return cuda_group_norm_forward(x, weight, bias, l, eps, stats);
+  const std::vector<double> w = weight_values(weight, l.C), b = values_or(bias, l.C, 0.0);
+  stats.mean.assign(static_cast<size_t>(l.rows()), 0.0);
+  stats.rstd.assign(static_cast<size_t>(l.rows()), 0.0);
+  Tensor out = empty(x.shape(), x.options());
+  if (x.numel() == 0) return out;
+  visit_floating(x.dtype(), "group_norm", [&]<class T> {
+    row_norm_forward_kernel<T>(x.data_ptr<T>(), out.data_ptr<T>(), l.rows(), l.D(), eps, l.affine(), w, b, stats.mean,
+                               stats.rstd);
+  });
+  return out;
+}
+
+NormGradients group_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
+                                  int64_t groups, double eps) {
+  const GroupLayout l = group_layout(x, groups);
+  if (x.device().is_cuda()) return cuda_group_norm_backward(x, grad, weight, stats, l, eps);
+  NormGradients out;
+  const std::vector<double> w = weight_values(weight, l.C);
+  out.dx = empty(x.shape(), x.options());
+  std::vector<double> dw(static_cast<size_t>(l.C)), db(static_cast<size_t>(l.C));
+  if (x.numel() > 0)
+    visit_floating(x.dtype(), "group_norm", [&]<class T> {
+      row_norm_backward_kernel<T>(x.data_ptr<T>(), grad.data_ptr<T>(), l.rows(), l.D(), l.affine(), w, stats.mean,
+                                  stats.rstd, out.dx.data_ptr<T>(), dw, db);
+    });
+  out.dw = vector_tensor(dw, parameter_dtype(weight), x.device());
+  out.db = vector_tensor(db, parameter_dtype(weight), x.device());
+  return out;
+}
+
+std::vector<double> group_variances(const NormStatistics& stats, double eps) {
+  std::vector<double> rstd = stats.rstd;
+  if (stats.rstd_t.defined()) rstd = stats.rstd_t.to_vector<double>();
+  std::vector<double> var(rstd.size());
+  for (size_t k = 0; k < rstd.size(); ++k) var[k] = 1.0 / (rstd[k] * rstd[k]) - eps;
+  return var;
 }
 
 }  // namespace hg::kernels

@@ -1,4 +1,4 @@
-// The normalisation kernels: batch_norm and layer_norm, forward and backward, on the input's
+// The normalisation kernels: batch_norm, layer_norm and group_norm, forward and backward, on the input's
 // device. The CPU loops run the formulas of kernels/math/norm.h (shared with the CUDA kernels) and
 // compute the statistics in double (two passes: the mean, then squared deviations) whatever the
 // input dtype; the output keeps the input dtype, so f16 activations stay f16 under autocast.
@@ -34,5 +34,14 @@ Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& b
                           NormStatistics& stats);
 NormGradients layer_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
                                   int64_t rows, int64_t D);
+
+// x contiguous (N, C, ...), normalised over each of `groups` slices of C / groups channels per
+// image (stats per (image, group) row); weight and bias hold C values (or are undefined).
+Tensor group_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, double eps,
+                          NormStatistics& stats);
+NormGradients group_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
+                                  int64_t groups, double eps);
+// Each row's biased variance, from the statistics a forward kept (instance_norm's running stats).
+std::vector<double> group_variances(const NormStatistics& stats, double eps);
 
 }  // namespace hg::kernels

@@ -1,5 +1,5 @@
 // The pooling kernels: max_pool2d and avg_pool2d (with padding and ceil_mode, PyTorch's rules)
-// and adaptive_avg_pool2d on a contiguous NCHW tensor, on its device, forward and backward. The
+// and adaptive_avg/max_pool2d on a contiguous NCHW tensor, on its device, forward and backward. The
 // CPU loops run one task per (n, c) plane and share the window rules (NaN wins a max, which
 // elements a window holds, the average's divisor) with the CUDA kernels through
 // kernels/math/pool.h; windows that lie inside the input (no padding) take vectorised paths. max_pool2d remembers, per output, which element of its window was the
@@ -241,6 +241,40 @@ void adaptive_avg_backward(const T* grad, T* dx, int64_t planes, int64_t H, int6
   });
 }
 
+// adaptive_max_pool2d: the maximum of each bin and its plane index; the backward adds each
+// output's gradient at its index (bins may overlap: an element can take several).
+template <class T>
+void adaptive_max_forward(const T* x, T* y, int64_t* where, int64_t planes, int64_t H, int64_t W, int64_t OH,
+                          int64_t OW) {
+  using A = Acc<T>;
+  parallel_for(0, planes, grain_for(H * W), [&](int64_t lo, int64_t hi) {
+    for (int64_t p = lo; p < hi; ++p)
+      for (int64_t oh = 0; oh < OH; ++oh) {
+        const int64_t h0 = math::adaptive_begin(oh, H, OH), h1 = math::adaptive_end(oh, H, OH);
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          const int64_t w0 = math::adaptive_begin(ow, W, OW), w1 = math::adaptive_end(ow, W, OW);
+          const math::WindowMax<A> m = math::bin_max<A>(x + p * H * W, W, h0, h1, w0, w1, widen<T>);
+          y[(p * OH + oh) * OW + ow] = T(m.best);
+          where[(p * OH + oh) * OW + ow] = m.at;
+        }
+      }
+  });
+}
+
+template <class T>
+void adaptive_max_backward(const T* grad, const int64_t* where, T* dx, int64_t planes, int64_t H, int64_t W,
+                           int64_t OHW) {
+  using A = Acc<T>;
+  parallel_for(0, planes, grain_for(H * W), [&](int64_t lo, int64_t hi) {
+    std::vector<A> plane(static_cast<size_t>(H * W));
+    for (int64_t p = lo; p < hi; ++p) {
+      std::fill(plane.begin(), plane.end(), A(0));
+      for (int64_t o = 0; o < OHW; ++o) plane[size_t(where[p * OHW + o])] += A(grad[p * OHW + o]);
+      for (int64_t k = 0; k < H * W; ++k) dx[p * H * W + k] = T(plane[size_t(k)]);
+    }
+  });
+}
+
 }  // namespace
 
 MaxPoolResult max_pool2d(const Tensor& x, const PoolGeometry& g) {
@@ -315,6 +349,35 @@ Tensor adaptive_avg_pool2d_backward(const Tensor& grad, const Shape& x_shape) {
     visit_floating(grad.dtype(), "adaptive_avg_pool2d", [&]<class T> {
       adaptive_avg_backward<T>(grad.data_ptr<T>(), dx.data_ptr<T>(), x_shape[0] * x_shape[1], x_shape[2], x_shape[3],
                                grad.shape()[2], grad.shape()[3]);
+    });
+  }
+  return dx;
+}
+
+MaxPoolResult adaptive_max_pool2d(const Tensor& x, int64_t OH, int64_t OW) {
+  const Shape& s = x.shape();
+  MaxPoolResult r{empty({s[0], s[1], OH, OW}, x.options()), empty({s[0], s[1], OH, OW}, {.dtype = i64, .device = x.device()})};
+  if (r.out.numel() == 0) return r;
+  if (x.device().is_cuda()) {
+    kernels::cuda::adaptive_max_pool2d_forward(x, r.out, r.where);
+  } else {
+    visit_floating(x.dtype(), "adaptive_max_pool2d", [&]<class T> {
+      adaptive_max_forward<T>(x.data_ptr<T>(), r.out.data_ptr<T>(), r.where.data_ptr<int64_t>(), s[0] * s[1], s[2], s[3],
+                              OH, OW);
+    });
+  }
+  return r;
+}
+
+Tensor adaptive_max_pool2d_backward(const Tensor& grad, const Tensor& where, const Shape& x_shape) {
+  Tensor dx = empty(x_shape, grad.options());
+  if (dx.numel() == 0) return dx;
+  if (dx.device().is_cuda()) {
+    kernels::cuda::adaptive_max_pool2d_backward(grad, where, dx);
+  } else {
+    visit_floating(grad.dtype(), "adaptive_max_pool2d", [&]<class T> {
+      adaptive_max_backward<T>(grad.data_ptr<T>(), where.data_ptr<int64_t>(), dx.data_ptr<T>(), x_shape[0] * x_shape[1],
+                               x_shape[2], x_shape[3], grad.shape()[2] * grad.shape()[3]);
     });
   }
   return dx;

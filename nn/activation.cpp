@@ -31,4 +31,10 @@ Tensor Mish::forward(const Tensor& x) { return mish(x); }
 Tensor Softsign::forward(const Tensor& x) { return softsign(x); }
 Tensor LogSigmoid::forward(const Tensor& x) { return logsigmoid(x); }
 
+PReLU::PReLU(int64_t num_parameters, double init) {
+  HG_CHECK(num_parameters >= 1, "PReLU: num_parameters must be positive, got ", num_parameters);
+  weight = register_parameter("weight", full({num_parameters}, init));
+}
+Tensor PReLU::forward(const Tensor& x) { return prelu(x, weight); }
+
 }  // namespace hg::nn

@@ -121,4 +121,13 @@ class LogSigmoid : public Module {
   Tensor forward(const Tensor& x) override;
 };
 
+// x where x > 0, else a * x with a learned slope a: one for all channels (num_parameters = 1) or
+// one per channel (num_parameters = C), each starting at `init` (torch.nn.PReLU).
+class PReLU : public Module {
+ public:
+  explicit PReLU(int64_t num_parameters = 1, double init = 0.25);
+  Tensor forward(const Tensor& x) override;
+  Tensor weight;  // (num_parameters)
+};
+
 }  // namespace hg::nn

@@ -1,4 +1,4 @@
-// nn::BatchNorm2d.
+// nn::BatchNorm2d and nn::BatchNorm1d.
 #include "nn/batchnorm.h"
 
 #include <limits>
@@ -8,8 +8,8 @@
 
 namespace hg::nn {
 
-BatchNorm2d::BatchNorm2d(int64_t c, BatchNormOptions opts) : num_features(c), options(opts) {
-  HG_CHECK(c > 0, "BatchNorm2d: num_features must be positive, got ", c);
+BatchNorm::BatchNorm(std::string_view name, int64_t c, BatchNormOptions opts) : num_features(c), options(opts) {
+  HG_CHECK(c > 0, name, ": num_features must be positive, got ", c);
   if (opts.affine) {
     weight = register_parameter("weight", ones({c}));
     bias = register_parameter("bias", zeros({c}));
@@ -19,8 +19,18 @@ BatchNorm2d::BatchNorm2d(int64_t c, BatchNormOptions opts) : num_features(c), op
   num_batches_tracked = register_buffer("num_batches_tracked", zeros({}, {.dtype = i64}));
 }
 
-Tensor BatchNorm2d::forward(const Tensor& x) {
+BatchNorm2d::BatchNorm2d(int64_t c, BatchNormOptions opts) : BatchNorm("BatchNorm2d", c, opts) {}
+void BatchNorm2d::check_input(const Tensor& x) const {
   HG_CHECK(x.dim() == 4, "BatchNorm2d: expected 4-D input (N, C, H, W), got ", x.shape());
+}
+
+BatchNorm1d::BatchNorm1d(int64_t c, BatchNormOptions opts) : BatchNorm("BatchNorm1d", c, opts) {}
+void BatchNorm1d::check_input(const Tensor& x) const {
+  HG_CHECK(x.dim() == 2 || x.dim() == 3, "BatchNorm1d: expected 2-D or 3-D input (N, C) or (N, C, L), got ", x.shape());
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  check_input(x);
   if (is_training()) {
     NoGradGuard no_grad;
     if (num_batches_tracked.device().is_cuda()) {

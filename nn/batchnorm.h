@@ -1,6 +1,7 @@
-// nn::BatchNorm2d: per-channel normalisation of (N, C, H, W) input with learnable weight (ones)
-// and bias (zeros), and running statistics updated in training mode and used in eval mode.
-// Buffers: running_mean, running_var, num_batches_tracked (PyTorch's state-dict names).
+// nn::BatchNorm2d and nn::BatchNorm1d: per-channel normalisation of (N, C, H, W) input -- or
+// (N, C) / (N, C, L) for BatchNorm1d -- with learnable weight (ones) and bias (zeros), and running
+// statistics updated in training mode and used in eval mode. Buffers: running_mean, running_var,
+// num_batches_tracked (PyTorch's state-dict names).
 #pragma once
 #include "nn/module.h"
 
@@ -12,15 +13,35 @@ struct BatchNormOptions {
   bool affine = true;
 };
 
-class BatchNorm2d : public Module {
+// What both share; the subclasses check the input's rank.
+class BatchNorm : public Module {
  public:
-  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {});
   Tensor forward(const Tensor& x) override;
 
   int64_t num_features;
   BatchNormOptions options;
   Tensor weight, bias;                                   // (C), undefined without affine
   Tensor running_mean, running_var, num_batches_tracked;  // (C), (C), () i64
+
+ protected:
+  BatchNorm(std::string_view name, int64_t num_features, BatchNormOptions options);
+  virtual void check_input(const Tensor& x) const = 0;
+};
+
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t num_features, BatchNormOptions options = {});
+
+ protected:
+  void check_input(const Tensor& x) const override;
+};
+
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t num_features, BatchNormOptions options = {});
+
+ protected:
+  void check_input(const Tensor& x) const override;
 };
 
 }  // namespace hg::nn

@@ -22,6 +22,12 @@ Tensor AvgPool2d::forward(const Tensor& x) { return avg_pool2d(x, options); }
 AdaptiveAvgPool2d::AdaptiveAvgPool2d(Shape size) : output_size(std::move(size)) {}
 Tensor AdaptiveAvgPool2d::forward(const Tensor& x) { return adaptive_avg_pool2d(x, output_size); }
 
+AdaptiveMaxPool2d::AdaptiveMaxPool2d(Shape size) : output_size(std::move(size)) {}
+Tensor AdaptiveMaxPool2d::forward(const Tensor& x) { return adaptive_max_pool2d(x, output_size); }
+
+Upsample::Upsample(InterpolateOptions o) : options(std::move(o)) {}
+Tensor Upsample::forward(const Tensor& x) { return interpolate(x, options); }
+
 Flatten::Flatten(int start, int end) : start_dim(start), end_dim(end) {}
 Tensor Flatten::forward(const Tensor& x) { return x.flatten(start_dim, end_dim); }
 

@@ -1,8 +1,9 @@
 // Modules without parameters, thin wrappers over their ops: Dropout, MaxPool2d, AvgPool2d,
-// AdaptiveAvgPool2d, Flatten. (The activations' modules: nn/activation.h, included here.)
+// AdaptiveAvgPool2d, AdaptiveMaxPool2d, Upsample, Flatten. (The activations' modules: nn/activation.h, included here.)
 #pragma once
 #include "nn/activation.h"
 #include "nn/module.h"
+#include "ops/interpolate.h"
 #include "ops/pool.h"
 
 namespace hg::nn {
@@ -40,6 +41,22 @@ class AdaptiveAvgPool2d : public Module {
   explicit AdaptiveAvgPool2d(Shape output_size);
   Tensor forward(const Tensor& x) override;
   Shape output_size;
+};
+
+class AdaptiveMaxPool2d : public Module {
+ public:
+  explicit AdaptiveMaxPool2d(Shape output_size);
+  Tensor forward(const Tensor& x) override;
+  Shape output_size;
+};
+
+// interpolate with fixed options (torch.nn.Upsample):
+//   nn::Upsample({.scale_factor = 2.0, .mode = "bilinear"})
+class Upsample : public Module {
+ public:
+  explicit Upsample(InterpolateOptions options);
+  Tensor forward(const Tensor& x) override;
+  InterpolateOptions options;
 };
 
 // Flattens dims start_dim..end_dim (default: everything but the batch dimension).

@@ -6,6 +6,7 @@
 #include "nn/conv.h"
 #include "nn/embedding.h"
 #include "nn/fuse.h"
+#include "nn/groupnorm.h"
 #include "nn/init.h"
 #include "nn/layernorm.h"
 #include "nn/layers.h"

@@ -9,6 +9,8 @@
 #include "autograd/node.h"
 #include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/activation.h"
+#include "kernels/reduce.h"
+#include "ops/elementwise.h"  // check_same_device
 #include "ops/record.h"
 
 namespace hg {
@@ -89,5 +91,37 @@ Tensor celu(const Tensor& x, double alpha) {
 Tensor mish(const Tensor& x) { return activation_from_input<km::Mish>(amp::Op::Mish, x); }
 Tensor softsign(const Tensor& x) { return activation_from_input<km::Softsign>(amp::Op::Softsign, x); }
 Tensor logsigmoid(const Tensor& x) { return activation_from_input<km::LogSigmoid>(amp::Op::LogSigmoid, x); }
+
+Tensor prelu(const Tensor& x_in, const Tensor& w_in) {
+  const std::string_view name = amp::op_name(amp::Op::Prelu);
+  auto [x0, w0] = amp::prepare(amp::Op::Prelu, x_in, w_in);
+  detail::check_same_device(name, x0, w0);
+  const DType dtype = promote_types(x0.dtype(), w0.dtype());
+  HG_CHECK(is_floating(dtype), name, ": expected floating tensors, got ", x0.dtype(), " and ", w0.dtype());
+  const int64_t channels = x0.dim() >= 2 ? x0.shape()[1] : 1;
+  HG_CHECK(w0.numel() == 1 || w0.numel() == channels, name, ": weight must have 1 element or one per channel (",
+           channels, ", dim 1 of the input ", x0.shape(), "), got ", w0.shape());
+  const Tensor x = x0.to(dtype), w = w0.to(dtype);
+  // w laid out to broadcast against x: (1, C, 1, ...), or a single value.
+  Shape broadcast(static_cast<size_t>(x.dim()), 1);
+  if (w.numel() > 1) broadcast[1] = channels;
+  const Tensor wb = w.detach().contiguous().reshape(broadcast);
+  Tensor out = kernels::map_to_new<2>(x.shape(), {x, wb}, kernels::math::Prelu{});
+  record(amp::Op::Prelu, out, {x, w},
+         [sx = SavedTensor(x), sw = SavedTensor(wb), w_shape = w.shape(), name](const Tensor& g) -> std::vector<Tensor> {
+           const Tensor x = sx.get(), wb = sw.get();
+           Tensor gx = kernels::map_to_new<3>(x.shape(), {x, wb, g}, kernels::math::PreluInputGrad{});
+           // dw: x * g where x <= 0, summed over every dimension but the channels (all of them
+           // for a single slope).
+           const Tensor terms = kernels::map_to_new<2>(x.shape(), {x, g}, kernels::math::PreluWeightGrad{});
+           Shape dims;
+           for (int d = 0; d < x.dim(); ++d)
+             if (!(d == 1 && wb.numel() > 1)) dims.push_back(d);
+           Tensor gw = dims.empty() ? terms
+                                    : kernels::reduce(kernels::ReduceKind::Sum, kernels::plan_reduction(terms, dims, name), false);
+           return {gx, gw.reshape(w_shape)};
+         });
+  return out;
+}
 
 }  // namespace hg

@@ -34,5 +34,8 @@ Tensor celu(const Tensor& x, double alpha = 1.0);  // x > 0 ? x : alpha * (exp(x
 Tensor mish(const Tensor& x);                      // x * tanh(softplus(x))
 Tensor softsign(const Tensor& x);                  // x / (1 + |x|)
 Tensor logsigmoid(const Tensor& x);                // log(sigmoid(x)), without overflow
+// x > 0 ? x : weight * x, with one learned slope (weight of 1 element) or one per channel (dim 1
+// of x; weight of C elements).
+Tensor prelu(const Tensor& x, const Tensor& weight);
 
 }  // namespace hg

@@ -1,9 +1,10 @@
-// batch_norm and layer_norm: checks, autocast, the kernels of kernels/norm.h and one autograd node
+// batch_norm, layer_norm, group_norm and instance_norm: checks, autocast, the kernels of kernels/norm.h and one autograd node
 // each, the same on every device.
 #include "ops/norm.h"
 
 #include "amp/autocast.h"
 #include "autograd/node.h"
+#include "core/copy.h"
 #include "kernels/norm.h"
 #include "ops/elementwise.h"  // check_same_device
 #include "ops/record.h"
@@ -66,6 +67,94 @@ Tensor layer_norm(const Tensor& x_in, Shape normalized_shape, const Tensor& weig
            return {g.dx, sw.defined() ? g.dw.reshape(normalized_shape) : Tensor(),
                    has_b ? g.db.reshape(normalized_shape) : Tensor()};
          });
+  return out;
+}
+
+// ---- group_norm and instance_norm: groups are (image, channel group) rows -------------------------
+
+namespace {
+
+void check_per_channel(std::string_view name, const Tensor& x, std::initializer_list<const Tensor*> tensors) {
+  const int64_t C = x.shape()[1];
+  for (const Tensor* t : tensors)
+    if (t->defined()) {
+      HG_CHECK(t->dim() == 1 && t->shape()[0] == C, name, ": expected per-channel tensors of shape [", C, "], got ",
+               t->shape());
+      detail::check_same_device(name, x, *t);
+    }
+}
+
+// The normalisation over (image, group) rows with its autograd node, recorded as `op`.
+Tensor grouped_norm(amp::Op op, const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t groups, double eps,
+                    kernels::NormStatistics& stats) {
+  Tensor out = kernels::group_norm_forward(x, weight, bias, groups, eps, stats);
+  record(op, out, {x, weight, bias},
+         [sx = SavedTensor(x), sw = SavedTensor(weight), stats, groups, eps,
+          has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {
+           kernels::NormGradients g = kernels::group_norm_backward(sx.get(), grad.contiguous(), sw.get(), stats, groups, eps);
+           return {g.dx, sw.defined() ? g.dw : Tensor(), has_b ? g.db : Tensor()};
+         });
+  return out;
+}
+
+}  // namespace
+
+Tensor group_norm(const Tensor& x_in, int64_t num_groups, const Tensor& weight_in, const Tensor& bias_in, double eps) {
+  const std::string_view name = amp::op_name(amp::Op::GroupNorm);
+  auto [x0, weight, bias] = amp::prepare(amp::Op::GroupNorm, x_in, weight_in, bias_in);
+  HG_CHECK(x0.dim() >= 2, name, ": input must be (N, C, ...), got ", x0.shape());
+  HG_CHECK(is_floating(x0.dtype()), name, ": expected a floating input, got ", x0.dtype());
+  const int64_t C = x0.shape()[1];
+  HG_CHECK(num_groups >= 1 && C % num_groups == 0, name, ": num_groups (", num_groups,
+           ") must be >= 1 and divide the channels (", C, ")");
+  check_per_channel(name, x0, {&weight, &bias});
+  kernels::NormStatistics stats;
+  return grouped_norm(amp::Op::GroupNorm, x0.contiguous(), weight, bias, num_groups, eps, stats);
+}
+
+Tensor instance_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
+                     const Tensor& bias_in, bool use_input_stats, double momentum, double eps) {
+  const std::string_view name = amp::op_name(amp::Op::InstanceNorm);
+  auto [x0, weight, bias] = amp::prepare(amp::Op::InstanceNorm, x_in, weight_in, bias_in);
+  HG_CHECK(x0.dim() >= 3, name, ": input must be (N, C, L) or (N, C, H, W, ...), got ", x0.shape());
+  HG_CHECK(is_floating(x0.dtype()), name, ": expected a floating input, got ", x0.dtype());
+  check_per_channel(name, x0, {&running_mean, &running_var, &weight, &bias});
+  HG_CHECK(running_mean.defined() == running_var.defined(), name,
+           ": running_mean and running_var go together (one is undefined)");
+  const Tensor x = x0.contiguous();
+  const int64_t N = x.shape()[0], C = x.shape()[1], S = C == 0 ? 0 : x.numel() / (N * C);
+  if (!use_input_stats) {  // the running statistics: batch_norm's evaluation mode, per channel
+    HG_CHECK(running_mean.defined(), name, ": use_input_stats = false needs running_mean and running_var");
+    kernels::NormStatistics stats;
+    Tensor out = kernels::batch_norm_forward(x, running_mean, running_var, weight, bias, false, momentum, eps, stats);
+    record(amp::Op::InstanceNorm, out, {x, weight, bias},
+           [sx = SavedTensor(x), sw = SavedTensor(weight), stats = std::move(stats),
+            has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {
+             kernels::NormGradients g = kernels::batch_norm_backward(sx.get(), grad.contiguous(), sw.get(), stats, false);
+             return {g.dx, sw.defined() ? g.dw : Tensor(), has_b ? g.db : Tensor()};
+           });
+    return out;
+  }
+  HG_CHECK(S > 1 || x.numel() == 0, name, ": expected more than 1 value per channel, got input ", x.shape());
+  kernels::NormStatistics stats;
+  // One group per channel: a (image, channel) row each.
+  Tensor out = grouped_norm(amp::Op::InstanceNorm, x, weight, bias, C, eps, stats);
+  if (running_mean.defined() && x.numel() > 0) {
+    // The running statistics move toward the batch's mean of the per-instance statistics.
+    const std::vector<double> mean = stats.mean_t.defined() ? stats.mean_t.to_vector<double>() : stats.mean;
+    const std::vector<double> var = kernels::group_variances(stats, eps);
+    std::vector<double> rm = running_mean.to_vector<double>(), rv = running_var.to_vector<double>();
+    for (int64_t c = 0; c < C; ++c) {
+      double m = 0, v = 0;
+      for (int64_t n = 0; n < N; ++n) m += mean[size_t(n * C + c)], v += var[size_t(n * C + c)];
+      rm[size_t(c)] = (1 - momentum) * rm[size_t(c)] + momentum * m / double(N);
+      rv[size_t(c)] = (1 - momentum) * rv[size_t(c)] + momentum * v / double(N) * double(S) / double(S - 1);
+    }
+    for (auto [running, values] : {std::pair{&running_mean, &rm}, std::pair{&running_var, &rv}}) {
+      detail::copy_into(*running, from_vector(*values, {C}, {.dtype = running->dtype(), .device = running->device()}));
+      running->impl()->storage->bump_version();
+    }
+  }
   return out;
 }
 

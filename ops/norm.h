@@ -6,6 +6,12 @@
 //   variance, as PyTorch does); training = false uses the running statistics. running stats,
 //   weight and bias may be undefined.
 // layer_norm: normalises over the trailing `normalized_shape` dimensions.
+// group_norm: x (N, C, ...) split into `num_groups` groups of C / num_groups channels, each
+//   normalised over its channels and positions, per image; weight and bias (C) per channel.
+// instance_norm: group_norm with one channel per group. With use_input_stats (the default) it
+//   normalises each image's channels by their own statistics, and updates running_mean/var (if
+//   given) with their mean over the batch (unbiased variance, as PyTorch); without, it uses the
+//   running statistics like batch_norm in evaluation.
 #pragma once
 #include "core/tensor.h"
 
@@ -14,5 +20,10 @@ namespace hg {
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps);
 Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight, const Tensor& bias, double eps);
+Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
+                  double eps = 1e-5);
+Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {}, const Tensor& running_var = {},
+                     const Tensor& weight = {}, const Tensor& bias = {}, bool use_input_stats = true,
+                     double momentum = 0.1, double eps = 1e-5);
 
 }  // namespace hg

@@ -1,6 +1,6 @@
-// max_pool2d, avg_pool2d and adaptive_avg_pool2d: checks, autocast, the kernels of
-// kernels/pool.h and one autograd node each. max_pool2d saves only the u8 window index of each
-// maximum.
+// max_pool2d, avg_pool2d, adaptive_avg_pool2d and adaptive_max_pool2d: checks, autocast, the
+// kernels of kernels/pool.h and one autograd node each. max_pool2d saves only the u8 window index
+// of each maximum, adaptive_max_pool2d its i64 plane index.
 #include "ops/pool.h"
 
 #include "amp/autocast.h"
@@ -59,18 +59,35 @@ Tensor avg_pool2d(const Tensor& input, AvgPool2dFuncOptions options) {
   return out;
 }
 
-Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
-  auto [x0] = amp::prepare(amp::Op::AdaptiveAvgPool2d, input);
-  const std::string_view name = amp::op_name(amp::Op::AdaptiveAvgPool2d);
-  check_input(name, x0);
+namespace {
+
+void check_adaptive(std::string_view name, const Tensor& x, const Shape& output_size) {
+  check_input(name, x);
   HG_CHECK(output_size.size() == 2 && output_size[0] >= 1 && output_size[1] >= 1, name,
            ": output_size must be two positive sizes, got ", output_size);
-  HG_CHECK(x0.shape()[2] >= 1 && x0.shape()[3] >= 1, name, ": input planes must not be empty, got ", x0.shape());
+  HG_CHECK(x.shape()[2] >= 1 && x.shape()[3] >= 1, name, ": input planes must not be empty, got ", x.shape());
+}
+
+}  // namespace
+
+Tensor adaptive_avg_pool2d(const Tensor& input, Shape output_size) {
+  auto [x0] = amp::prepare(amp::Op::AdaptiveAvgPool2d, input);
+  check_adaptive(amp::op_name(amp::Op::AdaptiveAvgPool2d), x0, output_size);
   const Tensor x = x0.contiguous();
   Tensor out = kernels::adaptive_avg_pool2d(x, output_size[0], output_size[1]);
   record(amp::Op::AdaptiveAvgPool2d, out, {x}, [shape = x.shape()](const Tensor& grad) -> std::vector<Tensor> {
     return {kernels::adaptive_avg_pool2d_backward(grad.contiguous(), shape)};
   });
+  return out;
+}
+
+Tensor adaptive_max_pool2d(const Tensor& input, Shape output_size) {
+  auto [x0] = amp::prepare(amp::Op::AdaptiveMaxPool2d, input);
+  check_adaptive(amp::op_name(amp::Op::AdaptiveMaxPool2d), x0, output_size);
+  const Tensor x = x0.contiguous();
+  auto [out, where] = kernels::adaptive_max_pool2d(x, output_size[0], output_size[1]);
+  record(amp::Op::AdaptiveMaxPool2d, out, {x}, [sw = SavedTensor(where), shape = x.shape()](const Tensor& grad)
+         -> std::vector<Tensor> { return {kernels::adaptive_max_pool2d_backward(grad.contiguous(), sw.get(), shape)}; });
   return out;
 }
 

@@ -1,5 +1,5 @@
 // 2-D pooling on NCHW tensors, PyTorch's (torch.nn.functional.max_pool2d, avg_pool2d,
-// adaptive_avg_pool2d). Output size per spatial dimension:
+// adaptive_avg_pool2d, adaptive_max_pool2d). Output size per spatial dimension:
 //   floor((H + 2 padding - kernel) / stride) + 1   (the ceiling with ceil_mode, but a window
 //                                                    never starts in the right padding)
 // max_pool2d skips the padding and propagates NaN; avg_pool2d divides by the window's size
@@ -41,5 +41,7 @@ inline Tensor avg_pool2d(const Tensor& x, int kernel) { return avg_pool2d(x, {.k
 // Output (N, C, output_size[0], output_size[1]): output (i, j) is the mean of the input's rows
 // [floor(i H / OH), ceil((i + 1) H / OH)) and the like columns. {1, 1}: the mean of each plane.
 Tensor adaptive_avg_pool2d(const Tensor& x, Shape output_size);
+// The maximum of each of those bins (NaN wins, then the first maximum, as max_pool2d).
+Tensor adaptive_max_pool2d(const Tensor& x, Shape output_size);
 
 }  // namespace hg

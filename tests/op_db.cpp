@@ -13,6 +13,7 @@
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/interpolate.h"
 #include "ops/linalg.h"
 #include "ops/loss.h"
 #include "ops/norm.h"
@@ -1158,10 +1159,228 @@ std::vector<OpEntry> layout_entries() {
   };
 }
 
+// ---- the rest of the vision ops: conv1d, conv_transpose2d, prelu, group/instance norm,
+// interpolate, adaptive_max_pool2d ------------------------------------------------------------------
+
+std::string conv_args(std::initializer_list<std::pair<const char*, int64_t>> fields) {
+  std::string out = "{";
+  for (const auto& [key, value] : fields) out += (out.size() > 1 ? ", \"" : "\"") + std::string(key) + "\": " + std::to_string(value);
+  return out + "}";
+}
+
+SampleSpec conv1d_sample(hg::Shape x, hg::Shape w, bool bias, int64_t stride, int64_t padding, int64_t dilation = 1,
+                         int64_t groups = 1) {
+  const int64_t K = w[1] * w[2], out = w[0];
+  std::vector<InputSpec> inputs{{std::move(x)}, {std::move(w)}};
+  if (bias) inputs.push_back({{out}});
+  return {.inputs = std::move(inputs),
+          .args = conv_args({{"stride", stride}, {"padding", padding}, {"dilation", dilation}, {"groups", groups}}),
+          .f32_tolerance = gemm_tolerance(K)};
+}
+
+SampleSpec conv_transpose2d_sample(hg::Shape x, hg::Shape w, bool bias, int64_t stride, int64_t padding,
+                                   int64_t output_padding = 0, int64_t groups = 1, int64_t dilation = 1) {
+  const int64_t out = w[1] * groups, K = w[0] / groups * w[2] * w[3];
+  std::vector<InputSpec> inputs{{std::move(x)}, {std::move(w)}};
+  if (bias) inputs.push_back({{out}});
+  return {.inputs = std::move(inputs),
+          .args = conv_args({{"stride", stride}, {"padding", padding}, {"output_padding", output_padding},
+                             {"groups", groups}, {"dilation", dilation}}),
+          .f32_tolerance = gemm_tolerance(K)};
+}
+
+// Inputs [x, (running_mean, running_var)?, (weight, bias)?], as for batch_norm.
+Tensor call_instance_norm(I in, A a) {
+  const bool stats = flag(a, "stats"), affine = flag(a, "affine");
+  const Tensor mean = stats ? in[1] : Tensor(), var = stats ? in[2] : Tensor();
+  const Tensor weight = affine ? in[in.size() - 2] : Tensor(), bias = affine ? in[in.size() - 1] : Tensor();
+  return hg::instance_norm(in[0], mean, var, weight, bias, flag(a, "use_input_stats"), number(a, "momentum"),
+                           number(a, "eps"));
+}
+
+ref::Array instance_norm(const Arrays& x, A a) {
+  const bool affine = flag(a, "affine");
+  const std::vector<double> weight = affine ? x[x.size() - 2].v : std::vector<double>{};
+  const std::vector<double> bias = affine ? x[x.size() - 1].v : std::vector<double>{};
+  if (!flag(a, "use_input_stats")) return ref::batch_norm(x[0], x[1].v, x[2].v, weight, bias, number(a, "eps"));
+  return ref::group_norm(x[0], x[0].shape[1], weight, bias, number(a, "eps"));
+}
+
+std::vector<SampleSpec> instance_norm_samples() {
+  const auto args = [](bool use_input_stats, bool stats, bool affine) {
+    std::ostringstream os;
+    os << std::boolalpha << R"({"use_input_stats": )" << use_input_stats << R"(, "momentum": 0.1, "eps": 1e-5, "stats": )"
+       << stats << R"(, "affine": )" << affine << "}";
+    return os.str();
+  };
+  const auto inputs = [](hg::Shape shape, bool stats, bool affine) {
+    const int64_t C = shape[1];
+    std::vector<InputSpec> in{{.shape = std::move(shape), .mean = 1, .stddev = 2}};
+    if (stats) {
+      in.push_back({.shape = {C}, .differentiable = false});
+      in.push_back({.shape = {C}, .values = Values::Positive, .low = 0.05, .high = 4.05, .differentiable = false});
+    }
+    if (affine) in.insert(in.end(), {{{C}}, {{C}}});
+    return in;
+  };
+  return {{.inputs = inputs({2, 3, 4, 5}, false, false), .args = args(true, false, false)},
+          {.inputs = inputs({2, 3, 4, 5}, true, true), .args = args(true, true, true)},
+          {.inputs = inputs({3, 2, 7}, false, true), .args = args(true, false, true)},
+          {.inputs = inputs({1, 4, 3, 3}, true, false), .args = args(true, true, false)},
+          {.inputs = inputs({2, 3, 4, 5}, true, true), .args = args(false, true, true)},
+          {.inputs = inputs({2, 5, 9, 9}, false, true), .args = args(true, false, true)}};
+}
+
+Tensor call_group_norm(I in, A a) {
+  const bool affine = flag(a, "affine");
+  return hg::group_norm(in[0], integer(a, "num_groups"), affine ? in[1] : Tensor(), affine ? in[2] : Tensor(),
+                        number(a, "eps"));
+}
+
+std::vector<SampleSpec> group_norm_samples() {
+  const auto sample = [](hg::Shape shape, int64_t groups, bool affine, double eps = 1e-5) {
+    const int64_t C = shape[1];
+    std::vector<InputSpec> in{{.shape = std::move(shape), .mean = 0.5, .stddev = 2}};
+    if (affine) in.insert(in.end(), {{{C}}, {{C}}});
+    std::ostringstream os;
+    os << std::boolalpha << R"({"num_groups": )" << groups << R"(, "eps": )" << eps << R"(, "affine": )" << affine << "}";
+    return SampleSpec{.inputs = in, .args = os.str()};
+  };
+  // One group (layer norm over C, H, W), one channel per group, groups of 2 and 3 channels;
+  // 2-D to 4-D inputs; a larger eps.
+  return {sample({2, 6, 3, 3}, 1, true),  sample({2, 6, 3, 3}, 6, true), sample({2, 6, 3, 3}, 3, false),
+          sample({3, 4, 5}, 2, true),     sample({4, 6}, 2, true),       sample({1, 9, 4, 4}, 3, true, 1e-3),
+          sample({2, 32, 8, 8}, 8, true)};
+}
+
+ref::Array group_norm_ref(const Arrays& x, A a) {
+  return ref::group_norm(x[0], integer(a, "num_groups"), optional_values(x, 1), optional_values(x, 2), number(a, "eps"));
+}
+
+Tensor call_interpolate(I in, A a) {
+  hg::InterpolateOptions options{.mode = arg(a, "mode", Args::Kind::String).text};
+  if (a.find("size")) options.size = integers(a, "size");
+  if (a.find("scale_factor")) options.scale_factor = number(a, "scale_factor");
+  if (a.find("align_corners")) options.align_corners = flag(a, "align_corners");
+  return hg::interpolate(in[0], options);
+}
+
+ref::Array interpolate_ref(const Arrays& x, A a) {
+  const bool bilinear = arg(a, "mode", Args::Kind::String).text == "bilinear";
+  const bool align = a.find("align_corners") ? flag(a, "align_corners") : false;
+  const double factor = a.find("scale_factor") ? number(a, "scale_factor") : 0.0;
+  const int64_t H = x[0].shape[2], W = x[0].shape[3];
+  const hg::Shape size = a.find("size") ? integers(a, "size")
+                                        : hg::Shape{int64_t(std::floor(double(H) * factor)), int64_t(std::floor(double(W) * factor))};
+  return ref::interpolate(x[0], size[0], size[1], bilinear, align, factor);
+}
+
+std::vector<SampleSpec> interpolate_samples() {
+  const auto sample = [](hg::Shape shape, std::string args) {
+    return SampleSpec{.inputs = {{std::move(shape)}}, .args = std::move(args)};
+  };
+  // Up and down, by size and by factor (2, 1.5, 0.5), non-square; bilinear with and without
+  // align_corners, to one pixel; a 1-pixel input.
+  return {sample({2, 3, 4, 5}, R"({"mode": "nearest", "size": [8, 10]})"),
+          sample({1, 2, 7, 6}, R"({"mode": "nearest", "size": [3, 4]})"),
+          sample({1, 2, 5, 4}, R"({"mode": "nearest", "size": [7, 9]})"),
+          sample({2, 2, 4, 4}, R"({"mode": "nearest", "scale_factor": 2})"),
+          sample({1, 3, 4, 6}, R"({"mode": "nearest", "scale_factor": 1.5})"),
+          sample({1, 2, 3, 3}, R"({"mode": "bilinear", "size": [6, 5]})"),
+          sample({1, 2, 3, 3}, R"({"mode": "bilinear", "size": [6, 5], "align_corners": true})"),
+          sample({2, 2, 8, 7}, R"({"mode": "bilinear", "size": [3, 4]})"),
+          sample({1, 2, 6, 5}, R"({"mode": "bilinear", "size": [3, 4], "align_corners": true})"),
+          sample({1, 1, 4, 4}, R"({"mode": "bilinear", "scale_factor": 0.5})"),
+          sample({1, 2, 4, 5}, R"({"mode": "bilinear", "scale_factor": 2})"),
+          sample({1, 1, 1, 1}, R"({"mode": "bilinear", "size": [3, 2]})"),
+          sample({1, 1, 5, 5}, R"({"mode": "bilinear", "size": [1, 1], "align_corners": true})")};
+}
+
+std::vector<OpEntry> vision_entries() {
+  return {
+      {.op = Op::Conv1d, .name = "conv1d",
+       .call =
+           [](I in, A a) {
+             return hg::conv1d(in[0], in[1], optional_input(in, 2),
+                               {.stride = integer(a, "stride"), .padding = integer(a, "padding"),
+                                .dilation = integer(a, "dilation", 1), .groups = integer(a, "groups", 1)});
+           },
+       .default_args = R"({"stride": 1, "padding": 1})", .inputs = {{{2, 3, 7}}, {{4, 3, 3}}, {{4}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return ref::conv1d(x[0], x[1], optional_values(x, 2), integer(a, "stride"), integer(a, "padding"),
+                                integer(a, "dilation", 1), integer(a, "groups", 1));
+           },
+       .f32_tolerance = gemm_tolerance(9), .golden_family = "vision",
+       .more_samples = {conv1d_sample({1, 2, 9}, {3, 2, 3}, false, 2, 0), conv1d_sample({2, 4, 10}, {4, 1, 5}, true, 1, 2, 1, 4),
+                        conv1d_sample({1, 4, 11}, {6, 2, 3}, true, 2, 2, 2, 2), conv1d_sample({3, 5, 6}, {2, 5, 1}, true, 1, 0),
+                        conv1d_sample({1, 3, 33}, {5, 3, 7}, false, 3, 3)}},
+      {.op = Op::ConvTranspose2d, .name = "conv_transpose2d",
+       .call =
+           [](I in, A a) {
+             return hg::conv_transpose2d(in[0], in[1], optional_input(in, 2),
+                                         {.stride = integer(a, "stride"), .padding = integer(a, "padding"),
+                                          .output_padding = integer(a, "output_padding", 0),
+                                          .groups = integer(a, "groups", 1), .dilation = integer(a, "dilation", 1)});
+           },
+       .default_args = R"({"stride": 2, "padding": 1})", .inputs = {{{1, 3, 4, 4}}, {{3, 2, 3, 3}}, {{2}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return ref::conv_transpose2d(x[0], x[1], optional_values(x, 2), integer(a, "stride"), integer(a, "padding"),
+                                          integer(a, "output_padding", 0), integer(a, "groups", 1),
+                                          integer(a, "dilation", 1));
+           },
+       .f32_tolerance = gemm_tolerance(27), .golden_family = "vision",
+       .more_samples = {
+           // A DCGAN-style 4x4/2 upsampling, output_padding, no padding, 1x1, groups and
+           // depthwise, dilation.
+           conv_transpose2d_sample({2, 4, 3, 3}, {4, 3, 4, 4}, true, 2, 1),
+           conv_transpose2d_sample({1, 2, 3, 4}, {2, 3, 3, 3}, false, 2, 1, 1),
+           conv_transpose2d_sample({2, 3, 2, 3}, {3, 2, 2, 2}, true, 1, 0),
+           conv_transpose2d_sample({1, 5, 3, 3}, {5, 4, 1, 1}, true, 1, 0),
+           conv_transpose2d_sample({1, 4, 3, 3}, {4, 3, 3, 3}, true, 2, 1, 1, 2),
+           conv_transpose2d_sample({2, 3, 4, 4}, {3, 1, 3, 3}, false, 1, 1, 0, 3),
+           conv_transpose2d_sample({1, 2, 3, 3}, {2, 2, 3, 3}, true, 1, 2, 0, 1, 2),
+           conv_transpose2d_sample({1, 2, 4, 3}, {2, 3, 3, 2}, true, 3, 2, 2, 1, 1),
+       }},
+      // PyTorch's slope per channel or one for all; N(0, 4) reaches both sides.
+      {.op = Op::Prelu, .name = "prelu", .call = [](I in, A) { return hg::prelu(in[0], in[1]); },
+       .default_args = "{}", .inputs = {{.shape = {2, 3, 4}, .stddev = 2}, {{3}}},
+       .reference = [](const Arrays& x, A) { return ref::prelu(x[0], x[1].v); }, .f32_tolerance = kF32,
+       .golden_family = "vision",
+       .more_samples = {{.inputs = {{.shape = {2, 3, 2, 2}, .stddev = 2}, {.shape = {1}, .broadcast = true}}},
+                        {.inputs = {{.shape = {5, 4}, .stddev = 2}, {.shape = {4}, .broadcast = true}}},
+                        {.inputs = {{.shape = {7}, .stddev = 2}, {.shape = {1}, .broadcast = true}}},
+                        {.inputs = {{.shape = {2, 6, 3, 3}, .stddev = 2}, {.shape = {6}, .broadcast = true}}}}},
+      {.op = Op::GroupNorm, .name = "group_norm", .call = call_group_norm,
+       .default_args = R"({"num_groups": 2, "eps": 1e-5, "affine": true})",
+       .inputs = {{.shape = {2, 4, 3, 3}, .mean = 0.5, .stddev = 2}, {{4}}, {{4}}}, .reference = group_norm_ref,
+       .f32_tolerance = kF32, .golden_family = "vision", .more_samples = group_norm_samples()},
+      {.op = Op::InstanceNorm, .name = "instance_norm", .call = call_instance_norm,
+       .default_args = R"({"use_input_stats": true, "momentum": 0.1, "eps": 1e-5, "stats": false, "affine": true})",
+       .inputs = {{.shape = {2, 3, 4, 4}, .mean = 1, .stddev = 2}, {{3}}, {{3}}}, .reference = instance_norm,
+       .f32_tolerance = kF32, .golden_family = "vision", .more_samples = instance_norm_samples()},
+      {.op = Op::Interpolate, .name = "interpolate", .call = call_interpolate,
+       .default_args = R"({"mode": "bilinear", "size": [5, 7]})", .inputs = {{{2, 3, 3, 4}}},
+       .reference = interpolate_ref, .f32_tolerance = kF32, .golden_family = "vision",
+       .more_samples = interpolate_samples()},
+      // A maximum is one of its inputs: exact.
+      {.op = Op::AdaptiveMaxPool2d, .name = "adaptive_max_pool2d",
+       .call = [](I in, A a) { return hg::adaptive_max_pool2d(in[0], integers(a, "output_size")); },
+       .default_args = R"({"output_size": [2, 3]})", .inputs = {{{2, 3, 5, 7}}},
+       .reference = [](const Arrays& x, A a) {
+         const hg::Shape size = integers(a, "output_size");
+         return ref::adaptive_max_pool2d(x[0], size[0], size[1]);
+       },
+       .f32_tolerance = kExact, .golden_family = "vision", .more_samples = adaptive_pool_samples()},
+  };
+}
+
 std::vector<OpEntry> all_entries() {
   std::vector<OpEntry> db;
   for (auto part : {elementwise_entries, activation_entries, reduction_entries, linalg_entries,
-                    softmax_and_loss_entries, more_loss_entries, pool_and_norm_entries, other_entries, layout_entries})
+                    softmax_and_loss_entries, more_loss_entries, pool_and_norm_entries, vision_entries, other_entries,
+                    layout_entries})
     for (OpEntry& e : part()) db.push_back(std::move(e));
   return db;
 }

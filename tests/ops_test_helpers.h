@@ -293,8 +293,10 @@ inline Array pool2d(const Array& x, int64_t k, int64_t s, bool max, int64_t pad 
   return out;
 }
 
-// The mean of bin (i, j): rows [floor(i H / OH), ceil((i + 1) H / OH)), columns likewise.
-inline Array adaptive_avg_pool2d(const Array& x, int64_t OH, int64_t OW) {
+// Adaptive pooling: bin (i, j) holds rows [floor(i H / OH), ceil((i + 1) H / OH)) and the like
+// columns; reduce(values) gives its output.
+template <class F>
+inline Array adaptive_pool2d(const Array& x, int64_t OH, int64_t OW, F reduce) {
   const int64_t P = x.shape[0] * x.shape[1], H = x.shape[2], W = x.shape[3];
   Array out{{x.shape[0], x.shape[1], OH, OW}, std::vector<double>(size_t(P * OH * OW))};
   for (int64_t p = 0; p < P; ++p)
@@ -302,12 +304,20 @@ inline Array adaptive_avg_pool2d(const Array& x, int64_t OH, int64_t OW) {
       for (int64_t ow = 0; ow < OW; ++ow) {
         const int64_t h0 = oh * H / OH, h1 = ((oh + 1) * H + OH - 1) / OH;
         const int64_t w0 = ow * W / OW, w1 = ((ow + 1) * W + OW - 1) / OW;
-        double total = 0;
+        std::vector<double> bin;
         for (int64_t h = h0; h < h1; ++h)
-          for (int64_t w = w0; w < w1; ++w) total += x.v[size_t((p * H + h) * W + w)];
-        out.v[size_t((p * OH + oh) * OW + ow)] = total / double((h1 - h0) * (w1 - w0));
+          for (int64_t w = w0; w < w1; ++w) bin.push_back(x.v[size_t((p * H + h) * W + w)]);
+        out.v[size_t((p * OH + oh) * OW + ow)] = reduce(bin);
       }
   return out;
+}
+
+inline Array adaptive_avg_pool2d(const Array& x, int64_t OH, int64_t OW) {
+  return adaptive_pool2d(x, OH, OW, [](const std::vector<double>& bin) {
+    double total = 0;
+    for (double v : bin) total += v;
+    return total / double(bin.size());
+  });
 }
 
 // Per-channel statistics of x (N, C, ...): biased variance, as batch_norm normalises with.
@@ -359,6 +369,123 @@ inline Array layer_norm(const Array& x, int64_t D, const std::vector<double>& w,
 
 inline double gelu(double x) { return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0))); }
 inline double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
+
+// conv1d straight from its definition: y[n, o, l] = b[o] + sum over the group's channels and taps.
+inline Array conv1d(const Array& x, const Array& w, const std::vector<double>& bias, int64_t stride, int64_t pad,
+                    int64_t dilation = 1, int64_t groups = 1) {
+  const int64_t N = x.shape[0], C = x.shape[1], L = x.shape[2], O = w.shape[0], Cg = w.shape[1], k = w.shape[2];
+  const int64_t OL = (L + 2 * pad - dilation * (k - 1) - 1) / stride + 1, Og = O / groups;
+  Array out{{N, O, OL}, std::vector<double>(size_t(N * O * OL))};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t ol = 0; ol < OL; ++ol) {
+        double total = bias.empty() ? 0.0 : bias[size_t(o)];
+        for (int64_t c = 0; c < Cg; ++c)
+          for (int64_t j = 0; j < k; ++j) {
+            const int64_t l = ol * stride + j * dilation - pad;
+            if (l < 0 || l >= L) continue;
+            total += x.v[size_t((n * C + (o / Og) * Cg + c) * L + l)] * w.v[size_t((o * Cg + c) * k + j)];
+          }
+        out.v[size_t((n * O + o) * OL + ol)] = total;
+      }
+  return out;
+}
+
+// conv_transpose2d as the scatter it is defined by: input (n, c, h, w) adds x * w[c, o, i, j] to
+// output (h * stride - pad + i * dilation, w * stride - pad + j * dilation) of each channel o of
+// its group.
+inline Array conv_transpose2d(const Array& x, const Array& w, const std::vector<double>& bias, int64_t stride,
+                              int64_t pad, int64_t output_padding, int64_t groups, int64_t dilation) {
+  const int64_t N = x.shape[0], C = x.shape[1], H = x.shape[2], W = x.shape[3];
+  const int64_t Og = w.shape[1], kh = w.shape[2], kw = w.shape[3], O = Og * groups, Cg = C / groups;
+  const int64_t OH = (H - 1) * stride - 2 * pad + dilation * (kh - 1) + output_padding + 1;
+  const int64_t OW = (W - 1) * stride - 2 * pad + dilation * (kw - 1) + output_padding + 1;
+  Array out{{N, O, OH, OW}, std::vector<double>(size_t(N * O * OH * OW))};
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < O; ++o)
+      for (int64_t k = 0; k < OH * OW; ++k) out.v[size_t((n * O + o) * OH * OW + k)] = bias.empty() ? 0.0 : bias[size_t(o)];
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t h = 0; h < H; ++h)
+        for (int64_t ww = 0; ww < W; ++ww)
+          for (int64_t o = 0; o < Og; ++o)
+            for (int64_t i = 0; i < kh; ++i)
+              for (int64_t j = 0; j < kw; ++j) {
+                const int64_t oh = h * stride - pad + i * dilation, ow = ww * stride - pad + j * dilation;
+                if (oh < 0 || oh >= OH || ow < 0 || ow >= OW) continue;
+                const int64_t channel = (c / Cg) * Og + o;
+                out.v[size_t(((n * O + channel) * OH + oh) * OW + ow)] +=
+                    x.v[size_t(((n * C + c) * H + h) * W + ww)] * w.v[size_t(((c * Og + o) * kh + i) * kw + j)];
+              }
+  return out;
+}
+
+// The maximum of each adaptive_avg_pool2d bin (NaN wins).
+inline Array adaptive_max_pool2d(const Array& x, int64_t OH, int64_t OW) {
+  return adaptive_pool2d(x, OH, OW, [](const std::vector<double>& bin) {
+    double best = -kInf;
+    for (double v : bin) best = nan_max(best, v);
+    return best;
+  });
+}
+
+// PyTorch's upsample_nearest2d / upsample_bilinear2d formulas, in double (the nearest index in
+// float, as PyTorch computes it). factor > 0: the user's scale factor.
+inline Array interpolate(const Array& x, int64_t OH, int64_t OW, bool bilinear, bool align_corners, double factor) {
+  const int64_t P = x.shape[0] * x.shape[1], H = x.shape[2], W = x.shape[3];
+  const auto scale = [&](int64_t in, int64_t out) {
+    if (align_corners) return out > 1 ? double(in - 1) / double(out - 1) : 0.0;
+    return factor > 0 ? 1.0 / factor : double(in) / double(out);
+  };
+  const double sh = scale(H, OH), sw = scale(W, OW);
+  // (index, weight) pairs along one axis
+  const auto taps = [&](int64_t o, int64_t in, double s) -> std::vector<std::pair<int64_t, double>> {
+    if (!bilinear) return {{std::min<int64_t>(int64_t(std::floor(float(o) * float(s))), in - 1), 1.0}};
+    double src = align_corners ? s * double(o) : s * (double(o) + 0.5) - 0.5;
+    src = std::max(src, 0.0);
+    const int64_t i0 = std::min<int64_t>(int64_t(src), in - 1), i1 = std::min<int64_t>(i0 + 1, in - 1);
+    const double l1 = std::clamp(src - double(i0), 0.0, 1.0);
+    return {{i0, 1 - l1}, {i1, l1}};
+  };
+  Array out{{x.shape[0], x.shape[1], OH, OW}, std::vector<double>(size_t(P * OH * OW))};
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        double total = 0;
+        for (auto [h, wh] : taps(oh, H, sh))
+          for (auto [w, ww] : taps(ow, W, sw)) total += wh * ww * x.v[size_t((p * H + h) * W + w)];
+        out.v[size_t((p * OH + oh) * OW + ow)] = total;
+      }
+  return out;
+}
+
+// group_norm: each image's groups of C / G channels normalised together, then the per-channel affine.
+inline Array group_norm(const Array& x, int64_t G, const std::vector<double>& w, const std::vector<double>& b, double eps) {
+  const int64_t N = x.shape[0], C = x.shape[1], S = numel(x.shape) / std::max<int64_t>(N * C, 1), D = C / G * S;
+  Array out = layer_norm(x, D, {}, {}, eps);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t s = 0; s < S; ++s) {
+        double& y = out.v[size_t((n * C + c) * S + s)];
+        if (!w.empty()) y *= w[size_t(c)];
+        if (!b.empty()) y += b[size_t(c)];
+      }
+  return out;
+}
+
+// prelu: x, or a * x for x <= 0, with a per channel (dim 1) or a single a.
+inline Array prelu(const Array& x, const std::vector<double>& a) {
+  const int64_t C = x.shape.size() >= 2 ? x.shape[1] : 1;
+  int64_t S = 1;
+  for (size_t d = 2; d < x.shape.size(); ++d) S *= x.shape[d];
+  Array out = x;
+  for (int64_t k = 0; k < numel(x.shape); ++k) {
+    const double slope = a.size() == 1 ? a[0] : a[size_t((k / S) % C)];
+    double& y = out.v[size_t(k)];
+    y = y > 0 ? y : y * slope;
+  }
+  return out;
+}
 
 }  // namespace ref
 

@@ -83,7 +83,15 @@ std::string dtype_text(hg::DType dtype) { return std::string(hg::dtype_name(dtyp
 // batch_norm's running statistics (inputs 1 and 2 with "stats"): buffers, as PyTorch's, that
 // autocast does not cast and that training updates in place.
 bool is_running_statistic(const OpEntry& entry, const Sample& sample, size_t input) {
-  return entry.op == hg::amp::Op::BatchNorm && hg_test::flag(sample.args, "stats") && (input == 1 || input == 2);
+  return (entry.op == hg::amp::Op::BatchNorm || entry.op == hg::amp::Op::InstanceNorm) &&
+         hg_test::flag(sample.args, "stats") && (input == 1 || input == 2);
+}
+
+// Whether the op updates its running statistics on this sample: batch_norm in training,
+// instance_norm with its input's statistics.
+bool updates_running_statistics(const OpEntry& entry, const Sample& sample) {
+  if (entry.op == hg::amp::Op::InstanceNorm) return hg_test::flag(sample.args, "use_input_stats");
+  return hg_test::flag(sample.args, "training");
 }
 
 }  // namespace
@@ -344,8 +352,8 @@ TEST_CASE("op_db.dropout_keeps_or_scales") {
 // ---- a second call: the same output, and the inputs as they were -------------------------------
 
 // An op never writes into its inputs (a bias is an input, never a GEMM's output buffer; only
-// batch_norm in training updates its running statistics), and a second call sees nothing the
-// first one left behind.
+// batch_norm in training and instance_norm update their running statistics), and a second call
+// sees nothing the first one left behind.
 TEST_CASE("op_db.a_second_call_agrees_and_leaves_its_inputs_alone") {
   for_every_sample([](const OpEntry& entry, const Sample& sample) {
     const Inputs in = make_inputs(sample, hg::f32);
@@ -355,7 +363,7 @@ TEST_CASE("op_db.a_second_call_agrees_and_leaves_its_inputs_alone") {
     CHECK_CLOSE_WITH(second, first, kExact);
     for (size_t i = 0; i < in.size(); ++i) {
       CAPTURE(i);
-      const bool updated = is_running_statistic(entry, sample, i) && hg_test::flag(sample.args, "training");
+      const bool updated = is_running_statistic(entry, sample, i) && updates_running_statistics(entry, sample);
       if (!updated) CHECK(values(in[i]) == before[i]);
     }
   });
@@ -698,6 +706,13 @@ std::optional<hg_test::OpCall> module_call(const OpEntry& entry) {
     hg::NoGradGuard no_grad;
     for (const auto& [name, p] : m.named_parameters()) Tensor(p).copy_(state.at(name));
   };
+  // A layer's weight (input 1) and bias (input 2, when given), in the weight's dtype.
+  const auto load_layer = [load](nn::Module& m, const Inputs& in) {
+    m.to(in[1].dtype());
+    std::map<std::string, Tensor> state{{"weight", in[1]}};
+    if (in.size() > 2) state["bias"] = in[2];
+    load(m, state);
+  };
   switch (entry.op) {
     case hg::amp::Op::Relu: return [](const Inputs& in, const Args&) { return nn::ReLU()(in[0]); };
     case hg::amp::Op::Gelu:
@@ -749,26 +764,20 @@ std::optional<hg_test::OpCall> module_call(const OpEntry& entry) {
     case hg::amp::Op::AdaptiveAvgPool2d:
       return [](const Inputs& in, const Args& a) { return nn::AdaptiveAvgPool2d(hg_test::integers(a, "output_size"))(in[0]); };
     case hg::amp::Op::Linear:
-      return [load](const Inputs& in, const Args&) {
+      return [load_layer](const Inputs& in, const Args&) {
         const Tensor& w = in[1];
         nn::Linear m(w.shape()[1], w.shape()[0], in.size() > 2);
-        m.to(w.dtype());
-        std::map<std::string, Tensor> state{{"weight", w}};
-        if (in.size() > 2) state["bias"] = in[2];
-        load(m, state);
+        load_layer(m, in);
         return m(in[0]);
       };
     case hg::amp::Op::Conv2d:
-      return [load](const Inputs& in, const Args& a) {
+      return [load_layer](const Inputs& in, const Args& a) {
         const Tensor& w = in[1];
         const int64_t groups = integer(a, "groups", 1);
         nn::Conv2d m(w.shape()[1] * groups, w.shape()[0], w.shape()[2],
                      {.stride = integer(a, "stride"), .padding = integer(a, "padding"),
                       .dilation = integer(a, "dilation", 1), .groups = groups, .bias = in.size() > 2});
-        m.to(w.dtype());
-        std::map<std::string, Tensor> state{{"weight", w}};
-        if (in.size() > 2) state["bias"] = in[2];
-        load(m, state);
+        load_layer(m, in);
         return m(in[0]);
       };
     case hg::amp::Op::Embedding:
@@ -778,7 +787,53 @@ std::optional<hg_test::OpCall> module_call(const OpEntry& entry) {
         load(m, {{"weight", in[1]}});
         return m(in[0]);
       };
-    default: return std::nullopt;  // (batch_norm, layer_norm: their modules own buffers and shapes of
+    case hg::amp::Op::Conv1d:
+      return [load_layer](const Inputs& in, const Args& a) {
+        const Tensor& w = in[1];
+        const int64_t groups = integer(a, "groups", 1);
+        nn::Conv1d m(w.shape()[1] * groups, w.shape()[0], w.shape()[2],
+                     {.stride = integer(a, "stride"), .padding = integer(a, "padding"),
+                      .dilation = integer(a, "dilation", 1), .groups = groups, .bias = in.size() > 2});
+        load_layer(m, in);
+        return m(in[0]);
+      };
+    case hg::amp::Op::ConvTranspose2d:
+      return [load_layer](const Inputs& in, const Args& a) {
+        const Tensor& w = in[1];
+        const int64_t groups = integer(a, "groups", 1);
+        nn::ConvTranspose2d m(w.shape()[0], w.shape()[1] * groups, w.shape()[2],
+                              {.stride = integer(a, "stride"), .padding = integer(a, "padding"),
+                               .output_padding = integer(a, "output_padding", 0), .groups = groups,
+                               .bias = in.size() > 2, .dilation = integer(a, "dilation", 1)});
+        load_layer(m, in);
+        return m(in[0]);
+      };
+    case hg::amp::Op::Prelu:
+      return [load](const Inputs& in, const Args&) {
+        nn::PReLU m(in[1].numel());
+        m.to(in[1].dtype());
+        load(m, {{"weight", in[1]}});
+        return m(in[0]);
+      };
+    case hg::amp::Op::GroupNorm:
+      return [load](const Inputs& in, const Args& a) {
+        const bool affine = flag(a, "affine");
+        nn::GroupNorm m(integer(a, "num_groups"), in[0].shape()[1], {.eps = number(a, "eps"), .affine = affine});
+        m.to(in[0].dtype());
+        if (affine) load(m, {{"weight", in[1]}, {"bias", in[2]}});
+        return m(in[0]);
+      };
+    case hg::amp::Op::Interpolate:
+      return [](const Inputs& in, const Args& a) {
+        hg::InterpolateOptions options{.mode = hg_test::arg(a, "mode", Args::Kind::String).text};
+        if (a.find("size")) options.size = hg_test::integers(a, "size");
+        if (a.find("scale_factor")) options.scale_factor = number(a, "scale_factor");
+        if (a.find("align_corners")) options.align_corners = flag(a, "align_corners");
+        return nn::Upsample(options)(in[0]);
+      };
+    case hg::amp::Op::AdaptiveMaxPool2d:
+      return [](const Inputs& in, const Args& a) { return nn::AdaptiveMaxPool2d(hg_test::integers(a, "output_size"))(in[0]); };
+    default: return std::nullopt;  // (batch_norm, layer_norm, instance_norm: their modules own buffers and shapes of
                                    // their own; tests/test_nn.cpp compares them with the ops)
   }
 }
@@ -793,8 +848,10 @@ TEST_CASE("op_db.nn_module_matches_the_op") {
     if (entry.name != hg::amp::op_name(entry.op)) return;  // the row's own entry ("add", not "add_scalar")
     const std::optional<hg_test::OpCall> module = module_call(entry);
     if (!module) return;
-    // nn::Conv2d's kernel is square (its kernel_size is one number): other shapes have no module.
-    if (entry.op == hg::amp::Op::Conv2d && sample.inputs[1].shape[2] != sample.inputs[1].shape[3]) return;
+    // nn::Conv2d's and nn::ConvTranspose2d's kernels are square (kernel_size is one number): other
+    // shapes have no module.
+    const bool conv = entry.op == hg::amp::Op::Conv2d || entry.op == hg::amp::Op::ConvTranspose2d;
+    if (conv && sample.inputs[1].shape[2] != sample.inputs[1].shape[3]) return;
     // The module's call in place of the entry's.
     OpEntry through_module = entry;
     through_module.call = *module;
@@ -811,5 +868,5 @@ TEST_CASE("op_db.nn_module_matches_the_op") {
     }
     ++compared;
   });
-  CHECK(compared >= 23);  // every op above with a module, at least once
+  CHECK(compared >= 29);  // every op above with a module, at least once
 }

@@ -256,8 +256,8 @@ void check_family(const std::string& family) {
   }
 }
 
-const char* const kFamilies[] = {"elementwise", "activation", "reduce",    "linalg", "softmax", "loss",
-                                 "conv2d",      "pool",       "norm",      "embedding", "cat",  "shape"};
+const char* const kFamilies[] = {"elementwise", "activation", "reduce",    "linalg", "softmax", "loss",  "conv2d",
+                                 "pool",        "norm",       "vision",    "embedding", "cat",  "shape"};
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;
@@ -298,6 +298,7 @@ TEST_CASE("parity.loss") { check_family("loss"); }
 TEST_CASE("parity.conv2d") { check_family("conv2d"); }
 TEST_CASE("parity.pool") { check_family("pool"); }
 TEST_CASE("parity.norm") { check_family("norm"); }
+TEST_CASE("parity.vision") { check_family("vision"); }
 TEST_CASE("parity.embedding") { check_family("embedding"); }
 TEST_CASE("parity.cat") { check_family("cat"); }
 

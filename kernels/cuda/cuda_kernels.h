@@ -9,6 +9,7 @@
 #include "core/tensor.h"
 #include "kernels/conv.h"
 #include "kernels/math/optimizer_step.h"
+#include "kernels/math/interpolate.h"
 #include "kernels/math/pool.h"
 #include "kernels/reduce.h"
 
@@ -55,6 +56,10 @@ void avg_pool2d_forward(const Tensor& x, const Tensor& out, const math::PoolGeom
 void avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x, const math::PoolGeometry& g);
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor& out);
 void adaptive_avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x);
+void interpolate_forward(const Tensor& x, const Tensor& out, const math::Resize& r);
+void interpolate_backward(const Tensor& grad, const Tensor& grad_x, const math::Resize& r);
+void adaptive_max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where);
+void adaptive_max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x);
 
 // out[i] = keep(i) ? in[i] / (1 - p) : 0 with keep(i) = Philox uniform(seed, offset + i) >= p:
 // bitwise the same mask as the CPU.

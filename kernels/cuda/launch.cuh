@@ -1,4 +1,4 @@
-// Shared pieces of the CUDA kernels: launch geometry and the strided indexer that maps a linear
+// Shared pieces of the CUDA kernels: launch geometry, the per-element launcher and the strided indexer that maps a linear
 // element index to an offset in each operand (the GPU counterpart of core/loops.h).
 #pragma once
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_copy.h"
 #include "core/tensor.h"
+#include "core/visit.h"
 
 namespace hg::kernels::cuda {
 
@@ -16,6 +17,17 @@ constexpr int kThreads = 256;
 constexpr int kMaxDims = 12;
 
 inline int blocks_for(int64_t n) { return int(std::clamp<int64_t>((n + kThreads - 1) / kThreads, 1, 65535 * 8)); }
+
+// The entry points of a one-thread-per-element kernel differ only in their launch: check the
+// device, skip empty work, call launch.template operator()<T>(blocks) for `on`'s floating dtype
+// with enough blocks for `elements` threads, check the launch (named `op`).
+template <class Launch>
+void launch_per_element(const char* op, const Tensor& on, int64_t elements, const Launch& launch) {
+  detail::check_cuda_device(on.device(), op);
+  if (elements == 0) return;
+  visit_floating(on.dtype(), op, [&]<class T> { launch.template operator()<T>(blocks_for(elements)); });
+  HG_CHECK_LAUNCH(op);
+}
 
 // Offsets of M operands (in elements) for a linear index over `sizes`.
 template <int M>

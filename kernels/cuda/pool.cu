@@ -159,21 +159,45 @@ __global__ void adaptive_avg_backward_kernel(const T* grad, T* dx, int64_t plane
   }
 }
 
+// adaptive_max_pool2d: each output the maximum of its bin and its plane index.
+template <class T>
+__global__ void adaptive_max_forward_kernel(const T* x, T* y, int64_t* where, int64_t planes, int64_t H, int64_t W,
+                                            int64_t OH, int64_t OW) {
+  using A = acc_t<T>;
+  const int64_t n = planes * OH * OW;
+  for (int64_t o = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; o < n; o += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t ow = o % OW, oh = (o / OW) % OH, p = o / (OW * OH);
+    const int64_t h0 = math::adaptive_begin(oh, H, OH), h1 = math::adaptive_end(oh, H, OH);
+    const int64_t w0 = math::adaptive_begin(ow, W, OW), w1 = math::adaptive_end(ow, W, OW);
+    const math::WindowMax<A> m = math::bin_max<A>(x + p * H * W, W, h0, h1, w0, w1, Widen{});
+    y[o] = from_acc<T>(m.best);
+    where[o] = m.at;
+  }
+}
+
+// dx at (p, h, w): the gradients of the bins whose maximum it is, in the CPU's order (no atomics).
+template <class T>
+__global__ void adaptive_max_backward_kernel(const T* grad, const int64_t* where, T* dx, int64_t planes, int64_t H,
+                                             int64_t W, int64_t OH, int64_t OW) {
+  using A = acc_t<T>;
+  const int64_t n = planes * H * W;
+  for (int64_t e = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; e < n; e += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t w = e % W, h = (e / W) % H, p = e / (W * H);
+    A total = 0;
+    for (int64_t oh = math::adaptive_first_bin(h, H, OH); oh <= math::adaptive_last_bin(h, H, OH); ++oh)
+      for (int64_t ow = math::adaptive_first_bin(w, W, OW); ow <= math::adaptive_last_bin(w, W, OW); ++ow) {
+        const int64_t o = (p * OH + oh) * OW + ow;
+        if (where[o] == h * W + w) total += to_acc(grad[o]);
+      }
+    dx[e] = from_acc<T>(total);
+  }
+}
+
 // ---- launchers ------------------------------------------------------------------------------------
 
 void check_4d(const Tensor& input, const Tensor& output) {
   HG_CHECK(input.dim() == 4 && output.dim() == 4 && input.is_contiguous() && output.is_contiguous(),
            "pool2d: expected contiguous 4-D tensors, got ", input.shape(), " and ", output.shape());
-}
-
-// The entry points differ only in their kernel: check the device, skip empty work, launch
-// one thread per element of `elements` for `on`'s dtype, check the launch.
-template <class Launch>
-void launch_per_element(const char* op, const Tensor& on, int64_t elements, const Launch& launch) {
-  detail::check_cuda_device(on.device(), op);
-  if (elements == 0) return;
-  visit_floating(on.dtype(), op, [&]<class T> { launch.template operator()<T>(kernels::cuda::blocks_for(elements)); });
-  HG_CHECK_LAUNCH(op);  // the kernels are named after their op
 }
 
 }  // namespace
@@ -224,6 +248,26 @@ void adaptive_avg_pool2d_backward(const Tensor& grad, const Tensor& grad_x) {
     adaptive_avg_backward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(grad.data_ptr<T>(), grad_x.data_ptr<T>(),
                                                                        s[0] * s[1], s[2], s[3], grad.shape()[2],
                                                                        grad.shape()[3]);
+  });
+}
+
+void adaptive_max_pool2d_forward(const Tensor& x, const Tensor& out, const Tensor& where) {
+  check_4d(x, out);
+  const Shape& s = x.shape();
+  launch_per_element("adaptive_max_pool2d", x, out.numel(), [&]<class T>(int blocks) {
+    adaptive_max_forward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(x.data_ptr<T>(), out.data_ptr<T>(),
+                                                                      where.data_ptr<int64_t>(), s[0] * s[1], s[2],
+                                                                      s[3], out.shape()[2], out.shape()[3]);
+  });
+}
+
+void adaptive_max_pool2d_backward(const Tensor& grad, const Tensor& where, const Tensor& grad_x) {
+  check_4d(grad_x, grad);
+  const Shape& s = grad_x.shape();
+  launch_per_element("adaptive_max_pool2d backward", grad, grad_x.numel(), [&]<class T>(int blocks) {
+    adaptive_max_backward_kernel<T><<<blocks, kernels::cuda::kThreads>>>(grad.data_ptr<T>(), where.data_ptr<int64_t>(),
+                                                                       grad_x.data_ptr<T>(), s[0] * s[1], s[2], s[3],
+                                                                       grad.shape()[2], grad.shape()[3]);
   });
 }
 

@@ -29,6 +29,18 @@ struct LeakyRelu {
   }
 };
 
+// prelu: leaky_relu whose slope w is a parameter, one per channel (the kernels broadcast w to x's
+// shape). PyTorch's backward: dx = x > 0 ? g : w * g, dw = sum of (x > 0 ? 0 : x * g).
+struct Prelu {
+  template <class A> HG_HD A operator()(A x, A w) const { return x > A(0) ? x : x * w; }
+};
+struct PreluInputGrad {
+  template <class A> HG_HD A operator()(A x, A w, A g) const { return x > A(0) ? g : g * w; }
+};
+struct PreluWeightGrad {
+  template <class A> HG_HD A operator()(A x, A g) const { return x > A(0) ? A(0) : x * g; }
+};
+
 struct Sigmoid {
   template <class A> HG_HD static A fwd(A x) { return A(1) / (A(1) + std::exp(-x)); }
   template <class A> HG_HD static A bwd_from_y(A y, A g) { return g * y * (A(1) - y); }

@@ -112,4 +112,17 @@ HG_HD int64_t adaptive_last_bin(int64_t i, int64_t in, int64_t out) {
   return last < out - 1 ? last : out - 1;
 }
 
+// adaptive_max_pool2d's bin [h0, h1) x [w0, w1): its maximum by max_pool_takes's rule (NaN wins,
+// then the first maximum) and where it is in the plane, h * W + w (PyTorch's indices).
+template <class A, class T, class Widen>
+HG_HD WindowMax<A> bin_max(const T* plane, int64_t W, int64_t h0, int64_t h1, int64_t w0, int64_t w1, Widen widen) {
+  WindowMax<A> m{widen(plane[h0 * W + w0]), h0 * W + w0};
+  for (int64_t h = h0; h < h1; ++h)
+    for (int64_t w = w0; w < w1; ++w) {
+      const A v = widen(plane[h * W + w]);
+      if (max_pool_takes(m.best, v)) m.best = v, m.at = h * W + w;
+    }
+  return m;
+}
+
 }  // namespace hg::kernels::math

@@ -56,6 +56,18 @@ void avg_pool2d_backward(const Tensor& g, const Tensor&, const math::PoolGeometr
 }
 void adaptive_avg_pool2d_forward(const Tensor& x, const Tensor&) { detail::check_cuda_device(x.device(), "adaptive_avg_pool2d"); }
 void adaptive_avg_pool2d_backward(const Tensor& g, const Tensor&) { detail::check_cuda_device(g.device(), "adaptive_avg_pool2d"); }
+void interpolate_forward(const Tensor& x, const Tensor&, const math::Resize&) {
+  detail::check_cuda_device(x.device(), "interpolate");
+}
+void interpolate_backward(const Tensor& g, const Tensor&, const math::Resize&) {
+  detail::check_cuda_device(g.device(), "interpolate");
+}
+void adaptive_max_pool2d_forward(const Tensor& x, const Tensor&, const Tensor&) {
+  detail::check_cuda_device(x.device(), "adaptive_max_pool2d");
+}
+void adaptive_max_pool2d_backward(const Tensor& g, const Tensor&, const Tensor&) {
+  detail::check_cuda_device(g.device(), "adaptive_max_pool2d");
+}
 
 void dropout(const Tensor& in, const Tensor&, double, uint64_t, uint64_t) { detail::check_cuda_device(in.device(), "dropout"); }
 
