@@ -609,3 +609,59 @@ TEST_CASE("nn.serialize.hg_train_mlp_loads_into_torch") {
   hg::NoGradGuard no_grad;
   CHECK_CLOSE_TOL(from_torch(io.at("x")), io.at("y"), 1e-5, 1e-5);  // summation order differs from torch
 }
+
+// The vision layers: PyTorch's parameter and buffer names, shapes and defaults, and each one
+// computing its op (train and eval where it differs).
+TEST_CASE("nn.layers.vision_modules_are_their_ops") {
+  hg::manual_seed(7);
+  const Tensor image = hg::randn({2, 4, 5, 5});
+
+  nn::ConvTranspose2d up(4, 3, 4, {.stride = 2, .padding = 1});  // DCGAN's upsampling: 5x5 -> 10x10
+  CHECK(names_of(up.named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  CHECK(up.weight.shape() == hg::Shape{4, 3, 4, 4});
+  CHECK(up(image).shape() == hg::Shape{2, 3, 10, 10});
+  CHECK_CLOSE(up(image), hg::conv_transpose2d(image, up.weight, up.bias, {.stride = 2, .padding = 1}));
+
+  nn::Conv1d conv1(4, 6, 3, {.padding = 1, .groups = 2});
+  CHECK(conv1.weight.shape() == hg::Shape{6, 2, 3});
+  CHECK(conv1(hg::randn({2, 4, 9})).shape() == hg::Shape{2, 6, 9});
+
+  nn::PReLU prelu(4);
+  CHECK(prelu.weight.to_vector<float>() == std::vector<float>(4, 0.25f));
+  CHECK_CLOSE(prelu(image), hg::prelu(image, prelu.weight));
+
+  nn::GroupNorm gn(2, 4);
+  CHECK(names_of(gn.named_parameters()) == std::vector<std::string>{"weight", "bias"});
+  CHECK_CLOSE(gn(image), hg::group_norm(image, 2, gn.weight, gn.bias, 1e-5));
+
+  // BatchNorm1d on (N, C) and (N, C, L): batch_norm's statistics and running updates.
+  nn::BatchNorm1d bn(4);
+  const Tensor rows = hg::randn({8, 4}) * 2.0 + 1.0;
+  const Tensor out = bn(rows);
+  CHECK_CLOSE_TOL(hg::mean(out, {0}), hg::zeros({4}), 0, 1e-5);
+  CHECK(bn.num_batches_tracked.item<int64_t>() == 1);
+  CHECK_CLOSE(bn.running_mean, hg::mean(rows, {0}) * 0.1);
+  CHECK(bn(hg::randn({3, 4, 6})).shape() == hg::Shape{3, 4, 6});
+
+  // InstanceNorm2d: no parameters or buffers by default; with track_running_stats the buffers
+  // move in training and normalise in eval, as batch_norm's would.
+  nn::InstanceNorm2d plain(4);
+  CHECK(plain.named_parameters().empty());
+  CHECK(plain.named_buffers().empty());
+  CHECK_CLOSE(plain(image), hg::group_norm(image, 4));
+  nn::InstanceNorm2d tracked(4, {.affine = true, .track_running_stats = true});
+  CHECK(names_of(tracked.named_buffers()) ==
+        std::vector<std::string>{"running_mean", "running_var", "num_batches_tracked"});
+  tracked(image);
+  CHECK(tracked.num_batches_tracked.item<int64_t>() == 1);
+  // The running mean: 0.1 x the batch's mean of per-image channel means.
+  CHECK_CLOSE(tracked.running_mean, hg::mean(image, {0, 2, 3}) * 0.1);
+  tracked.eval();
+  CHECK_CLOSE(tracked(image), hg::batch_norm(image, tracked.running_mean, tracked.running_var, tracked.weight,
+                                             tracked.bias, false, 0.1, 1e-5));
+
+  nn::Upsample upsample({.scale_factor = 2.0, .mode = "bilinear"});
+  CHECK(upsample(image).shape() == hg::Shape{2, 4, 10, 10});
+  nn::AdaptiveMaxPool2d pool({1, 1});
+  CHECK_CLOSE(pool(image), hg::amax(hg::amax(image, 3, true), 2, true));
+}

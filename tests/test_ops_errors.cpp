@@ -119,6 +119,54 @@ TEST_CASE("ops.scenario07.bad_reshape_and_view") {
   CHECK_THROWS_HG(hg::linear(hg::zeros({2, 3}), hg::zeros({4, 3}), hg::zeros({3})), "bias must have shape [4]");
 }
 
+// The rest of the vision ops: every bad shape or option is an hg::Error naming the op and the cause.
+TEST_CASE("ops.scenario07.vision_ops_name_what_is_wrong") {
+  using hg::zeros;
+  CHECK_THROWS_HG(hg::conv1d(zeros({1, 2, 5, 5}), zeros({3, 2, 3})), "conv1d: input must be 3-D (N, C, L)");
+  CHECK_THROWS_HG(hg::conv1d(zeros({1, 2, 5}), zeros({3, 2, 3, 3})), "conv1d: weight must be 3-D");
+  CHECK_THROWS_HG(hg::conv1d(zeros({1, 2, 5}), zeros({3, 4, 3})), "conv1d: input has 2 channels");
+  CHECK_THROWS_HG(hg::conv1d(zeros({1, 4, 5}), zeros({3, 2, 3}), {}, {.groups = 2}), "conv1d: groups (2)");
+  CHECK_THROWS_HG(hg::conv1d(zeros({1, 2, 2}), zeros({3, 2, 5})), "conv1d: the padded input (length 2) is shorter");
+  CHECK_THROWS_HG(hg::conv1d(zeros({1, 2, 5}), zeros({3, 2, 3}), {}, {.padding = -1}), "padding >= 0");
+  CHECK_THROWS_HG(hg::conv1d(zeros({1, 2, 5}), zeros({3, 2, 3}), zeros({2})), "conv1d: bias must have shape [3]");
+  CHECK_THROWS_HG(hg::conv_transpose2d(zeros({1, 2, 3, 3}), zeros({3, 2, 3, 3})), "conv_transpose2d: input has 2 channels");
+  CHECK_THROWS_HG(hg::conv_transpose2d(zeros({1, 2, 3, 3}), zeros({2, 2, 3, 3}), {}, {.stride = 2, .output_padding = 2}),
+                  "conv_transpose2d: output_padding (2) must be smaller than the stride (2) or the dilation (1)");
+  CHECK_THROWS_HG(hg::conv_transpose2d(zeros({1, 2, 1, 1}), zeros({2, 2, 1, 1}), {}, {.padding = 1}),
+                  "conv_transpose2d: the output would be -1x-1");
+  CHECK_THROWS_HG(hg::conv_transpose2d(zeros({1, 3, 3, 3}), zeros({3, 2, 3, 3}), {}, {.groups = 2}), "groups (2)");
+  CHECK_THROWS_HG(hg::conv_transpose2d(zeros({1, 2, 3, 3}), zeros({2, 2, 3, 3}), zeros({3})),
+                  "conv_transpose2d: bias must have shape [2]");
+  CHECK_THROWS_HG(hg::prelu(zeros({2, 3, 4}), zeros({2})), "prelu: weight must have 1 element or one per channel (3");
+  CHECK_THROWS_HG(hg::prelu(hg::arange(4, {.dtype = hg::i64}), zeros({1}, {.dtype = hg::i64})),
+                  "prelu: expected floating tensors");
+  CHECK_THROWS_HG(hg::group_norm(zeros({2, 6, 3}), 4), "group_norm: num_groups (4) must be >= 1 and divide the channels (6)");
+  CHECK_THROWS_HG(hg::group_norm(zeros({2, 6, 3}), 2, zeros({3})), "group_norm: expected per-channel tensors of shape [6]");
+  CHECK_THROWS_HG(hg::group_norm(zeros({6}), 2), "group_norm: input must be (N, C, ...)");
+  CHECK_THROWS_HG(hg::instance_norm(zeros({2, 3})), "instance_norm: input must be (N, C, L)");
+  CHECK_THROWS_HG(hg::instance_norm(zeros({2, 3, 1})), "expected more than 1 value per channel");
+  CHECK_THROWS_HG(hg::instance_norm(zeros({2, 3, 4}), zeros({3})), "running_mean and running_var go together");
+  CHECK_THROWS_HG(hg::instance_norm(zeros({2, 3, 4}), {}, {}, {}, {}, false),
+                  "use_input_stats = false needs running_mean and running_var");
+  const Tensor image = zeros({1, 2, 4, 4});
+  CHECK_THROWS_HG(hg::interpolate(image, {}), "interpolate: give either size or scale_factor, not neither");
+  CHECK_THROWS_HG(hg::interpolate(image, {.size = hg::Shape{2, 2}, .scale_factor = 2.0}), "not both");
+  CHECK_THROWS_HG(hg::interpolate(image, {.scale_factor = 2.0, .mode = "bicubic"}),
+                  "interpolate: mode must be \"nearest\" or \"bilinear\", got \"bicubic\"");
+  CHECK_THROWS_HG(hg::interpolate(image, {.scale_factor = 2.0, .align_corners = true}),
+                  "align_corners can only be set with mode \"bilinear\"");
+  CHECK_THROWS_HG(hg::interpolate(image, {.scale_factor = 0.1}), "scale_factor 0.1 leaves an empty output from 4x4");
+  CHECK_THROWS_HG(hg::interpolate(image, {.scale_factor = -2.0}), "scale_factor must be positive");
+  CHECK_THROWS_HG(hg::interpolate(image, {.size = hg::Shape{3}}), "size must be two positive sizes");
+  CHECK_THROWS_HG(hg::interpolate(zeros({2, 4, 4}), {.scale_factor = 2.0}), "interpolate: input must be 4-D");
+  CHECK_THROWS_HG(hg::adaptive_max_pool2d(image, {0, 1}), "adaptive_max_pool2d: output_size must be two positive sizes");
+  CHECK_THROWS_HG(hg::nn::GroupNorm(4, 6), "GroupNorm: num_groups (4) must be positive and divide num_channels (6)");
+  CHECK_THROWS_HG(hg::nn::BatchNorm1d(3)(zeros({2, 3, 4, 4})), "BatchNorm1d: expected 2-D or 3-D input");
+  CHECK_THROWS_HG(hg::nn::InstanceNorm2d(3)(zeros({2, 3, 4})), "InstanceNorm2d: expected 4-D input");
+  CHECK_THROWS_HG(hg::nn::ConvTranspose2d(4, 6, 3, {.groups = 4}), "ConvTranspose2d: groups (4) must be positive");
+  CHECK_THROWS_HG(hg::nn::PReLU(0), "PReLU: num_parameters must be positive");
+}
+
 // The out-of-range message names the op, the valid range for a 2-D tensor, and the dim given.
 #define CHECK_DIM_ERROR(expr, op, got)                                                                    \
   do {                                                                                                    \
