@@ -122,7 +122,9 @@ Tensor instance_norm(const Tensor& x_in, const Tensor& running_mean, const Tenso
   HG_CHECK(running_mean.defined() == running_var.defined(), name,
            ": running_mean and running_var go together (one is undefined)");
   const Tensor x = x0.contiguous();
-  const int64_t N = x.shape()[0], C = x.shape()[1], S = C == 0 ? 0 : x.numel() / (N * C);
+  const int64_t N = x.shape()[0], C = x.shape()[1];
+  int64_t S = 1;  // values per (image, channel)
+  for (int d = 2; d < x.dim(); ++d) S *= x.shape()[d];
   if (!use_input_stats) {  // the running statistics: batch_norm's evaluation mode, per channel
     HG_CHECK(running_mean.defined(), name, ": use_input_stats = false needs running_mean and running_var");
     kernels::NormStatistics stats;
