@@ -500,29 +500,38 @@ def pool():
     return f
 
 
+def stats_norm_case(f, name, op, dtypes, shape, stats, affine, call, updates_stats, args):
+    """A case of batch_norm or instance_norm: inputs x, (running_mean, running_var)?, (weight,
+    bias)?; call(x, rm, rv, w, b) runs the op; updates_stats: it writes the running statistics."""
+    c = shape[1]
+
+    def make(g):
+        ins = [randn(g, shape, 1.5) + 0.5]
+        if stats:
+            ins += [randn(g, (c,), 0.5), uniform(g, (c,), 0.5, 2.0)]
+        if affine:
+            ins += [1 + randn(g, (c,), 0.3), randn(g, (c,), 0.3)]
+        return ins
+
+    def fn(x):
+        rm, rv = (x[1], x[2]) if stats else (None, None)
+        w, b = (x[-2], x[-1]) if affine else (None, None)
+        return call(x[0], rm, rv, w, b)
+
+    n = 1 + 2 * stats + 2 * affine
+    grads = [0] + ([n - 2, n - 1] if affine else [])
+    f.case(name, op, dtypes, make, fn, grads, states=[1, 2] if stats and updates_stats else [],
+           args=dict(args, stats=stats, affine=affine))
+
+
 def norm():
     f = Family("norm")
 
     def bn(name, dtypes, shape, training, momentum, eps, stats=True, affine=True):
-        c = shape[1]
-
-        def make(g):
-            ins = [randn(g, shape, 1.5) + 0.5]
-            if stats:
-                ins += [randn(g, (c,), 0.5), uniform(g, (c,), 0.5, 2.0)]
-            if affine:
-                ins += [1 + randn(g, (c,), 0.3), randn(g, (c,), 0.3)]
-            return ins
-
-        def fn(x):
-            rm, rv = (x[1], x[2]) if stats else (None, None)
-            w, b = (x[-2], x[-1]) if affine else (None, None)
-            return F.batch_norm(x[0], rm, rv, w, b, training=training, momentum=momentum, eps=eps)
-
-        n = 1 + 2 * stats + 2 * affine
-        grads = [0] + ([n - 2, n - 1] if affine else [])
-        f.case(name, "batch_norm", dtypes, make, fn, grads, states=[1, 2] if stats and training else [],
-               args={"training": training, "momentum": momentum, "eps": eps, "stats": stats, "affine": affine})
+        stats_norm_case(f, name, "batch_norm", dtypes, shape, stats, affine,
+                        lambda x, rm, rv, w, b: F.batch_norm(x, rm, rv, w, b, training=training, momentum=momentum,
+                                                             eps=eps),
+                        training, {"training": training, "momentum": momentum, "eps": eps})
 
     bn("bn_train4d", WITH_F64, (4, 3, 5, 7), True, 0.1, 1e-5)
     bn("bn_eval4d", ALL, (4, 3, 5, 7), False, 0.1, 1e-5)
@@ -602,26 +611,10 @@ def vision():
     gn("gn_one_group", ALL, (2, 4, 3, 3), 1, 1e-3)
 
     def inorm(name, dtypes, shape, use_input_stats, stats, affine, momentum=0.1, eps=1e-5):
-        c = shape[1]
-
-        def make(g):
-            ins = [randn(g, shape, 1.5) + 0.5]
-            if stats:
-                ins += [randn(g, (c,), 0.5), uniform(g, (c,), 0.5, 2.0)]
-            if affine:
-                ins += [1 + randn(g, (c,), 0.3), randn(g, (c,), 0.3)]
-            return ins
-
-        def fn(x):
-            rm, rv = (x[1], x[2]) if stats else (None, None)
-            w, b = (x[-2], x[-1]) if affine else (None, None)
-            return F.instance_norm(x[0], rm, rv, w, b, use_input_stats=use_input_stats, momentum=momentum, eps=eps)
-
-        n = 1 + 2 * stats + 2 * affine
-        grads = [0] + ([n - 2, n - 1] if affine else [])
-        f.case(name, "instance_norm", dtypes, make, fn, grads, states=[1, 2] if stats and use_input_stats else [],
-               args={"use_input_stats": use_input_stats, "momentum": momentum, "eps": eps, "stats": stats,
-                     "affine": affine})
+        stats_norm_case(f, name, "instance_norm", dtypes, shape, stats, affine,
+                        lambda x, rm, rv, w, b: F.instance_norm(x, rm, rv, w, b, use_input_stats=use_input_stats,
+                                                                momentum=momentum, eps=eps),
+                        use_input_stats, {"use_input_stats": use_input_stats, "momentum": momentum, "eps": eps})
 
     inorm("in_affine", WITH_F64, (2, 3, 5, 4), True, False, True)
     inorm("in_running_stats", ALL, (3, 4, 4, 4), True, True, False, momentum=0.2)
