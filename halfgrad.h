@@ -51,6 +51,7 @@
 #include "ops/interpolate.h"
 #include "ops/linalg.h"
 #include "ops/loss.h"
+#include "ops/masking.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"

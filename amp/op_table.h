@@ -124,6 +124,10 @@ inline constexpr OpInfo kOpTable[] = {
     // Like batch_norm: statistics in f32 inside, the activation keeps its dtype.
     {Op::InstanceNorm, "instance_norm", CastPolicy::Keep, OutputDType::FirstInput,
      "statistics computed in f32 inside; output keeps input dtype"},
+    // Attention masks: a choice per element, exact in every dtype.
+    {Op::MaskedFill, "masked_fill", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Tril, "tril", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Triu, "triu", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     // Views and copies record a node too (their backward moves gradients back); nothing to cast.
     {Op::View, "view", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},
     {Op::Permute, "permute", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},

@@ -11,6 +11,7 @@
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/record.h"
+#include "ops/shape.h"
 
 namespace hg {
 
@@ -38,16 +39,60 @@ namespace {
 Tensor matmul_prepared(const Tensor& a0, const Tensor& b0);
 }
 
+namespace {
+
+int64_t product(const Shape& shape, int first, int last) {
+  int64_t n = 1;
+  for (int d = first; d < last; ++d) n *= shape[d];
+  return n;
+}
+
+// One operand of a batched product as (batch, rows, cols): a view when its batch dims are the
+// result's (or it has none that count), a copy of the broadcast otherwise.
+Tensor as_batch_of_matrices(const Tensor& t, const Shape& batch) {
+  const int n = t.dim();
+  const int64_t rows = t.shape()[n - 2], cols = t.shape()[n - 1];
+  if (product(t.shape(), 0, n - 2) == 1) return t.reshape({rows, cols});  // broadcast by the kernel
+  Shape full = batch;
+  full.push_back(rows);
+  full.push_back(cols);
+  return expand(t, full).reshape({product(batch, 0, int(batch.size())), rows, cols});
+}
+
+// Operands of rank >= 2: the batch dims (all but the last two) broadcast, as PyTorch's; the
+// product runs as one 3-D batched GEMM (or one 2-D GEMM when only one side has a batch).
+Tensor matmul_matrices(const Tensor& a, const Tensor& b) {
+  if (a.dim() <= 3 && b.dim() <= 3) return matmul_prepared(a, b);
+  HG_CHECK(a.shape()[a.dim() - 1] == b.shape()[b.dim() - 2], "matmul: mat1 and mat2 shapes cannot be multiplied (",
+           dims_text(a), " and ", dims_text(b), ")");
+  const Shape batch_a(std::vector<int64_t>(a.shape().begin(), a.shape().end() - 2));
+  const Shape batch_b(std::vector<int64_t>(b.shape().begin(), b.shape().end() - 2));
+  const Shape batch = broadcast_shapes(batch_a, batch_b, "matmul (batch dimensions)");
+  Tensor out = matmul_prepared(as_batch_of_matrices(a, batch), as_batch_of_matrices(b, batch));
+  Shape shape = batch;
+  shape.push_back(a.shape()[a.dim() - 2]);
+  shape.push_back(b.shape()[b.dim() - 1]);
+  return out.reshape(shape);
+}
+
+}  // namespace
+
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare(amp::Op::Matmul, a_in, b_in);
-  return matmul_prepared(a0, b0);
+  HG_CHECK(a0.dim() >= 1 && b0.dim() >= 1, "matmul: both operands need at least one dimension, got shapes ",
+           a0.shape(), " and ", b0.shape());
+  if (a0.dim() >= 2 && b0.dim() >= 2) return matmul_matrices(a0, b0);
+  // A vector is a one-row (left) or one-column (right) matrix whose added dim leaves the result,
+  // as in PyTorch: [K] @ [K] is a 0-d dot product, [B, M, K] @ [K] is [B, M].
+  Tensor out = matmul_matrices(a0.dim() == 1 ? unsqueeze(a0, 0) : a0, b0.dim() == 1 ? unsqueeze(b0, -1) : b0);
+  if (a0.dim() == 1) out = squeeze(out, -2);
+  if (b0.dim() == 1) out = squeeze(out, -1);
+  return out;
 }
 
 namespace {
 Tensor matmul_prepared(const Tensor& a0, const Tensor& b0) {
   detail::check_same_device("matmul", a0, b0);
-  HG_CHECK((a0.dim() == 2 || a0.dim() == 3) && (b0.dim() == 2 || b0.dim() == 3), "matmul: expected 2-D or 3-D "
-           "operands, got shapes ", a0.shape(), " and ", b0.shape());
   HG_CHECK(a0.shape()[a0.dim() - 1] == b0.shape()[b0.dim() - 2], "matmul: mat1 and mat2 shapes cannot be multiplied (",
            dims_text(a0), " and ", dims_text(b0), ")");
   const DType dtype = promote_types(a0.dtype(), b0.dtype());

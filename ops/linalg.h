@@ -4,8 +4,10 @@
 // natively as bf16 pairs with AVX512-BF16) and rounded once -- never Eigen::half arithmetic, which
 // is emulated and ~300x slower. CUDA: cuBLASLt (tensor cores for 16-bit).
 //
-//   matmul(a, b): (M,K)@(K,N) -> (M,N); (B,M,K)@(B,K,N) -> (B,M,N); a 2-D operand is broadcast
-//                 over the batch of a 3-D one.
+//   matmul(a, b): (M,K)@(K,N) -> (M,N); (...,M,K)@(...,K,N) -> (...,M,N) with the batch dims
+//                 broadcast as PyTorch's ([B,H,T,D] @ [B,H,D,T], [B,1,M,K] @ [H,K,N], a 2-D
+//                 operand against any batch); a 1-D operand is a row (left) or a column (right)
+//                 whose dim leaves the result ([K] @ [K] is a 0-d dot product).
 //   linear(x, w, b): x (..., in) @ w(out, in)^T + b(out)  -> (..., out)
 //   linear(x, w, b, {.epilogue = Epilogue::Relu}): relu of that, in the same op (ops/epilogue.h)
 #pragma once

@@ -3,6 +3,7 @@
 // the gradient; a copy's backward passes the gradient through.
 #include "ops/shape.h"
 
+#include <algorithm>
 #include <numeric>
 
 #include "amp/autocast.h"
@@ -203,6 +204,47 @@ Tensor stack(const std::vector<Tensor>& tensors, int dim) {
   return cat(unsqueezed, d);
 }
 
+std::vector<Tensor> split(const Tensor& x, int64_t size, int dim) {
+  const int d = normalize_dim(dim, x.dim(), "split");
+  const int64_t length = x.shape()[d];
+  HG_CHECK(size > 0 || (size == 0 && length == 0), "split: split_size can only be 0 if dimension size is 0, got ",
+           "split_size ", size, " for dimension ", dim, " of size ", length);
+  std::vector<Tensor> pieces;
+  for (int64_t start = 0; start < length; start += size) pieces.push_back(narrow(x, d, start, std::min(size, length - start)));
+  if (pieces.empty()) pieces.push_back(narrow(x, d, 0, 0));  // an empty dim still gives one (empty) piece
+  return pieces;
+}
+
+std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim) {
+  const int d = normalize_dim(dim, x.dim(), "split");
+  int64_t total = 0;
+  for (int64_t size : sizes) {
+    HG_CHECK(size >= 0, "split: sizes must be non-negative, got ", Shape(sizes));
+    total += size;
+  }
+  HG_CHECK(total == x.shape()[d], "split: sizes ", Shape(sizes), " must add up to ", x.shape()[d],
+           " (the size of dimension ", dim, "), they add up to ", total);
+  std::vector<Tensor> pieces;
+  int64_t start = 0;
+  for (int64_t size : sizes) {
+    pieces.push_back(narrow(x, d, start, size));
+    start += size;
+  }
+  return pieces;
+}
+
+std::vector<Tensor> chunk(const Tensor& x, int n, int dim) {
+  HG_CHECK(n > 0, "chunk: expected the number of chunks to be greater than 0, got ", n);
+  const int d = normalize_dim(dim, x.dim(), "chunk");
+  const int64_t length = x.shape()[d];
+  if (length == 0) {  // n empty pieces, as PyTorch
+    std::vector<Tensor> pieces;
+    for (int i = 0; i < n; ++i) pieces.push_back(narrow(x, d, 0, 0));
+    return pieces;
+  }
+  return split(x, (length + n - 1) / n, d);
+}
+
 Tensor cat(const std::vector<Tensor>& inputs, int dim) {
   HG_CHECK(!inputs.empty(), "cat: expected a non-empty list of tensors");
   std::vector<Tensor> tensors = amp::prepare_all(amp::Op::Cat, inputs);
@@ -232,15 +274,7 @@ Tensor cat(const std::vector<Tensor>& inputs, int dim) {
     sizes.push_back(t.shape()[d]);
     offset += t.shape()[d];
   }
-  record(amp::Op::Cat, out, tensors, [sizes, d](const Tensor& g) -> std::vector<Tensor> {
-    std::vector<Tensor> grads;
-    int64_t at = 0;
-    for (int64_t size : sizes) {
-      grads.push_back(narrow(g, d, at, size));
-      at += size;
-    }
-    return grads;
-  });
+  record(amp::Op::Cat, out, tensors, [sizes, d](const Tensor& g) { return split(g, sizes, d); });
   return out;
 }
 

@@ -4,6 +4,7 @@
 // also be in its oracle.
 #include "op_db.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 #include <utility>
@@ -16,6 +17,7 @@
 #include "ops/interpolate.h"
 #include "ops/linalg.h"
 #include "ops/loss.h"
+#include "ops/masking.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
@@ -473,10 +475,16 @@ std::vector<OpEntry> reduction_entries() {
 // The operands of a @ b: a 2-D operand against a batch, or a batch of 1 against a larger one, is
 // broadcast over the batch.
 std::vector<InputSpec> matmul_operands(const hg::Shape& a, const hg::Shape& b, bool b_differentiable = true) {
-  const int64_t batch_a = a.ndim() == 3 ? a[0] : 0, batch_b = b.ndim() == 3 ? b[0] : 0;  // 0: none
-  const int64_t batch = std::max(batch_a, batch_b);
-  return {{.shape = a, .broadcast = batch_a != batch},
-          {.shape = b, .differentiable = b_differentiable, .broadcast = batch_b != batch}};
+  // An operand is broadcast when the result's batch dims (all but the last two) hold more
+  // matrices than its own: its gradient then sums over the copies.
+  auto batch_count = [](const hg::Shape& s) {
+    int64_t n = 1;
+    for (int d = 0; d + 2 < s.ndim(); ++d) n *= s[d];
+    return s.ndim() > 2 ? n : 0;  // 0: no batch dims
+  };
+  const int64_t batch = std::max(batch_count(a), batch_count(b));
+  return {{.shape = a, .broadcast = batch_count(a) != batch},
+          {.shape = b, .differentiable = b_differentiable, .broadcast = batch_count(b) != batch}};
 }
 
 SampleSpec matmul_sample(const hg::Shape& a, const hg::Shape& b, bool b_differentiable = true) {
@@ -524,6 +532,11 @@ std::vector<OpEntry> linalg_entries() {
            matmul_sample({4, 9, 33}, {1, 33, 17}), matmul_sample({129, 1}, {1, 131}), matmul_sample({5, 67}, {67, 33}),
            matmul_sample({3, 5, 17}, {3, 17, 4}),
            matmul_sample({3, 4}, {4, 2}, false),  // only one operand differentiated
+           // Any rank: attention's [B, H, T, D] @ [B, H, D, T], batch dims broadcast both ways,
+           // an N-d operand against a 2-D one, and vectors on either side.
+           matmul_sample({2, 3, 4, 5}, {2, 3, 5, 4}), matmul_sample({2, 1, 3, 4}, {3, 4, 2}),
+           matmul_sample({2, 2, 3, 4}, {4, 5}), matmul_sample({3, 4}, {2, 2, 4, 3}),
+           matmul_sample({4}, {4}), matmul_sample({4}, {2, 4, 3}), matmul_sample({2, 3, 4}, {4}),
        }},
       {.op = Op::Linear, .name = "linear",
        .call = [](I in, A) { return hg::linear(in[0], in[1], optional_input(in, 2)); }, .default_args = "{}",
@@ -1376,10 +1389,130 @@ std::vector<OpEntry> vision_entries() {
   };
 }
 
+// ---- the sequence ops: masks and pieces ------------------------------------------------------------
+
+// x[..., i, j] kept where the triangle test holds, else 0.
+ref::Array triangle_ref(const ref::Array& x, int64_t diagonal, bool lower) {
+  ref::Array out = x;
+  const int64_t rows = x.shape[x.shape.ndim() - 2], cols = x.shape.back();
+  for (size_t e = 0; e < out.v.size(); ++e) {
+    const int64_t i = int64_t(e) / cols % rows, j = int64_t(e) % cols;
+    if (lower ? j - i > diagonal : j - i < diagonal) out.v[e] = 0;
+  }
+  return out;
+}
+
+// The pieces of `x` along `dim` (sizes given), concatenated in reverse order: every piece and its
+// gradient lands somewhere other than where it started, so a wrong offset cannot hide.
+ref::Array reversed_pieces_ref(const ref::Array& x, int dim, const std::vector<int64_t>& sizes) {
+  const int64_t length = x.shape[dim];
+  int64_t inner = 1, outer = 1;
+  for (int d = dim + 1; d < x.shape.ndim(); ++d) inner *= x.shape[d];
+  for (int d = 0; d < dim; ++d) outer *= x.shape[d];
+  std::vector<int64_t> order;  // the source position along dim of each output position
+  int64_t end = length;
+  for (auto it = sizes.rbegin(); it != sizes.rend(); ++it) {
+    for (int64_t k = end - *it; k < end; ++k) order.push_back(k);
+    end -= *it;
+  }
+  ref::Array out = x;
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t p = 0; p < length; ++p)
+      for (int64_t i = 0; i < inner; ++i)
+        out.v[size_t((o * length + p) * inner + i)] = x.v[size_t((o * length + order[size_t(p)]) * inner + i)];
+  return out;
+}
+
+hg::Tensor cat_reversed(std::vector<hg::Tensor> pieces, int dim) {
+  std::reverse(pieces.begin(), pieces.end());
+  return hg::cat(pieces, dim);
+}
+
+// The sizes split(x, size) / chunk(x, n) cut a dim of `length` into.
+std::vector<int64_t> piece_sizes(int64_t length, int64_t size) {
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < length; start += size) sizes.push_back(std::min(size, length - start));
+  return sizes;
+}
+
+SampleSpec mask_sample(hg::Shape x, hg::Shape mask, const std::string& args = "") {
+  const bool broadcast = ref::numel(mask) > ref::numel(x);
+  return {.inputs = {{.shape = std::move(x), .broadcast = broadcast},
+                     {.shape = std::move(mask), .values = Values::ClassIndex, .classes = 2, .index_dtype = hg::u8}},
+          .args = args};
+}
+
+std::vector<OpEntry> sequence_entries() {
+  return {
+      // A choice per element: exact. The mask broadcasts both ways (attention's [T, T] mask over
+      // [B, H, T, T] scores, and a [B, 1, 1, T] padding mask).
+      {.op = Op::MaskedFill, .name = "masked_fill",
+       .call = [](I in, A a) { return hg::masked_fill(in[0], in[1], number(a, "value")); },
+       .default_args = R"({"value": -2.5})", .inputs = mask_sample({3, 4}, {3, 4}).inputs,
+       .reference =
+           [](const Arrays& x, A a) {
+             const double value = number(a, "value");
+             return ref::zip(x[0], x[1], [value](double v, double m) { return m != 0 ? value : v; });
+           },
+       .f32_tolerance = kExact, .golden_family = "sequence",
+       .more_samples = {mask_sample({2, 3, 4, 4}, {4, 4}), mask_sample({2, 2, 3, 5}, {2, 1, 1, 5}, R"({"value": 1e4})"),
+                        mask_sample({4}, {3, 4}), mask_sample({2, 3}, {}, R"({"value": 0})")}},
+      {.op = Op::Tril, .name = "tril", .call = [](I in, A a) { return hg::tril(in[0], integer(a, "diagonal")); },
+       .default_args = R"({"diagonal": 0})", .inputs = {{{4, 5}}},
+       .reference = [](const Arrays& x, A a) { return triangle_ref(x[0], integer(a, "diagonal"), true); },
+       .f32_tolerance = kExact, .golden_family = "sequence",
+       .more_samples = {{.inputs = {{{2, 3, 4, 4}}}}, {.inputs = {{{5, 3}}}, .args = R"({"diagonal": -1})"},
+                        {.inputs = {{{3, 6}}}, .args = R"({"diagonal": 2})"}, {.inputs = {{{3, 3}}}, .args = R"({"diagonal": -4})"}}},
+      {.op = Op::Triu, .name = "triu", .call = [](I in, A a) { return hg::triu(in[0], integer(a, "diagonal")); },
+       .default_args = R"({"diagonal": 0})", .inputs = {{{4, 5}}},
+       .reference = [](const Arrays& x, A a) { return triangle_ref(x[0], integer(a, "diagonal"), false); },
+       .f32_tolerance = kExact, .golden_family = "sequence",
+       .more_samples = {{.inputs = {{{2, 3, 4, 4}}}, .args = R"({"diagonal": 1})"},
+                        {.inputs = {{{5, 3}}}, .args = R"({"diagonal": -2})"}, {.inputs = {{{3, 3}}}, .args = R"({"diagonal": 3})"}}},
+      // split and chunk are narrow views (no row of their own): the pieces, concatenated in
+      // reverse order, are the check.
+      {.op = Op::Narrow, .name = "narrow_split",
+       .call = [](I in, A a) {
+         const int dim = int(integer(a, "dim"));
+         if (a.find("sizes") != nullptr) return cat_reversed(hg::split(in[0], std::vector<int64_t>(integers(a, "sizes")), dim), dim);
+         return cat_reversed(hg::split(in[0], integer(a, "size"), dim), dim);
+       },
+       .default_args = R"({"size": 2, "dim": 1})", .inputs = {{{3, 5, 2}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             const int dim = int(integer(a, "dim"));
+             const std::vector<int64_t> sizes = a.find("sizes") != nullptr ? std::vector<int64_t>(integers(a, "sizes"))
+                                                                        : piece_sizes(x[0].shape[dim], integer(a, "size"));
+             return reversed_pieces_ref(x[0], dim, sizes);
+           },
+       .f32_tolerance = kExact, .golden_family = "sequence",
+       .more_samples = {{.inputs = {{{7, 3}}}, .args = R"({"size": 3, "dim": 0})"},
+                        {.inputs = {{{2, 6}}}, .args = R"({"sizes": [1, 0, 3, 2], "dim": 1})"},
+                        {.inputs = {{{4, 2}}}, .args = R"({"size": 9, "dim": 0})"}},
+       .composed = true},
+      {.op = Op::Narrow, .name = "narrow_chunk",
+       .call = [](I in, A a) {
+         const int dim = int(integer(a, "dim"));
+         return cat_reversed(hg::chunk(in[0], int(integer(a, "chunks")), dim), dim);
+       },
+       .default_args = R"({"chunks": 3, "dim": -1})", .inputs = {{{2, 3, 12}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             const int dim = int(integer(a, "dim")) < 0 ? x[0].shape.ndim() + int(integer(a, "dim")) : int(integer(a, "dim"));
+             const int64_t length = x[0].shape[dim], n = integer(a, "chunks");
+             return reversed_pieces_ref(x[0], dim, piece_sizes(length, (length + n - 1) / n));
+           },
+       .f32_tolerance = kExact, .golden_family = "sequence",
+       .more_samples = {{.inputs = {{{6, 2}}}, .args = R"({"chunks": 4, "dim": 0})"},
+                        {.inputs = {{{5, 2}}}, .args = R"({"chunks": 3, "dim": 0})"}},
+       .composed = true},
+  };
+}
+
 std::vector<OpEntry> all_entries() {
   std::vector<OpEntry> db;
   for (auto part : {elementwise_entries, activation_entries, reduction_entries, linalg_entries,
-                    softmax_and_loss_entries, more_loss_entries, pool_and_norm_entries, vision_entries, other_entries,
+                    softmax_and_loss_entries, more_loss_entries, pool_and_norm_entries, vision_entries, sequence_entries, other_entries,
                     layout_entries})
     for (OpEntry& e : part()) db.push_back(std::move(e));
   return db;

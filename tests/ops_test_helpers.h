@@ -150,21 +150,42 @@ inline double nan_max(double acc, double x) { return std::isnan(acc) || std::isn
 inline Array amax(const Array& a, int64_t dim, bool keepdim) { return reduce(a, {dim}, keepdim, -kInf, nan_max); }
 
 // (M,K)@(K,N), (B,M,K)@(B,K,N), and a 2-D or batch-1 operand broadcast over the other's batch.
-inline Array matmul(const Array& a, const Array& b) {
-  const bool a3 = a.shape.ndim() == 3, b3 = b.shape.ndim() == 3;
-  const int64_t Ba = a3 ? a.shape[0] : 1, Bb = b3 ? b.shape[0] : 1;
-  const int64_t B = (Ba == 0 || Bb == 0) ? 0 : std::max(Ba, Bb);
-  const int64_t M = a.shape[a.shape.ndim() - 2], K = a.shape.back(), N = b.shape.back();
-  Array out{a3 || b3 ? hg::Shape{B, M, N} : hg::Shape{M, N}, {}};
-  out.v.assign(size_t(B * M * N), 0.0);
-  for (int64_t n = 0; n < B; ++n)
+inline Array matmul(const Array& a_in, const Array& b_in) {
+  // Vectors as a one-row (left) or one-column (right) matrix; the batch dims broadcast.
+  const bool row = a_in.shape.ndim() == 1, column = b_in.shape.ndim() == 1;
+  hg::Shape sa = a_in.shape, sb = b_in.shape;
+  if (row) sa.insert(sa.begin(), 1);
+  if (column) sb.push_back(1);
+  const int64_t M = sa[sa.ndim() - 2], K = sa.back(), N = sb.back();
+  const hg::Shape batch_a(std::vector<int64_t>(sa.begin(), sa.end() - 2));
+  const hg::Shape batch_b(std::vector<int64_t>(sb.begin(), sb.end() - 2));
+  const size_t nb = std::max(batch_a.size(), batch_b.size());
+  hg::Shape batch(nb);
+  for (size_t d = 0; d < nb; ++d) {
+    const int64_t da = d < nb - batch_a.size() ? 1 : batch_a[d - (nb - batch_a.size())];
+    const int64_t db = d < nb - batch_b.size() ? 1 : batch_b[d - (nb - batch_b.size())];
+    batch[d] = da == 1 ? db : da;
+  }
+  // The flat matrix index of one operand at batch coordinates c (its size-1 dims broadcast).
+  auto matrix_at = [&](const hg::Shape& own, const std::vector<int64_t>& c) {
+    int64_t o = 0;
+    for (size_t d = 0; d < own.size(); ++d) o = o * own[d] + (own[d] == 1 ? 0 : c[nb - own.size() + d]);
+    return o;
+  };
+  Array out{batch, std::vector<double>(size_t(numel(batch) * M * N), 0.0)};
+  for (int64_t n = 0; n < numel(batch); ++n) {
+    const std::vector<int64_t> c = coords(n, batch);
+    const double* pa = a_in.v.data() + matrix_at(batch_a, c) * M * K;
+    const double* pb = b_in.v.data() + matrix_at(batch_b, c) * K * N;
     for (int64_t i = 0; i < M; ++i)
       for (int64_t j = 0; j < N; ++j) {
         double total = 0;
-        for (int64_t k = 0; k < K; ++k)
-          total += a.v[size_t((Ba == 1 ? 0 : n) * M * K + i * K + k)] * b.v[size_t((Bb == 1 ? 0 : n) * K * N + k * N + j)];
+        for (int64_t k = 0; k < K; ++k) total += pa[i * K + k] * pb[k * N + j];
         out.v[size_t((n * M + i) * N + j)] = total;
       }
+  }
+  if (!row) out.shape.push_back(M);
+  if (!column) out.shape.push_back(N);
   return out;
 }
 

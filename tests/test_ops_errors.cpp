@@ -71,6 +71,11 @@ TEST_CASE("ops.scenario07.broadcast_incompatible_shapes") {
   CHECK_THROWS_HG(hg::expand(hg::zeros({2, 3}), {2, 4}), "expand: the expanded size 4 must match the existing size 3");
   CHECK_THROWS_HG(hg::expand(hg::zeros({2, 3}), {3}), "expand: cannot expand shape [2, 3]");
   CHECK_THROWS_HG(hg::matmul(hg::zeros({2, 3, 4}), hg::zeros({3, 4, 5})), "batch sizes 2 and 3");
+  // Any rank: the batch dims must broadcast, the inner dims agree, and a 0-d operand is refused.
+  CHECK_THROWS_HG(hg::matmul(hg::zeros({2, 3, 4, 5}), hg::zeros({3, 2, 5, 4})), "matmul (batch dimensions)");
+  CHECK_THROWS_HG(hg::matmul(hg::zeros({2, 3, 4, 5}), hg::zeros({2, 3, 6, 4})),
+                  "cannot be multiplied (2x3x4x5 and 2x3x6x4)");
+  CHECK_THROWS_HG(hg::matmul(hg::zeros({}), hg::zeros({3})), "need at least one dimension");
 }
 
 TEST_CASE("ops.scenario07.bad_reshape_and_view") {
@@ -120,6 +125,26 @@ TEST_CASE("ops.scenario07.bad_reshape_and_view") {
 }
 
 // The rest of the vision ops: every bad shape or option is an hg::Error naming the op and the cause.
+TEST_CASE("ops.scenario07.sequence_ops_name_what_is_wrong") {
+  using hg::zeros;
+  const Tensor mask = zeros({3, 4}, {.dtype = hg::u8});
+  CHECK_THROWS_HG(hg::masked_fill(zeros({3, 4}), zeros({3, 4}), 1.0), "masked_fill: expected an integer mask (u8");
+  CHECK_THROWS_HG(hg::masked_fill(zeros({2, 4}), mask, 1.0), "masked_fill");
+  CHECK_THROWS_HG(hg::masked_fill(zeros({3, 4}, {.dtype = hg::i64}), mask, 0.5),
+                  "masked_fill: value 0.5 cannot be stored in a tensor of dtype i64");
+  CHECK_THROWS_HG(hg::tril(zeros({4})), "tril: expected a tensor with at least 2 dimensions, got shape [4]");
+  CHECK_THROWS_HG(hg::triu(zeros({})), "triu: expected a tensor with at least 2 dimensions");
+  CHECK_THROWS_HG(hg::split(zeros({5}), 0), "split: split_size can only be 0 if dimension size is 0");
+  CHECK_THROWS_HG(hg::split(zeros({5}), std::vector<int64_t>{2, 2}), "split: sizes [2, 2] must add up to 5");
+  CHECK_THROWS_HG(hg::split(zeros({5}), std::vector<int64_t>{6, -1}), "split: sizes must be non-negative");
+  CHECK_THROWS_HG(hg::split(zeros({5}), 2, 1), "split");
+  CHECK_THROWS_HG(hg::chunk(zeros({5}), 0), "chunk: expected the number of chunks to be greater than 0, got 0");
+  // The edge cases PyTorch defines: an empty dim splits into one empty piece, chunks into n.
+  CHECK(hg::split(zeros({0, 2}), 2).size() == 1);
+  CHECK(hg::chunk(zeros({0, 2}), 3).size() == 3);
+  CHECK(hg::chunk(zeros({6, 2}), 4).size() == 3);
+}
+
 TEST_CASE("ops.scenario07.vision_ops_name_what_is_wrong") {
   using hg::zeros;
   CHECK_THROWS_HG(hg::conv1d(zeros({1, 2, 5, 5}), zeros({3, 2, 3})), "conv1d: input must be 3-D (N, C, L)");

@@ -48,7 +48,7 @@ from torch.utils._pytree import tree_map
 HERE = os.path.dirname(os.path.abspath(__file__))
 DTYPES = {"f32": torch.float32, "f64": torch.float64, "f16": torch.float16, "bf16": torch.bfloat16}
 ST_DTYPE = {torch.float32: "F32", torch.float64: "F64", torch.float16: "F16", torch.bfloat16: "BF16",
-            torch.int64: "I64"}
+            torch.int64: "I64", torch.uint8: "U8"}
 ALL = ["f32", "f16", "bf16"]
 WITH_F64 = ["f32", "f16", "bf16", "f64"]
 
@@ -687,6 +687,35 @@ def shape():
     return f
 
 
+def sequence():
+    """The sequence-model ops: matmul of any rank, attention masks, split/chunk."""
+    f = Family("sequence")
+    mm = lambda x: torch.matmul(x[0], x[1])
+    f.case("matmul_4d", "matmul", WITH_F64, lambda g: [randn(g, (2, 3, 5, 17)), randn(g, (2, 3, 17, 4))], mm, [0, 1])
+    f.case("matmul_4d_broadcast", "matmul", ALL, lambda g: [randn(g, (2, 1, 4, 9)), randn(g, (3, 9, 5))], mm, [0, 1])
+    f.case("matmul_vector", "matmul", ALL, lambda g: [randn(g, (2, 3, 6)), randn(g, (6,))], mm, [0, 1])
+    mask = lambda g, shape: torch.randint(0, 2, shape, generator=g).to(torch.uint8)
+    f.case("masked_fill_causal", "masked_fill", WITH_F64, lambda g: [randn(g, (2, 3, 4, 4)), mask(g, (4, 4))],
+           lambda x: x[0].masked_fill(x[1] != 0, -2.5), [0], args={"value": -2.5})
+    f.case("masked_fill_padding", "masked_fill", ALL, lambda g: [randn(g, (2, 2, 3, 5)), mask(g, (2, 1, 1, 5))],
+           lambda x: x[0].masked_fill(x[1] != 0, 1e4), [0], args={"value": 1e4})
+    f.case("tril", "tril", WITH_F64, lambda g: [randn(g, (2, 4, 5))], lambda x: torch.tril(x[0]), [0],
+           args={"diagonal": 0})
+    f.case("tril_diagonal", "tril", ALL, lambda g: [randn(g, (5, 3))], lambda x: torch.tril(x[0], -1), [0],
+           args={"diagonal": -1})
+    f.case("triu", "triu", WITH_F64, lambda g: [randn(g, (2, 4, 5))], lambda x: torch.triu(x[0], 1), [0],
+           args={"diagonal": 1})
+    # split / chunk: the pieces concatenated in reverse order (as tests/op_db.cpp's entries).
+    rev_cat = lambda pieces, dim: torch.cat(list(reversed(pieces)), dim)
+    f.case("split", "narrow_split", ALL, lambda g: [randn(g, (3, 5, 2))],
+           lambda x: rev_cat(torch.split(x[0], 2, 1), 1), [0], args={"size": 2, "dim": 1})
+    f.case("split_sizes", "narrow_split", ALL, lambda g: [randn(g, (2, 6))],
+           lambda x: rev_cat(torch.split(x[0], [1, 0, 3, 2], 1), 1), [0], args={"sizes": [1, 0, 3, 2], "dim": 1})
+    f.case("chunk", "narrow_chunk", ALL, lambda g: [randn(g, (2, 3, 12))],
+           lambda x: rev_cat(torch.chunk(x[0], 3, -1), -1), [0], args={"chunks": 3, "dim": -1})
+    return f
+
+
 # ---- optimizers (tests/test_optim.cpp) -----------------------------------------------------------
 #
 # tests/golden/optim.safetensors: fixed f32 parameters ("init.p<i>"), ten fixed gradients per
@@ -858,7 +887,8 @@ def schedulers():
 def main():
     torch.set_num_threads(1)  # summation order, hence every bit, independent of the machine
     total = 0
-    families = [elementwise, activation, reduce, linalg, softmax, loss, conv, pool, norm, vision, embedding, cat, shape]
+    families = [elementwise, activation, reduce, linalg, softmax, loss, conv, pool, norm, vision, sequence, embedding,
+                cat, shape]
     only = set(sys.argv[1:])  # e.g. "vision": just those families (the others' files stay as committed)
     for make in families:
         if not only or make.__name__ in only:
