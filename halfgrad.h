@@ -42,6 +42,7 @@
 #include "autograd/node.h"
 
 #include "ops/activation.h"
+#include "ops/attention.h"
 #include "ops/conv.h"
 #include "core/cuda/gemm_settings.h"
 #include "ops/dropout.h"

@@ -10,7 +10,7 @@ namespace hg::amp {
 
 // Grouped by default policy, as the tables print.
 enum class Op : uint8_t {
-  Matmul, Linear, Conv2d, Conv1d, ConvTranspose2d, Prelu,                              // Lower
+  Matmul, Linear, Conv2d, Conv1d, ConvTranspose2d, Prelu, ScaledDotProductAttention,   // Lower
   Exp, Log, Pow, Sqrt, Softplus, Softmax, LogSoftmax, CrossEntropy, NllLoss, MseLoss,     // F32
   L1Loss, SmoothL1Loss, HuberLoss, BinaryCrossEntropy, BinaryCrossEntropyWithLogits, KlDiv,
   Sum, Mean, LayerNorm, GroupNorm, Interpolate,

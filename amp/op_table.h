@@ -60,6 +60,8 @@ inline constexpr OpInfo kOpTable[] = {
     // NOTE: prelu is on PyTorch's lower-precision list (CPU and CUDA) though it is no GEMM: its
     // weight is cast with the activation, and the output stays 16-bit.
     {Op::Prelu, "prelu", CastPolicy::Lower, OutputDType::Computed, "PyTorch's list: keeps activations 16-bit"},
+    {Op::ScaledDotProductAttention, "scaled_dot_product_attention", CastPolicy::Lower, OutputDType::Computed,
+     "two GEMMs; the softmax between them runs in f32 inside"},
     {Op::Exp, "exp", CastPolicy::F32, OutputDType::Computed, why::kRange},
     {Op::Log, "log", CastPolicy::F32, OutputDType::Computed, why::kRange},
     {Op::Pow, "pow", CastPolicy::F32, OutputDType::Computed, why::kRange},

@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "ops/activation.h"
+#include "ops/attention.h"
 #include "ops/conv.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -1442,8 +1443,103 @@ SampleSpec mask_sample(hg::Shape x, hg::Shape mask, const std::string& args = ""
           .args = args};
 }
 
+// softmax(q k^T * scale + mask) v, row by row. The mask (x[3], if any) is boolean ("mask":
+// "bool": nonzero = the key takes part) or added to the scores.
+ref::Array attention_ref(const Arrays& x, const Args& a) {
+  const hg::Shape& qs = x[0].shape;
+  const int n = qs.ndim();
+  const int64_t L = qs[n - 2], E = qs[n - 1], S = x[1].shape[n - 2], Ev = x[2].shape[n - 1];
+  const int64_t batch = ref::numel(qs) / std::max<int64_t>(1, L * E);
+  const double scale = a.find("scale") != nullptr ? number(a, "scale") : 1.0 / std::sqrt(double(E));
+  const bool causal = a.find("is_causal") != nullptr && flag(a, "is_causal");
+  const bool boolean = a.find("mask") != nullptr && arg(a, "mask", Args::Kind::String).text == "bool";
+  hg::Shape scores_shape(std::vector<int64_t>(qs.begin(), qs.end() - 2));
+  scores_shape.push_back(L);
+  scores_shape.push_back(S);
+  hg::Shape out_shape = qs;
+  out_shape.back() = Ev;
+  ref::Array out{out_shape, std::vector<double>(size_t(batch * L * Ev))};
+  std::vector<double> p(static_cast<size_t>(S));
+  for (int64_t b = 0; b < batch; ++b)
+    for (int64_t i = 0; i < L; ++i) {
+      double top = -kInf;
+      for (int64_t j = 0; j < S; ++j) {
+        double s = 0;
+        for (int64_t e = 0; e < E; ++e) s += x[0].v[size_t((b * L + i) * E + e)] * x[1].v[size_t((b * S + j) * E + e)];
+        s *= scale;
+        if (x.size() > 3) {
+          const double m = ref::broadcast_at(x[3], ref::coords((b * L + i) * S + j, scores_shape));
+          s = boolean ? (m != 0 ? s : -kInf) : s + m;
+        }
+        if (causal && j > i) s = -kInf;
+        p[size_t(j)] = s;
+        top = std::max(top, s);
+      }
+      double total = 0;
+      for (double& s : p) total += (s = std::exp(s - top));
+      for (int64_t d = 0; d < Ev; ++d) {
+        double o = 0;
+        for (int64_t j = 0; j < S; ++j) o += p[size_t(j)] / total * x[2].v[size_t((b * S + j) * Ev + d)];
+        out.v[size_t((b * L + i) * Ev + d)] = o;
+      }
+    }
+  return out;
+}
+
+hg::Tensor call_attention(I in, A a) {
+  hg::ScaledDotProductAttentionOptions options{.attn_mask = optional_input(in, 3)};
+  if (a.find("is_causal") != nullptr) options.is_causal = flag(a, "is_causal");
+  if (a.find("scale") != nullptr) options.scale = number(a, "scale");
+  return hg::scaled_dot_product_attention(in[0], in[1], in[2], options);
+}
+
+// q [..., L, E], k [..., S, E], v [..., S, Ev] (+ a mask).
+std::vector<InputSpec> attention_inputs(hg::Shape batch, int64_t L, int64_t S, int64_t E, int64_t Ev) {
+  auto with = [&](std::initializer_list<int64_t> last) {
+    hg::Shape s = batch;
+    s.insert(s.end(), last);
+    return s;
+  };
+  return {{with({L, E})}, {with({S, E})}, {with({S, Ev})}};
+}
+
+// A boolean mask [rows, cols] with the key (i + shift) % cols taking part in every row, so that
+// no row is fully masked (that row's output is NaN, as PyTorch's).
+InputSpec attention_bool_mask(int64_t rows, int64_t cols, int64_t shift) {
+  InputSpec mask{.shape = {rows, cols}, .values = Values::ClassIndex, .classes = 2, .index_dtype = hg::u8};
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) mask.given.push_back((i * 7 + j * 3) % 5 < 2 || j == (i + shift) % cols ? 1 : 0);
+  return mask;
+}
+
+SampleSpec attention_sample(std::vector<InputSpec> inputs, std::string args) {
+  return {.inputs = std::move(inputs), .args = std::move(args), .f32_tolerance = gemm_tolerance(64)};
+}
+
 std::vector<OpEntry> sequence_entries() {
   return {
+      // The fused kernel against the naive softmax(q k^T) v: blocks of 64 rows and keys, so the
+      // longer samples cross block edges (with causality, partial blocks on the diagonal).
+      {.op = Op::ScaledDotProductAttention, .name = "scaled_dot_product_attention", .call = call_attention,
+       .default_args = "{}", .inputs = attention_inputs({2, 2}, 5, 6, 4, 3), .reference = attention_ref,
+       .f32_tolerance = gemm_tolerance(64), .golden_family = "sequence",
+       .more_samples = {
+           attention_sample(attention_inputs({2}, 7, 7, 4, 4), R"({"is_causal": true})"),
+           attention_sample(attention_inputs({1}, 70, 130, 8, 5), R"({"is_causal": true})"),
+           attention_sample(attention_inputs({1}, 65, 65, 3, 2), R"({"is_causal": true})"),
+           attention_sample(attention_inputs({1}, 3, 9, 2, 2), R"({"is_causal": true, "scale": 0.3})"),
+           attention_sample(attention_inputs({}, 4, 3, 5, 2), R"({"scale": 2.5})"),
+           [] {
+             std::vector<InputSpec> in = attention_inputs({2, 3}, 5, 6, 4, 4);
+             in.push_back(attention_bool_mask(5, 6, 0));
+             return attention_sample(in, R"({"mask": "bool"})");
+           }(),
+           [] {
+             std::vector<InputSpec> in = attention_inputs({2, 2}, 3, 70, 4, 4);
+             in.push_back({.shape = {2, 1, 3, 70}, .differentiable = false});
+             return attention_sample(in, R"({"mask": "float"})");
+           }(),
+       }},
       // A choice per element: exact. The mask broadcasts both ways (attention's [T, T] mask over
       // [B, H, T, T] scores, and a [B, 1, 1, T] padding mask).
       {.op = Op::MaskedFill, .name = "masked_fill",

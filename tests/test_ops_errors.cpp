@@ -145,6 +145,26 @@ TEST_CASE("ops.scenario07.sequence_ops_name_what_is_wrong") {
   CHECK(hg::chunk(zeros({6, 2}), 4).size() == 3);
 }
 
+TEST_CASE("ops.scenario07.attention_names_what_is_wrong") {
+  using hg::zeros;
+  const Tensor q = zeros({2, 5, 4}), k = zeros({2, 6, 4}), v = zeros({2, 6, 3});
+  const auto sdpa = [](const Tensor& a, const Tensor& b, const Tensor& c, hg::ScaledDotProductAttentionOptions o = {}) {
+    return hg::scaled_dot_product_attention(a, b, c, o);
+  };
+  CHECK_THROWS_HG(sdpa(zeros({4}), zeros({4}), zeros({4})), "scaled_dot_product_attention: expected q, k and v of one rank >= 2");
+  CHECK_THROWS_HG(sdpa(q, zeros({6, 4}), v), "expected q, k and v of one rank >= 2");
+  CHECK_THROWS_HG(sdpa(q, zeros({3, 6, 4}), zeros({3, 6, 3})), "q, k and v must have the same batch dims");
+  CHECK_THROWS_HG(sdpa(q, zeros({2, 6, 5}), v), "q and k must have the same feature size, got 4 and 5");
+  CHECK_THROWS_HG(sdpa(q, k, zeros({2, 7, 3})), "k and v must have the same length, got 6 and 7");
+  CHECK_THROWS_HG(sdpa(q, k, v.to(hg::f64)), "expected q, k and v of one floating dtype, got f32, f32 and f64");
+  CHECK_THROWS_HG(sdpa(q.to(hg::i64), k.to(hg::i64), v.to(hg::i64)), "of one floating dtype");
+  CHECK_THROWS_HG(sdpa(q, k, v, {.dropout_p = 1.5}), "dropout_p must be in [0, 1], got 1.5");
+  CHECK_THROWS_HG(sdpa(q, k, v, {.attn_mask = zeros({5, 6}), .is_causal = true}),
+                  "an explicit attn_mask should not be set with is_causal = true");
+  CHECK_THROWS_HG(sdpa(q, k, v, {.attn_mask = zeros({5, 7})}), "scaled_dot_product_attention");
+  CHECK_THROWS_HG(sdpa(q, k, v, {.attn_mask = zeros({3, 5, 6})}), "scaled_dot_product_attention");
+}
+
 TEST_CASE("ops.scenario07.vision_ops_name_what_is_wrong") {
   using hg::zeros;
   CHECK_THROWS_HG(hg::conv1d(zeros({1, 2, 5, 5}), zeros({3, 2, 3})), "conv1d: input must be 3-D (N, C, L)");

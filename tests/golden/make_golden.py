@@ -705,6 +705,41 @@ def sequence():
            args={"diagonal": -1})
     f.case("triu", "triu", WITH_F64, lambda g: [randn(g, (2, 4, 5))], lambda x: torch.triu(x[0], 1), [0],
            args={"diagonal": 1})
+    # softmax(q k^T * scale + mask) v written out (torch 1.13 has no F.scaled_dot_product_attention).
+    # 16-bit runs in f32 and rounds once, as a fused kernel (PyTorch 2's flash attention on the CPU
+    # included) accumulates in f32; the gradients are rounded once on the way back.
+    def sdpa(name, dtypes, b, L, S, E, Ev, causal=False, scale=None, mask=None):
+        def make(g):
+            ins = [randn(g, b + (L, E)), randn(g, b + (S, E)), randn(g, b + (S, Ev))]
+            if mask == "bool":  # random, plus one key per row so that no row is fully masked
+                m = torch.randint(0, 2, (L, S), generator=g)
+                m[torch.arange(L), torch.arange(L) % S] = 1
+                ins.append(m.to(torch.uint8))
+            elif mask is not None:
+                ins.append(randn(g, mask))
+            return ins
+        def fn(t):
+            u = [a.float() if a.dtype in (torch.float16, torch.bfloat16) else a for a in t]
+            s = u[0] @ u[1].transpose(-1, -2) * (scale if scale is not None else 1 / math.sqrt(E))
+            if causal:
+                s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), float("-inf"))
+            if mask == "bool":
+                s = s.masked_fill(u[3] == 0, float("-inf"))
+            elif mask is not None:
+                s = s + u[3]
+            return (torch.softmax(s, -1) @ u[2]).to(t[0].dtype)
+        args = {"is_causal": causal}
+        if scale is not None:
+            args["scale"] = scale
+        if mask is not None:
+            args["mask"] = "bool" if mask == "bool" else "float"
+        f.case(name, "scaled_dot_product_attention", dtypes, make, fn, [0, 1, 2], args=args)
+
+    sdpa("sdpa_4d", WITH_F64, (2, 2), 5, 6, 4, 3)
+    sdpa("sdpa_causal_blocks", ALL, (1,), 66, 70, 4, 3, causal=True)
+    sdpa("sdpa_scale", ALL, (2,), 3, 9, 2, 2, scale=0.3)
+    sdpa("sdpa_bool_mask", WITH_F64, (2, 3), 5, 6, 4, 4, mask="bool")
+    sdpa("sdpa_float_mask", ALL, (2, 2), 3, 70, 4, 4, mask=(2, 1, 3, 70))
     # split / chunk: the pieces concatenated in reverse order (as tests/op_db.cpp's entries).
     rev_cat = lambda pieces, dim: torch.cat(list(reversed(pieces)), dim)
     f.case("split", "narrow_split", ALL, lambda g: [randn(g, (3, 5, 2))],

@@ -1,0 +1,238 @@
+// Fused attention on the CPU (kernels/attention.h): per (batch, block of query rows), an online
+// softmax over blocks of keys. Names follow the FlashAttention-2 paper: S = Q K^T * scale + mask
+// (a block of scores), P = exp(S - m) (its probabilities), m and l the running row maximum and
+// sum, lse = m + log l.
+#include "kernels/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "core/copy.h"
+#include "core/parallel.h"
+#include "kernels/cpu/gemm.h"
+
+namespace hg::kernels {
+
+namespace {
+
+// Query and key rows per block: a block of scores is 64 x 64 compute-type values (16 KiB in
+// f32, it stays in L1/L2 with its Q, K and V rows), and each GEMM call is large enough to pay
+// for its packing.
+constexpr int64_t kBlockRows = 64, kBlockCols = 64;
+
+// t in the compute type, contiguous, seen as [batch, rows, cols] (a copy only when needed).
+template <class S>
+Tensor compute_copy(const Tensor& t, int64_t batch, int64_t rows, int64_t cols) {
+  const Tensor c = t.dtype() == dtype_of<S>() ? detail::dense(t)
+                                               : detail::copy_with_options(t, {.dtype = dtype_of<S>()});
+  return detail::dense_view(c, {batch, rows, cols});
+}
+
+// Where each batch entry's [L, S] mask starts, and its row and column strides: the mask may
+// broadcast over any of the batch dims (a [T, T] causal mask, a [B, 1, 1, T] padding mask), so
+// it is read in place through its strides, never expanded to [batch, L, S].
+struct MaskLayout {
+  const void* data = nullptr;
+  std::vector<int64_t> batch_offset;
+  int64_t row_stride = 0, col_stride = 0;
+};
+
+MaskLayout mask_layout(const Tensor& mask, const AttentionGeometry& g) {
+  MaskLayout layout;
+  if (!mask.defined()) return layout;
+  const int n = mask.dim();
+  layout.data = mask.raw_data();
+  layout.row_stride = mask.strides()[n - 2];
+  layout.col_stride = mask.strides()[n - 1];
+  layout.batch_offset.assign(size_t(g.batch), 0);
+  for (int64_t b = 0; b < g.batch; ++b) {
+    int64_t rest = b, offset = 0;
+    for (int d = n - 3; d >= 0; --d) {
+      offset += rest % mask.shape()[d] * mask.strides()[d];
+      rest /= mask.shape()[d];
+    }
+    layout.batch_offset[size_t(b)] = offset;
+  }
+  return layout;
+}
+
+// The block of scores S[r][c] = scale * (Q K^T)[r][c] + mask, -inf where causality hides the key.
+template <class S>
+void scores_block(const S* q, const S* k, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows, int64_t j0,
+                  int64_t cols, const AttentionGeometry& g, S* block) {
+  cpu::gemm_dense<S>(cpu::matrix_view(q + i0 * g.E, rows, g.E, g.E, 1), cpu::matrix_view(k + j0 * g.E, g.E, cols, 1, g.E),
+                     block, false);
+  const S scale = S(g.scale), minus_inf = -std::numeric_limits<S>::infinity();
+  const S* m = mask.data ? static_cast<const S*>(mask.data) + mask.batch_offset[size_t(b)] : nullptr;
+  for (int64_t r = 0; r < rows; ++r) {
+    S* row = block + r * cols;
+    for (int64_t c = 0; c < cols; ++c) row[c] *= scale;
+    if (m) {
+      const S* mrow = m + (i0 + r) * mask.row_stride + j0 * mask.col_stride;
+      for (int64_t c = 0; c < cols; ++c) row[c] += mrow[c * mask.col_stride];
+    }
+    if (g.causal)
+      for (int64_t c = std::max<int64_t>(0, i0 + r + 1 - j0); c < cols; ++c) row[c] = minus_inf;
+  }
+}
+
+// The key blocks a query block needs: with causality, none that starts after its last row.
+int64_t key_end(int64_t i0, int64_t rows, const AttentionGeometry& g) {
+  return g.causal ? std::min(g.S, i0 + rows) : g.S;
+}
+
+template <class S>
+void forward_rows(const S* q, const S* k, const S* v, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows,
+                  const AttentionGeometry& g, S* out, S* lse) {
+  const S minus_inf = -std::numeric_limits<S>::infinity();
+  std::vector<S> block(size_t(rows * kBlockCols)), acc(size_t(rows * g.Ev), S(0));
+  std::vector<S> m(size_t(rows), minus_inf), l(size_t(rows), S(0));
+  for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlockCols) {
+    const int64_t cols = std::min(kBlockCols, g.S - j0);
+    scores_block(q, k, mask, b, i0, rows, j0, cols, g, block.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      S* row = block.data() + r * cols;
+      S m_new = m[size_t(r)];
+      for (int64_t c = 0; c < cols; ++c) m_new = std::max(m_new, row[c]);
+      if (m_new == minus_inf) {  // every key so far masked out: nothing to add yet
+        std::fill(row, row + cols, S(0));
+        continue;
+      }
+      const S rescale = std::exp(m[size_t(r)] - m_new);  // 0 on the first unmasked block
+      S sum = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        row[c] = std::exp(row[c] - m_new);
+        sum += row[c];
+      }
+      l[size_t(r)] = l[size_t(r)] * rescale + sum;
+      m[size_t(r)] = m_new;
+      if (rescale != S(1))
+        for (int64_t d = 0; d < g.Ev; ++d) acc[size_t(r * g.Ev + d)] *= rescale;
+    }
+    cpu::gemm_dense<S>(cpu::matrix_view(block.data(), rows, cols, cols, 1),
+                       cpu::matrix_view(v + j0 * g.Ev, cols, g.Ev, g.Ev, 1), acc.data(), true);
+  }
+  for (int64_t r = 0; r < rows; ++r) {
+    // A row whose keys are all masked has l = 0: its output is 0/0 = NaN and its lse -inf, as
+    // PyTorch's softmax of a row of -inf.
+    const S inv = S(1) / l[size_t(r)];
+    for (int64_t d = 0; d < g.Ev; ++d) out[(i0 + r) * g.Ev + d] = acc[size_t(r * g.Ev + d)] * inv;
+    lse[i0 + r] = m[size_t(r)] + std::log(l[size_t(r)]);
+  }
+}
+
+template <class S>
+std::pair<Tensor, Tensor> forward_typed(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                        const Tensor& mask_in, const AttentionGeometry& g) {
+  const Tensor q = compute_copy<S>(q_in, g.batch, g.L, g.E), k = compute_copy<S>(k_in, g.batch, g.S, g.E),
+               v = compute_copy<S>(v_in, g.batch, g.S, g.Ev);
+  const MaskLayout mask = mask_layout(mask_in, g);
+  Tensor out = zeros({g.batch, g.L, g.Ev}, {.dtype = dtype_of<S>()});
+  Tensor lse = full({g.batch, g.L}, -std::numeric_limits<double>::infinity(), {.dtype = dtype_of<S>()});
+  const S *qp = q.data_ptr<S>(), *kp = k.data_ptr<S>(), *vp = v.data_ptr<S>();
+  S *op = out.data_ptr<S>(), *lp = lse.data_ptr<S>();
+  // No keys (S = 0): the output is an empty sum, 0, as PyTorch's softmax(..) @ v.
+  if (g.S > 0) {
+    const int64_t blocks = (g.L + kBlockRows - 1) / kBlockRows;
+    const int64_t cost = kBlockRows * g.S * (g.E + g.Ev);  // multiply-adds per (batch, block) task
+    parallel_for(0, g.batch * blocks, grain_for(cost), [&](int64_t first, int64_t last) {
+      for (int64_t task = first; task < last; ++task) {
+        const int64_t b = task / blocks, i0 = task % blocks * kBlockRows;
+        forward_rows<S>(qp + b * g.L * g.E, kp + b * g.S * g.E, vp + b * g.S * g.Ev, mask, b, i0,
+                        std::min(kBlockRows, g.L - i0), g, op + b * g.L * g.Ev, lp + b * g.L);
+      }
+    });
+  }
+  return {out, lse};
+}
+
+// One batch entry's gradients: dq [L, E], dk [S, E], dv [S, Ev], zeroed by the caller.
+template <class S>
+void backward_one(const S* q, const S* k, const S* v, const S* o, const S* dout, const S* lse, const MaskLayout& mask,
+                  int64_t b, const AttentionGeometry& g, S* dq, S* dk, S* dv) {
+  // D_i = rowsum(dO_i * O_i): the softmax backward's sum_j P_ij dP_ij, without P.
+  std::vector<S> D(size_t(g.L));
+  for (int64_t i = 0; i < g.L; ++i) {
+    S total = 0;
+    for (int64_t d = 0; d < g.Ev; ++d) total += dout[i * g.Ev + d] * o[i * g.Ev + d];
+    D[size_t(i)] = total;
+  }
+  std::vector<S> p(size_t(kBlockRows * kBlockCols)), dp(size_t(kBlockRows * kBlockCols));
+  const S scale = S(g.scale);
+  for (int64_t i0 = 0; i0 < g.L; i0 += kBlockRows) {
+    const int64_t rows = std::min(kBlockRows, g.L - i0);
+    for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlockCols) {
+      const int64_t cols = std::min(kBlockCols, g.S - j0);
+      scores_block(q, k, mask, b, i0, rows, j0, cols, g, p.data());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) p[size_t(r * cols + c)] = std::exp(p[size_t(r * cols + c)] - lse[i0 + r]);
+      const cpu::MatrixView p_t = cpu::matrix_view(p.data(), cols, rows, 1, cols);
+      // dV_j += P^T dO_i; dP = dO_i V_j^T
+      cpu::gemm_dense<S>(p_t, cpu::matrix_view(dout + i0 * g.Ev, rows, g.Ev, g.Ev, 1), dv + j0 * g.Ev, true);
+      cpu::gemm_dense<S>(cpu::matrix_view(dout + i0 * g.Ev, rows, g.Ev, g.Ev, 1),
+                         cpu::matrix_view(v + j0 * g.Ev, g.Ev, cols, 1, g.Ev), dp.data(), false);
+      // dS = P * (dP - D) (the softmax backward), times the scale the scores were multiplied by;
+      // written over P, which is not needed any more.
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t c = 0; c < cols; ++c) {
+          S& x = p[size_t(r * cols + c)];
+          x = x * (dp[size_t(r * cols + c)] - D[size_t(i0 + r)]) * scale;
+        }
+      // dQ_i += dS K_j; dK_j += dS^T Q_i
+      cpu::gemm_dense<S>(cpu::matrix_view(p.data(), rows, cols, cols, 1), cpu::matrix_view(k + j0 * g.E, cols, g.E, g.E, 1),
+                         dq + i0 * g.E, true);
+      cpu::gemm_dense<S>(p_t, cpu::matrix_view(q + i0 * g.E, rows, g.E, g.E, 1), dk + j0 * g.E, true);
+    }
+  }
+}
+
+template <class S>
+std::array<Tensor, 3> backward_typed(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& out_in,
+                                     const Tensor& lse, const Tensor& grad_in, const Tensor& mask_in,
+                                     const AttentionGeometry& g) {
+  const Tensor q = compute_copy<S>(q_in, g.batch, g.L, g.E), k = compute_copy<S>(k_in, g.batch, g.S, g.E),
+               v = compute_copy<S>(v_in, g.batch, g.S, g.Ev), out = compute_copy<S>(out_in, g.batch, g.L, g.Ev),
+               grad = compute_copy<S>(grad_in, g.batch, g.L, g.Ev);
+  const MaskLayout mask = mask_layout(mask_in, g);
+  Tensor dq = zeros({g.batch, g.L, g.E}, {.dtype = dtype_of<S>()}), dk = zeros({g.batch, g.S, g.E}, {.dtype = dtype_of<S>()}),
+         dv = zeros({g.batch, g.S, g.Ev}, {.dtype = dtype_of<S>()});
+  const S *qp = q.data_ptr<S>(), *kp = k.data_ptr<S>(), *vp = v.data_ptr<S>(), *op = out.data_ptr<S>(),
+          *gp = grad.data_ptr<S>(), *lp = lse.data_ptr<S>();
+  S *dqp = dq.data_ptr<S>(), *dkp = dk.data_ptr<S>(), *dvp = dv.data_ptr<S>();
+  // NOTE: one task per batch entry (batch x heads): dK and dV sum over every query block, so
+  // splitting the query blocks over threads would need per-thread partial sums.
+  const int64_t cost = 2 * g.L * g.S * (g.E + g.Ev);
+  parallel_for(0, g.batch, grain_for(cost), [&](int64_t first, int64_t last) {
+    for (int64_t b = first; b < last; ++b)
+      backward_one<S>(qp + b * g.L * g.E, kp + b * g.S * g.E, vp + b * g.S * g.Ev, op + b * g.L * g.Ev,
+                      gp + b * g.L * g.Ev, lp + b * g.L, mask, b, g, dqp + b * g.L * g.E, dkp + b * g.S * g.E,
+                      dvp + b * g.S * g.Ev);
+  });
+  if (q_in.dtype() != dtype_of<S>()) {
+    dq = detail::copy_with_options(dq, {.dtype = q_in.dtype()});
+    dk = detail::copy_with_options(dk, {.dtype = q_in.dtype()});
+    dv = detail::copy_with_options(dv, {.dtype = q_in.dtype()});
+  }
+  return {dq, dk, dv};
+}
+
+}  // namespace
+
+std::pair<Tensor, Tensor> attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                            const AttentionGeometry& g) {
+  HG_CHECK(q.device().is_cpu(), "scaled_dot_product_attention: the fused kernel runs on the CPU");
+  if (q.dtype() == f64) return forward_typed<double>(q, k, v, mask, g);
+  return forward_typed<float>(q, k, v, mask, g);
+}
+
+std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                         const Tensor& lse, const Tensor& grad, const Tensor& mask,
+                                         const AttentionGeometry& g) {
+  if (q.dtype() == f64) return backward_typed<double>(q, k, v, out, lse, grad, mask, g);
+  return backward_typed<float>(q, k, v, out, lse, grad, mask, g);
+}
+
+}  // namespace hg::kernels

@@ -1,0 +1,43 @@
+// The fused attention kernels (CPU): softmax(Q K^T * scale + mask) V without the T x T matrix.
+// FlashAttention-2's scheme: each block of query rows walks the key blocks once, keeping a running
+// row maximum m, a running sum l and an unnormalised output; a new block whose maximum is larger
+// rescales what came before by exp(m_old - m_new). The forward saves only the output and each
+// row's log-sum-exp (m + log l): O(T * D) memory. The backward recomputes each block of
+// probabilities from the log-sum-exp, P = exp(S - lse), instead of reading them back.
+//
+// The block products are halfgrad's CPU GEMM (packed per CPU level); the rest is per-row scalar
+// work in the compute type: f32 for f32/f16/bf16 inputs (16-bit values widened, the output
+// rounded once), f64 for f64.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <utility>
+
+#include "core/tensor.h"
+
+namespace hg::kernels {
+
+struct AttentionGeometry {
+  int64_t batch;    // the product of the batch dims
+  int64_t L, S;     // query and key lengths
+  int64_t E, Ev;    // the q/k and v feature sizes
+  double scale;
+  bool causal;      // key j takes part in query row i only where j <= i (PyTorch's tril(ones(L, S)))
+};
+
+// q [batch, L, E], k [batch, S, E], v [batch, S, Ev] of one floating dtype (any strides).
+// `mask`, if defined, is an additive mask of the compute type (f32, or f64) whose last two dims
+// are [L, S] and whose leading dims are `batch_shape` (any strides: 0 where it broadcasts).
+// Returns the output [batch, L, Ev] and the row log-sum-exp [batch, L], both in the compute type:
+// the backward wants the unrounded output (its rowsum(dO * O) cancels against dO V^T, and a
+// 16-bit O there costs the q and k gradients more than one rounding).
+std::pair<Tensor, Tensor> attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                            const AttentionGeometry& g);
+
+// dq, dk, dv in q's dtype from the forward's inputs, its compute-type output and log-sum-exp, and
+// the gradient of the output (any strides).
+std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                         const Tensor& lse, const Tensor& grad, const Tensor& mask,
+                                         const AttentionGeometry& g);
+
+}  // namespace hg::kernels

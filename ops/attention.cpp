@@ -1,0 +1,113 @@
+// scaled_dot_product_attention: checks, the mask made additive, then the fused CPU kernel
+// (kernels/attention.h) or the composition of matmul, softmax and dropout.
+#include "ops/attention.h"
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "amp/autocast.h"
+#include "autograd/node.h"
+#include "core/copy.h"
+#include "kernels/attention.h"
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/linalg.h"
+#include "ops/masking.h"
+#include "ops/record.h"
+#include "ops/shape.h"
+#include "ops/softmax.h"
+
+namespace hg {
+
+namespace {
+
+constexpr std::string_view kName = "scaled_dot_product_attention";
+
+Shape batch_dims(const Tensor& t) { return Shape(std::vector<int64_t>(t.shape().begin(), t.shape().end() - 2)); }
+
+// The mask as values added to the scores, in `dtype`: a floating mask as it is, an integer one
+// 0 where the key takes part and -inf where it does not. No gradient reaches it.
+Tensor additive_mask(const Tensor& mask, DType dtype) {
+  if (is_floating(mask.dtype())) return mask.detach().to(dtype);
+  return masked_fill(full(mask.shape(), -std::numeric_limits<double>::infinity(), {.dtype = dtype, .device = mask.device()}),
+                     mask.detach(), 0.0);
+}
+
+// softmax(q k^T * scale + mask) v from differentiable ops: the dropout path, and CUDA's for now.
+Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
+                          double scale, double dropout_p) {
+  Tensor scores = matmul(q, k.transpose(-1, -2)) * scale;
+  if (causal) {
+    const int64_t L = q.shape()[q.dim() - 2], S = k.shape()[k.dim() - 2];
+    scores = masked_fill(scores, triu(ones({L, S}, {.dtype = u8, .device = q.device()}), 1),
+                         -std::numeric_limits<double>::infinity());
+  }
+  if (mask.defined()) scores = scores + mask;
+  Tensor p = softmax(scores, -1);
+  if (dropout_p > 0) p = dropout(p, dropout_p, true);
+  return matmul(p, v);
+}
+
+}  // namespace
+
+Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
+                                    ScaledDotProductAttentionOptions options) {
+  auto [q, k, v] = amp::prepare(amp::Op::ScaledDotProductAttention, q_in, k_in, v_in);
+  HG_CHECK(q.defined() && k.defined() && v.defined(), kName, ": expected defined q, k and v");
+  detail::check_same_device(kName, q, k);
+  detail::check_same_device(kName, q, v);
+  HG_CHECK(q.dim() >= 2 && k.dim() == q.dim() && v.dim() == q.dim(), kName, ": expected q, k and v of one rank >= 2 "
+           "([..., L, E], [..., S, E], [..., S, Ev]), got shapes ", q.shape(), ", ", k.shape(), " and ", v.shape());
+  HG_CHECK(batch_dims(k) == batch_dims(q) && batch_dims(v) == batch_dims(q), kName,
+           ": q, k and v must have the same batch dims, got shapes ", q.shape(), ", ", k.shape(), " and ", v.shape());
+  const int n = q.dim();
+  const int64_t L = q.shape()[n - 2], S = k.shape()[n - 2], E = q.shape()[n - 1], Ev = v.shape()[n - 1];
+  HG_CHECK(k.shape()[n - 1] == E, kName, ": q and k must have the same feature size, got ", E, " and ", k.shape()[n - 1]);
+  HG_CHECK(v.shape()[n - 2] == S, kName, ": k and v must have the same length, got ", S, " and ", v.shape()[n - 2]);
+  HG_CHECK(is_floating(q.dtype()) && k.dtype() == q.dtype() && v.dtype() == q.dtype(), kName,
+           ": expected q, k and v of one floating dtype, got ", q.dtype(), ", ", k.dtype(), " and ", v.dtype());
+  HG_CHECK(options.dropout_p >= 0 && options.dropout_p <= 1, kName, ": dropout_p must be in [0, 1], got ",
+           options.dropout_p);
+  HG_CHECK(!(options.is_causal && options.attn_mask.defined()), kName,
+           ": an explicit attn_mask should not be set with is_causal = true (the causal mask is built in)");
+  const double scale = options.scale.value_or(1.0 / std::sqrt(double(E)));
+
+  // The mask in the compute type (f64 for f64, f32 otherwise), broadcast (a view) to [..., L, S].
+  Tensor mask;
+  if (options.attn_mask.defined()) {
+    detail::check_same_device(kName, q, options.attn_mask);
+    Shape full_shape = batch_dims(q);
+    full_shape.push_back(L);
+    full_shape.push_back(S);
+    broadcast_shapes(options.attn_mask.shape(), full_shape, kName);  // names the op when it does not broadcast
+    const DType compute = q.dtype() == f64 ? f64 : f32;
+    mask = expand(additive_mask(options.attn_mask, compute), full_shape);
+    HG_CHECK(mask.shape() == full_shape, kName, ": attn_mask of shape ", options.attn_mask.shape(),
+             " does not broadcast to the scores' shape ", full_shape);
+  }
+  if (options.dropout_p > 0 || !q.device().is_cpu())
+    return attention_composed(q, k, v, mask.defined() ? mask.to(q.dtype()) : mask, options.is_causal, scale,
+                              options.dropout_p);
+
+  int64_t batch = 1;
+  for (int d = 0; d < n - 2; ++d) batch *= q.shape()[d];
+  const kernels::AttentionGeometry g{batch, L, S, E, Ev, scale, options.is_causal};
+  auto [out3, lse] = kernels::attention_forward(q, k, v, mask, g);
+  Shape out_shape = q.shape();
+  out_shape.back() = Ev;
+  // The user's output in q's dtype; the backward keeps the compute-type one (the same tensor
+  // unless q is 16-bit).
+  Tensor out = detail::dense_view(out3.dtype() == q.dtype() ? out3 : detail::copy_with_options(out3, q.options()),
+                                  out_shape);
+  record(amp::Op::ScaledDotProductAttention, out, {q, k, v},
+         [sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(out3), lse, mask, g,
+          shapes = std::vector<Shape>{q.shape(), k.shape(), v.shape()}](const Tensor& grad) {
+           auto [dq, dk, dv] = kernels::attention_backward(sq.get(), sk.get(), sv.get(), so.get(), lse, grad, mask, g);
+           return std::vector<Tensor>{detail::dense_view(dq, shapes[0]), detail::dense_view(dk, shapes[1]),
+                                      detail::dense_view(dv, shapes[2])};
+         });
+  return out;
+}
+
+}  // namespace hg
