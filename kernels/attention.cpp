@@ -13,6 +13,7 @@
 #include "core/copy.h"
 #include "core/parallel.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace hg::kernels {
 
@@ -79,6 +80,17 @@ void scores_block(const S* q, const S* k, const MaskLayout& mask, int64_t b, int
   }
 }
 
+// row[c] = exp(row[c] - shift): f32 on the vectorised exp (kernels/cpu/vector_math.h).
+template <class S>
+void exp_shifted(S* row, int64_t n, S shift) {
+  for (int64_t c = 0; c < n; ++c) row[c] -= shift;
+  if constexpr (std::is_same_v<S, float>) {
+    cpu::exp_f32(row, row, n);
+  } else {
+    for (int64_t c = 0; c < n; ++c) row[c] = std::exp(row[c]);
+  }
+}
+
 // The key blocks a query block needs: with causality, none that starts after its last row.
 int64_t key_end(int64_t i0, int64_t rows, const AttentionGeometry& g) {
   return g.causal ? std::min(g.S, i0 + rows) : g.S;
@@ -102,11 +114,9 @@ void forward_rows(const S* q, const S* k, const S* v, const MaskLayout& mask, in
         continue;
       }
       const S rescale = std::exp(m[size_t(r)] - m_new);  // 0 on the first unmasked block
+      exp_shifted(row, cols, m_new);
       S sum = 0;
-      for (int64_t c = 0; c < cols; ++c) {
-        row[c] = std::exp(row[c] - m_new);
-        sum += row[c];
-      }
+      for (int64_t c = 0; c < cols; ++c) sum += row[c];
       l[size_t(r)] = l[size_t(r)] * rescale + sum;
       m[size_t(r)] = m_new;
       if (rescale != S(1))
@@ -167,8 +177,7 @@ void backward_one(const S* q, const S* k, const S* v, const S* o, const S* dout,
     for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlockCols) {
       const int64_t cols = std::min(kBlockCols, g.S - j0);
       scores_block(q, k, mask, b, i0, rows, j0, cols, g, p.data());
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) p[size_t(r * cols + c)] = std::exp(p[size_t(r * cols + c)] - lse[i0 + r]);
+      for (int64_t r = 0; r < rows; ++r) exp_shifted(p.data() + r * cols, cols, lse[i0 + r]);
       const cpu::MatrixView p_t = cpu::matrix_view(p.data(), cols, rows, 1, cols);
       // dV_j += P^T dO_i; dP = dO_i V_j^T
       cpu::gemm_dense<S>(p_t, cpu::matrix_view(dout + i0 * g.Ev, rows, g.Ev, g.Ev, 1), dv + j0 * g.Ev, true);

@@ -7,8 +7,12 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <bit>
 #include <cstdlib>
+#include <cstring>
+#include <random>
 
+#include "kernels/cpu/vector_math.h"
 #include "ops_test_helpers.h"
 
 using hg::cpu::Isa;
@@ -159,6 +163,76 @@ TEST_CASE("cpu.conv_and_pool_at_every_level_match_the_reference") {
       else CHECK_CLOSE_WITH(xp.grad(), generic_pool_dx, kExact);
     });
   }
+}
+
+// ---- vectorised math (kernels/cpu/vector_math.h) against libm ------------------------------------
+
+namespace {
+
+// Distance in units in the last place: how many floats lie between a and b (0 when equal, NaN
+// equal to NaN; +0 and -0 are neighbours).
+int64_t ulp_distance(float a, float b) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : INT64_MAX;
+  auto ordered = [](float x) {
+    const int32_t bits = std::bit_cast<int32_t>(x);
+    return bits < 0 ? int64_t(INT32_MIN) - bits : int64_t(bits);
+  };
+  return std::abs(ordered(a) - ordered(b));
+}
+
+// 10^7 inputs: uniform over the whole useful range, a tenth of them near 0 (where the polynomial
+// alone works), and the edge cases.
+std::vector<float> exp_inputs() {
+  std::mt19937 random(2024);
+  std::uniform_real_distribution<float> wide(-104.5f, 89.5f), narrow(-1.f, 1.f);
+  std::vector<float> x;
+  x.reserve(10'000'100);
+  for (int i = 0; i < 9'000'000; ++i) x.push_back(wide(random));
+  for (int i = 0; i < 1'000'000; ++i) x.push_back(narrow(random));
+  const float inf = std::numeric_limits<float>::infinity(), denorm = std::numeric_limits<float>::denorm_min();
+  for (float e : {0.f, -0.f, denorm, -denorm, 1e-40f, -1e-40f, 1e-30f, inf, -inf, std::numeric_limits<float>::quiet_NaN(),
+                  88.7228f, 88.72283f, 88.72284f, 88.7229f, 89.f, 100.f, std::numeric_limits<float>::max(),
+                  -87.33654f, -87.3366f, -100.f, -103.278f, -103.9720f, -103.98f, -104.f, -150.f,
+                  -std::numeric_limits<float>::max(), 0.34657359f, -0.34657359f, 1.f, -1.f, 10.f, -10.f})
+    x.push_back(e);
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("cpu.exp_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_everywhere") {
+  const std::vector<float> x = exp_inputs();
+  std::vector<float> libm(x.size()), baseline;
+  for (size_t i = 0; i < x.size(); ++i) libm[i] = std::exp(x[i]);
+  at_every_level([&](Isa level) {
+    std::vector<float> y(x.size());
+    hg::kernels::cpu::exp_f32(x.data(), y.data(), int64_t(x.size()));
+    int64_t worst = 0;
+    size_t worst_at = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const int64_t d = ulp_distance(y[i], libm[i]);
+      if (d > worst) worst = d, worst_at = i;
+    }
+    CAPTURE(x[worst_at]);
+    CAPTURE(y[worst_at]);
+    CAPTURE(libm[worst_at]);
+    CHECK(worst <= 2);
+    // The special values exactly: exp(+-0) = 1, +inf, +0 for -inf and deep underflow, NaN.
+    const float inf = std::numeric_limits<float>::infinity();
+    float edge[] = {0.f, -0.f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 89.f, -104.f, -1e30f};
+    hg::kernels::cpu::exp_f32(edge, edge, 8);  // in place
+    CHECK(edge[0] == 1.f);
+    CHECK(edge[1] == 1.f);
+    CHECK(edge[2] == inf);
+    CHECK(edge[3] == 0.f);
+    CHECK(std::isnan(edge[4]));
+    CHECK(edge[5] == inf);
+    CHECK(edge[6] == 0.f);
+    CHECK(edge[7] == 0.f);
+    // Every level computes the same IEEE operations in the same order.
+    if (level == Isa::Generic) baseline = y;
+    else CHECK(std::memcmp(y.data(), baseline.data(), y.size() * sizeof(float)) == 0);
+  });
 }
 
 TEST_CASE("parallel.every_index_once_for_any_split") {
