@@ -18,7 +18,7 @@ enum class Op : uint8_t {
   BatchNorm, Add, Sub, Mul, Div, Where, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
   Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Dropout, Embedding,
   Relu6, Hardtanh, Hardsigmoid, Hardswish, Elu, Selu, Celu, Mish, Softsign, LogSigmoid,
-  AdaptiveMaxPool2d, InstanceNorm, MaskedFill, Tril, Triu,
+  AdaptiveMaxPool2d, InstanceNorm, MaskedFill, Tril, Triu, RmsNorm,
   View, Permute, Expand, Narrow, Clone,                                                 // Keep: layout
 };
 

@@ -130,6 +130,8 @@ inline constexpr OpInfo kOpTable[] = {
     {Op::MaskedFill, "masked_fill", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Tril, "tril", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Triu, "triu", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    // Not on PyTorch's lists; computed in f32 inside like layer_norm, then scaled by the weight.
+    {Op::RmsNorm, "rms_norm", CastPolicy::Keep, OutputDType::Computed, "statistics computed in f32 inside"},
     // Views and copies record a node too (their backward moves gradients back); nothing to cast.
     {Op::View, "view", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},
     {Op::Permute, "permute", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},

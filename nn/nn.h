@@ -12,6 +12,7 @@
 #include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/module.h"
+#include "nn/rmsnorm.h"
 #include "nn/sequential.h"
 #include "nn/serialize.h"
 #include "nn/utils.h"

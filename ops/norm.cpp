@@ -2,12 +2,15 @@
 // each, the same on every device.
 #include "ops/norm.h"
 
+#include <limits>
+
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "core/copy.h"
 #include "kernels/norm.h"
 #include "ops/elementwise.h"  // check_same_device
 #include "ops/record.h"
+#include "ops/reduce.h"
 
 namespace hg {
 
@@ -68,6 +71,44 @@ Tensor layer_norm(const Tensor& x_in, Shape normalized_shape, const Tensor& weig
                    has_b ? g.db.reshape(normalized_shape) : Tensor()};
          });
   return out;
+}
+
+// ---- rms_norm: composed ------------------------------------------------------------------------------
+
+namespace {
+// PyTorch's default eps: the dtype's machine epsilon.
+double machine_epsilon(DType dtype) {
+  switch (dtype) {
+    case f64: return std::numeric_limits<double>::epsilon();
+    case f16: return 0.0009765625;  // 2^-10
+    case bf16: return 0.0078125;    // 2^-7
+    default: return std::numeric_limits<float>::epsilon();
+  }
+}
+}  // namespace
+
+Tensor rms_norm(const Tensor& x_in, Shape normalized_shape, const Tensor& weight_in, std::optional<double> eps) {
+  auto [x, weight] = amp::prepare(amp::Op::RmsNorm, x_in, weight_in);
+  const int k = normalized_shape.ndim();
+  HG_CHECK(k >= 1 && x.dim() >= k && Shape(x.shape().end() - k, x.shape().end()) == normalized_shape,
+           "rms_norm: normalized_shape ", normalized_shape, " must match the trailing dimensions of the input ",
+           x.shape());
+  HG_CHECK(is_floating(x.dtype()), "rms_norm: expected a floating input, got ", x.dtype());
+  if (weight.defined()) {
+    HG_CHECK(weight.shape() == normalized_shape, "rms_norm: weight must have shape ", normalized_shape, ", got ",
+             weight.shape());
+    detail::check_same_device("rms_norm", x, weight);
+  }
+  // 16-bit inputs are computed in f32, weight included, and rounded once. (PyTorch's composite
+  // rounds to the input's dtype before the weight, a second rounding; the results differ by at
+  // most an ulp.) The result has the promoted dtype of input and weight, as PyTorch's.
+  const DType compute = x.dtype() == f64 ? f64 : f32;
+  const Tensor xc = x.to(compute);
+  Shape dims;
+  for (int d = x.dim() - k; d < x.dim(); ++d) dims.push_back(d);
+  Tensor out = xc / sqrt(mean(xc * xc, dims, true) + eps.value_or(machine_epsilon(x.dtype())));
+  if (weight.defined()) out = out * weight.to(compute);
+  return out.to(weight.defined() ? promote_types(x.dtype(), weight.dtype()) : x.dtype());
 }
 
 // ---- group_norm and instance_norm: groups are (image, channel group) rows -------------------------

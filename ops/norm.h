@@ -6,6 +6,9 @@
 //   variance, as PyTorch does); training = false uses the running statistics. running stats,
 //   weight and bias may be undefined.
 // layer_norm: normalises over the trailing `normalized_shape` dimensions.
+// rms_norm: x / sqrt(mean(x^2) + eps) * weight over the trailing `normalized_shape` dimensions
+//   (no centring, no bias; Zhang and Sennrich 2019). eps defaults to the dtype's epsilon, as
+//   PyTorch's. Composed of elementwise ops and a mean, computed in f32 for 16-bit inputs.
 // group_norm: x (N, C, ...) split into `num_groups` groups of C / num_groups channels, each
 //   normalised over its channels and positions, per image; weight and bias (C) per channel.
 // instance_norm: group_norm with one channel per group. With use_input_stats (the default) it
@@ -13,6 +16,8 @@
 //   given) with their mean over the batch (unbiased variance, as PyTorch); without, it uses the
 //   running statistics like batch_norm in evaluation.
 #pragma once
+#include <optional>
+
 #include "core/tensor.h"
 
 namespace hg {
@@ -20,6 +25,8 @@ namespace hg {
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps);
 Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight, const Tensor& bias, double eps);
+Tensor rms_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight = {},
+                std::optional<double> eps = std::nullopt);
 Tensor group_norm(const Tensor& x, int64_t num_groups, const Tensor& weight = {}, const Tensor& bias = {},
                   double eps = 1e-5);
 Tensor instance_norm(const Tensor& x, const Tensor& running_mean = {}, const Tensor& running_var = {},

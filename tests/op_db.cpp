@@ -1516,6 +1516,25 @@ SampleSpec attention_sample(std::vector<InputSpec> inputs, std::string args) {
   return {.inputs = std::move(inputs), .args = std::move(args), .f32_tolerance = gemm_tolerance(64)};
 }
 
+ref::Array rms_norm_ref(const Arrays& x, const Args& a) {
+  const hg::Shape shape = integers(a, "normalized_shape");
+  const double eps = number(a, "eps");
+  const int64_t D = ref::numel(shape), rows = D == 0 ? 0 : ref::numel(x[0].shape) / D;
+  ref::Array out = x[0];
+  for (int64_t r = 0; r < rows; ++r) {
+    double squares = 0;
+    for (int64_t d = 0; d < D; ++d) squares += x[0].v[size_t(r * D + d)] * x[0].v[size_t(r * D + d)];
+    const double scale = 1 / std::sqrt(squares / double(D) + eps);
+    for (int64_t d = 0; d < D; ++d)
+      out.v[size_t(r * D + d)] *= scale * (x.size() > 1 ? x[1].v[size_t(d)] : 1.0);
+  }
+  return out;
+}
+
+hg::Tensor call_rms_norm(I in, A a) {
+  return hg::rms_norm(in[0], integers(a, "normalized_shape"), optional_input(in, 1), number(a, "eps"));
+}
+
 std::vector<OpEntry> sequence_entries() {
   return {
       // The fused kernel against the naive softmax(q k^T) v: blocks of 64 rows and keys, so the
@@ -1540,6 +1559,14 @@ std::vector<OpEntry> sequence_entries() {
              return attention_sample(in, R"({"mask": "float"})");
            }(),
        }},
+      // Composed (elementwise ops and a mean in f32): no node of its own.
+      {.op = Op::RmsNorm, .name = "rms_norm", .call = call_rms_norm,
+       .default_args = R"({"normalized_shape": [6], "eps": 1e-6})", .inputs = {{.shape = {3, 6}, .mean = 0.5, .stddev = 2}, {{6}}},
+       .reference = rms_norm_ref, .f32_tolerance = kF32, .golden_family = "sequence",
+       .more_samples = {{.inputs = {{.shape = {2, 3, 4, 5}, .stddev = 3}, {{4, 5}}}, .args = R"({"normalized_shape": [4, 5], "eps": 1e-5})"},
+                        {.inputs = {{{2, 7}}}, .args = R"({"normalized_shape": [7], "eps": 0.1})"},
+                        {.inputs = {{{4, 1}}, {{1}}}, .args = R"({"normalized_shape": [1], "eps": 1e-6})"}},
+       .composed = true},
       // A choice per element: exact. The mask broadcasts both ways (attention's [T, T] mask over
       // [B, H, T, T] scores, and a [B, 1, 1, T] padding mask).
       {.op = Op::MaskedFill, .name = "masked_fill",

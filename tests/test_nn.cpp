@@ -612,6 +612,21 @@ TEST_CASE("nn.serialize.hg_train_mlp_loads_into_torch") {
 
 // The vision layers: PyTorch's parameter and buffer names, shapes and defaults, and each one
 // computing its op (train and eval where it differs).
+TEST_CASE("nn.layers.rmsnorm_is_rms_norm_with_pytorch_names_and_defaults") {
+  hg::manual_seed(8);
+  const Tensor x = hg::randn({2, 3, 8}) * 3.0;
+  nn::RMSNorm norm({8});
+  CHECK(names_of(norm.named_parameters()) == std::vector<std::string>{"weight"});
+  CHECK(norm.weight.to_vector<float>() == std::vector<float>(8, 1.f));
+  CHECK(!norm.options.eps.has_value());  // the input dtype's epsilon, as PyTorch's
+  // With unit weight every row has mean square 1 (up to eps).
+  CHECK_CLOSE_TOL(hg::mean(norm(x) * norm(x), {2}), hg::ones({2, 3}), 0, 1e-5);
+  CHECK_CLOSE(norm(x), hg::rms_norm(x, {8}, norm.weight));
+  nn::RMSNorm plain({3, 8}, {.eps = 0.5, .elementwise_affine = false});
+  CHECK(plain.named_parameters().empty());
+  CHECK_CLOSE(plain(x), hg::rms_norm(x, {3, 8}, {}, 0.5));
+}
+
 TEST_CASE("nn.layers.vision_modules_are_their_ops") {
   hg::manual_seed(7);
   const Tensor image = hg::randn({2, 4, 5, 5});

@@ -831,6 +831,15 @@ std::optional<hg_test::OpCall> module_call(const OpEntry& entry) {
         if (a.find("align_corners")) options.align_corners = flag(a, "align_corners");
         return nn::Upsample(options)(in[0]);
       };
+    case hg::amp::Op::RmsNorm:
+      return [load](const Inputs& in, const Args& a) {
+        nn::RMSNorm m(hg_test::integers(a, "normalized_shape"), {.eps = number(a, "eps"), .elementwise_affine = in.size() > 1});
+        if (in.size() > 1) {
+          m.to(in[1].dtype());
+          load(m, {{"weight", in[1]}});
+        }
+        return m(in[0]);
+      };
     case hg::amp::Op::AdaptiveMaxPool2d:
       return [](const Inputs& in, const Args& a) { return nn::AdaptiveMaxPool2d(hg_test::integers(a, "output_size"))(in[0]); };
     default: return std::nullopt;  // (batch_norm, layer_norm, instance_norm: their modules own buffers and shapes of
@@ -868,5 +877,5 @@ TEST_CASE("op_db.nn_module_matches_the_op") {
     }
     ++compared;
   });
-  CHECK(compared >= 29);  // every op above with a module, at least once
+  CHECK(compared >= 30);  // every op above with a module, at least once
 }

@@ -139,6 +139,10 @@ TEST_CASE("ops.scenario07.sequence_ops_name_what_is_wrong") {
   CHECK_THROWS_HG(hg::split(zeros({5}), std::vector<int64_t>{6, -1}), "split: sizes must be non-negative");
   CHECK_THROWS_HG(hg::split(zeros({5}), 2, 1), "split");
   CHECK_THROWS_HG(hg::chunk(zeros({5}), 0), "chunk: expected the number of chunks to be greater than 0, got 0");
+  CHECK_THROWS_HG(hg::rms_norm(zeros({2, 3}), {4}), "rms_norm: normalized_shape [4] must match the trailing dimensions");
+  CHECK_THROWS_HG(hg::rms_norm(zeros({2, 3}), {3}, zeros({2})), "rms_norm: weight must have shape [3], got [2]");
+  CHECK_THROWS_HG(hg::rms_norm(zeros({2, 3}, {.dtype = hg::i64}), {3}), "rms_norm: expected a floating input, got i64");
+  CHECK_THROWS_HG(hg::nn::RMSNorm({3})(zeros({2, 4})), "rms_norm: normalized_shape [3]");
   // The edge cases PyTorch defines: an empty dim splits into one empty piece, chunks into n.
   CHECK(hg::split(zeros({0, 2}), 2).size() == 1);
   CHECK(hg::chunk(zeros({0, 2}), 3).size() == 3);

@@ -740,6 +740,23 @@ def sequence():
     sdpa("sdpa_scale", ALL, (2,), 3, 9, 2, 2, scale=0.3)
     sdpa("sdpa_bool_mask", WITH_F64, (2, 3), 5, 6, 4, 4, mask="bool")
     sdpa("sdpa_float_mask", ALL, (2, 2), 3, 70, 4, 4, mask=(2, 1, 3, 70))
+    # rms_norm written out (torch 1.13 has no F.rms_norm): 16-bit in f32 with the weight, rounded once
+    # (PyTorch 2's composite rounds once more before the weight; halfgrad's documented difference).
+    def rms(name, dtypes, shape, normalized, eps, weight=True):
+        def make(g):
+            ins = [randn(g, shape, 2.0)]
+            return ins + [uniform(g, normalized, 0.5, 1.5)] if weight else ins
+        def fn(t):
+            u = [a.float() if a.dtype in (torch.float16, torch.bfloat16) else a for a in t]
+            dims = tuple(range(-len(normalized), 0))
+            out = u[0] * torch.rsqrt(u[0].pow(2).mean(dims, keepdim=True) + eps)
+            return (out * u[1] if weight else out).to(t[0].dtype)
+        f.case(name, "rms_norm", dtypes, make, fn, [0, 1] if weight else [0],
+               args={"normalized_shape": list(normalized), "eps": eps})
+
+    rms("rms_norm", WITH_F64, (3, 5, 8), (8,), 1e-6)
+    rms("rms_norm_2d_shape", ALL, (2, 3, 4, 5), (4, 5), 1e-5)
+    rms("rms_norm_no_weight", ALL, (4, 7), (7,), 0.1, weight=False)
     # split / chunk: the pieces concatenated in reverse order (as tests/op_db.cpp's entries).
     rev_cat = lambda pieces, dim: torch.cat(list(reversed(pieces)), dim)
     f.case("split", "narrow_split", ALL, lambda g: [randn(g, (3, 5, 2))],
