@@ -9,4 +9,5 @@
 #include "data/mnist.h"
 #include "data/sampler.h"
 #include "data/tensor_dataset.h"
+#include "data/text.h"
 #include "data/transforms.h"

@@ -671,3 +671,48 @@ TEST_CASE("data.loader.resumes_with_another_batch_size_or_number_of_ranks") {
     }
   }
 }
+
+// ---- TextDataset ---------------------------------------------------------------------------------
+
+TEST_CASE("data.text.blocks_of_bytes_with_next_token_targets") {
+  const auto text = hg::data::TextDataset::from_string("hello world!", 4);  // 12 bytes: (12 - 1) / 4 = 2 blocks
+  CHECK(text.size() == 2);
+  using hg::data::TextDataset;
+  const hg::data::Example first = text.get(0), second = text.get(1);
+  CHECK(first.x.dtype() == hg::i64);
+  CHECK(first.x.shape() == hg::Shape{4});
+  CHECK(TextDataset::decode(first.x) == "hell");
+  CHECK(TextDataset::decode(first.y) == "ello");
+  CHECK(TextDataset::decode(second.x) == "o wo");
+  CHECK(TextDataset::decode(second.y) == " wor");
+  // Through the generic DataLoader: its batch is get()'s examples stacked.
+  hg::data::DataLoader loader(text, {.batch_size = 2, .shuffle = false});
+  for (auto [x, y] : loader) {
+    CHECK(x.shape() == hg::Shape{2, 4});
+    CHECK(TextDataset::decode(x) == "hello wo");
+    CHECK(TextDataset::decode(y) == "ello wor");
+  }
+  // Bytes, not characters: UTF-8 text round-trips byte by byte.
+  const std::string utf8 = "na\xc3\xafve \xe2\x82\xac";
+  CHECK(TextDataset::decode(TextDataset::encode(utf8)) == utf8);
+  CHECK(TextDataset::encode(utf8).to_vector<int64_t>()[2] == 0xc3);
+}
+
+TEST_CASE("data.text.reads_a_file_and_names_what_is_wrong") {
+  using hg::data::TextDataset;
+  const std::string path = hg_test::temp_path("tiny.txt");
+  {
+    std::FILE* f = std::fopen(path.c_str(), "wb");
+    REQUIRE(f != nullptr);
+    std::fputs("abcdefghij", f);
+    std::fclose(f);
+  }
+  const TextDataset text(path, 3);
+  CHECK(text.size() == 3);
+  CHECK(TextDataset::decode(text.get(2).y) == "hij");
+  CHECK_THROWS_HG(text.get(3), "TextDataset: index 3 outside [0, 3)");
+  CHECK_THROWS_HG(TextDataset(path, 10), "the text has 10 bytes, fewer than one block of 10 tokens");
+  CHECK_THROWS_HG(TextDataset(path, 0), "block_size must be at least 1, got 0");
+  CHECK_THROWS_HG(TextDataset(hg_test::temp_path("missing.txt"), 4), "cannot open");
+  CHECK_THROWS_HG(TextDataset::decode(hg::full({1}, 300, {.dtype = hg::i64})), "token 300 is not a byte");
+}
