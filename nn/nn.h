@@ -1,6 +1,7 @@
 // Everything in hg::nn: Module and the layers, init, utils, save/load.
 #pragma once
 #include "nn/activation.h"
+#include "nn/attention.h"
 #include "nn/batchnorm.h"
 #include "nn/containers.h"
 #include "nn/conv.h"

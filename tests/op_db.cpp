@@ -9,6 +9,7 @@
 #include <sstream>
 #include <utility>
 
+#include "nn/attention.h"
 #include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/conv.h"
@@ -1535,6 +1536,43 @@ hg::Tensor call_rms_norm(I in, A a) {
   return hg::rms_norm(in[0], integers(a, "normalized_shape"), optional_input(in, 1), number(a, "eps"));
 }
 
+// nn::MultiheadAttention's self-attention (inputs: x [B, T, E], in_proj_weight, in_proj_bias,
+// out_proj.weight, out_proj.bias) as the naive f64 composition: project, split the heads,
+// attention_ref per head, merge, project.
+ref::Array multihead_ref(const Arrays& x, const Args& a) {
+  const int64_t B = x[0].shape[0], T = x[0].shape[1], E = x[0].shape[2], H = integer(a, "num_heads"), Dh = E / H;
+  const ref::Array qkv = ref::linear(x[0], x[1], x[2].v);  // [B, T, 3E]
+  ref::Array merged{{B, T, E}, std::vector<double>(size_t(B * T * E))};
+  Args head_args = hg::json::parse(a.find("is_causal") != nullptr && flag(a, "is_causal") ? R"({"is_causal": true})" : "{}",
+                                   "multihead_ref");
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t h = 0; h < H; ++h) {
+      Arrays qkv_head(3, ref::Array{{T, Dh}, std::vector<double>(size_t(T * Dh))});
+      for (int part = 0; part < 3; ++part)
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t d = 0; d < Dh; ++d)
+            qkv_head[size_t(part)].v[size_t(t * Dh + d)] = qkv.v[size_t((b * T + t) * 3 * E + part * E + h * Dh + d)];
+      const ref::Array o = attention_ref(qkv_head, head_args);
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t d = 0; d < Dh; ++d) merged.v[size_t((b * T + t) * E + h * Dh + d)] = o.v[size_t(t * Dh + d)];
+    }
+  return ref::linear(merged, x[3], x[4].v);
+}
+
+hg::Tensor call_multihead(I in, A a) {
+  hg::nn::MultiheadAttention mha(in[0].shape()[2], integer(a, "num_heads"));
+  // The module computes with the inputs themselves (so that they get the gradients).
+  mha.in_proj_weight = in[1], mha.in_proj_bias = in[2], mha.out_proj.weight = in[3], mha.out_proj.bias = in[4];
+  const bool causal = a.find("is_causal") != nullptr && flag(a, "is_causal");
+  const bool weights = a.find("need_weights") != nullptr && flag(a, "need_weights");
+  return std::get<0>(mha.forward(in[0], in[0], in[0], {.need_weights = weights, .is_causal = causal}));
+}
+
+std::vector<InputSpec> multihead_inputs(int64_t B, int64_t T, int64_t E) {
+  return {{.shape = {B, T, E}},          {.shape = {3 * E, E}, .stddev = 0.3}, {.shape = {3 * E}, .stddev = 0.1},
+          {.shape = {E, E}, .stddev = 0.3}, {.shape = {E}, .stddev = 0.1}};
+}
+
 std::vector<OpEntry> sequence_entries() {
   return {
       // The fused kernel against the naive softmax(q k^T) v: blocks of 64 rows and keys, so the
@@ -1559,6 +1597,17 @@ std::vector<OpEntry> sequence_entries() {
              return attention_sample(in, R"({"mask": "float"})");
            }(),
        }},
+      // nn::MultiheadAttention (self-attention) against its naive composition and PyTorch's
+      // module: linear -> heads -> scaled_dot_product_attention (or explicit weights) -> linear.
+      {.op = Op::ScaledDotProductAttention, .name = "scaled_dot_product_attention_multihead", .call = call_multihead,
+       .default_args = R"({"num_heads": 2})", .inputs = multihead_inputs(2, 5, 8), .reference = multihead_ref,
+       .f32_tolerance = gemm_tolerance(64), .golden_family = "sequence",
+       .more_samples = {{.inputs = multihead_inputs(1, 7, 12), .args = R"({"num_heads": 3, "is_causal": true})",
+                         .f32_tolerance = gemm_tolerance(64)},
+                        {.inputs = multihead_inputs(2, 4, 8), .args = R"({"num_heads": 4, "need_weights": true})",
+                         .f32_tolerance = gemm_tolerance(64)}},
+       .composed = true,
+       .no_16_bit_check_because = "five ops (two linears, the heads' layout, attention), each rounding to 16 bits"},
       // Composed (elementwise ops and a mean in f32): no node of its own.
       {.op = Op::RmsNorm, .name = "rms_norm", .call = call_rms_norm,
        .default_args = R"({"normalized_shape": [6], "eps": 1e-6})", .inputs = {{.shape = {3, 6}, .mean = 0.5, .stddev = 2}, {{6}}},

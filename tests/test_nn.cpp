@@ -627,6 +627,57 @@ TEST_CASE("nn.layers.rmsnorm_is_rms_norm_with_pytorch_names_and_defaults") {
   CHECK_CLOSE(plain(x), hg::rms_norm(x, {3, 8}, {}, 0.5));
 }
 
+TEST_CASE("nn.multihead_attention_has_pytorchs_names_masks_and_weights") {
+  hg::manual_seed(9);
+  nn::MultiheadAttention mha(8, 2);
+  CHECK(names_of(mha.named_parameters()) ==
+        std::vector<std::string>{"in_proj_weight", "in_proj_bias", "out_proj.weight", "out_proj.bias"});  // PyTorch's order
+  CHECK(mha.in_proj_weight.shape() == hg::Shape{24, 8});
+  CHECK(hg::sum(hg::abs(mha.in_proj_bias)).item<float>() == 0.f);
+  CHECK(hg::sum(hg::abs(mha.out_proj.bias)).item<float>() == 0.f);
+  const Tensor x = hg::randn({3, 5, 8});
+  // Self-attention through the fused kernel equals the explicit-weights path.
+  auto [fused, none] = mha.forward(x, x, x, {.need_weights = false});
+  auto [explicit_out, weights] = mha.forward(x, x, x);
+  CHECK(!none.defined());
+  CHECK_CLOSE(fused, explicit_out);
+  CHECK(weights.shape() == hg::Shape{3, 5, 5});  // averaged over the heads
+  CHECK_CLOSE_TOL(hg::sum(weights, {2}), hg::ones({3, 5}), 0, 1e-5);
+  CHECK(std::get<1>(mha.forward(x, x, x, {.average_attn_weights = false})).shape() == hg::Shape{3, 2, 5, 5});
+  CHECK_CLOSE(mha(x), fused);
+  // PyTorch's mask convention: nonzero = may NOT attend. A causal mask as a u8 triangle equals
+  // is_causal, and its weights above the diagonal are 0.
+  const Tensor future = hg::triu(hg::ones({5, 5}, {.dtype = hg::u8}), 1);
+  auto [masked, masked_weights] = mha.forward(x, x, x, {.attn_mask = future});
+  CHECK_CLOSE(masked, std::get<0>(mha.forward(x, x, x, {.need_weights = false, .is_causal = true})));
+  CHECK(hg::sum(hg::triu(masked_weights, 1)).item<float>() == 0.f);
+  // A padded key gets no weight from any query.
+  const Tensor padding = hg::from_vector<uint8_t>({0, 0, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0, 0, 1, 1}, {3, 5});
+  const std::vector<float> w = std::get<1>(mha.forward(x, x, x, {.key_padding_mask = padding})).to_vector<float>();
+  for (int q = 0; q < 5; ++q) {
+    CHECK(w[size_t(q * 5 + 4)] == 0.f);
+    CHECK(w[size_t(2 * 25 + q * 5 + 3)] == 0.f);
+  }
+  CHECK_CLOSE(std::get<0>(mha.forward(x, x, x, {.key_padding_mask = padding, .need_weights = false})),
+              std::get<0>(mha.forward(x, x, x, {.key_padding_mask = padding})));
+  // Cross-attention: keys and values of another length.
+  const Tensor memory = hg::randn({3, 7, 8});
+  CHECK(std::get<0>(mha.forward(x, memory, memory)).shape() == hg::Shape{3, 5, 8});
+  // batch_first = false: [L, B, E] in and out, the same numbers.
+  nn::MultiheadAttention seq_first(8, 2, {.batch_first = false});
+  seq_first.load_state_dict(mha.state_dict());
+  CHECK_CLOSE(seq_first(x.transpose(0, 1)).transpose(0, 1), fused);
+  mha.to(hg::f64);
+  CHECK(mha(x.to(hg::f64)).dtype() == hg::f64);
+  CHECK_THROWS_HG(nn::MultiheadAttention(10, 3), "MultiheadAttention: embed_dim (10) must be positive and divisible by num_heads (3)");
+  CHECK_THROWS_HG(mha(hg::randn({5, 8}).to(hg::f64)), "MultiheadAttention: expected 3-D query, key and value");
+  CHECK_THROWS_HG(mha(hg::randn({2, 5, 6}).to(hg::f64)), "must end in embed_dim = 8");
+  CHECK_THROWS_HG(mha.forward(x.to(hg::f64), x.to(hg::f64), x.to(hg::f64), {.attn_mask = hg::zeros({4, 4})}),
+                  "attn_mask must be [L, S] = [5, 5]");
+  CHECK_THROWS_HG(mha.forward(x.to(hg::f64), x.to(hg::f64), x.to(hg::f64), {.key_padding_mask = hg::zeros({3, 4})}),
+                  "key_padding_mask must be [B, S] = [3, 5]");
+}
+
 TEST_CASE("nn.layers.vision_modules_are_their_ops") {
   hg::manual_seed(7);
   const Tensor image = hg::randn({2, 4, 5, 5});

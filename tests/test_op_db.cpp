@@ -378,6 +378,7 @@ TEST_CASE("op_db.a_second_call_agrees_and_leaves_its_inputs_alone") {
 // where f32's is finite: exp of a large input) the gradients computed from it are not compared.
 TEST_CASE("op_db.f16_and_bf16_match_f32") {
   for_every_sample([](const OpEntry& entry, const Sample& sample) {
+    if (!entry.no_16_bit_check_because.empty()) return;
     const bool backward = !sample.grads.empty() && entry.no_16_bit_backward_because.empty();
     for (hg::DType dtype : {hg::f16, hg::bf16}) {
       const std::string dtype_name = dtype_text(dtype);

@@ -740,6 +740,28 @@ def sequence():
     sdpa("sdpa_scale", ALL, (2,), 3, 9, 2, 2, scale=0.3)
     sdpa("sdpa_bool_mask", WITH_F64, (2, 3), 5, 6, 4, 4, mask="bool")
     sdpa("sdpa_float_mask", ALL, (2, 2), 3, 70, 4, 4, mask=(2, 1, 3, 70))
+    # nn.MultiheadAttention (batch_first, self-attention) with the case's weights; f32 and f64 only:
+    # in 16 bits torch 1.13's module rounds at other places than halfgrad's fused attention.
+    def mha(name, dtypes, b, t, e, heads, causal=False, need_weights=False):
+        def make(g):
+            return [randn(g, (b, t, e)), randn(g, (3 * e, e), 0.3), randn(g, (3 * e,), 0.1), randn(g, (e, e), 0.3),
+                    randn(g, (e,), 0.1)]
+        def fn(x):
+            m = torch.nn.MultiheadAttention(e, heads, batch_first=True).to(x[0].dtype)
+            del m.in_proj_weight, m.in_proj_bias, m.out_proj.weight, m.out_proj.bias
+            m.in_proj_weight, m.in_proj_bias, m.out_proj.weight, m.out_proj.bias = x[1], x[2], x[3], x[4]
+            mask = torch.ones(t, t, dtype=torch.bool).triu(1) if causal else None
+            return m(x[0], x[0], x[0], need_weights=need_weights, attn_mask=mask)[0]
+        args = {"num_heads": heads}
+        if causal:
+            args["is_causal"] = True
+        if need_weights:
+            args["need_weights"] = True
+        f.case(name, "scaled_dot_product_attention_multihead", dtypes, make, fn, [0, 1, 2, 3, 4], args=args)
+
+    mha("multihead", ["f32", "f64"], 2, 5, 8, 2)
+    mha("multihead_causal", ["f32", "f64"], 1, 7, 12, 3, causal=True)
+    mha("multihead_weights", ["f32"], 2, 4, 8, 4, need_weights=True)
     # rms_norm written out (torch 1.13 has no F.rms_norm): 16-bit in f32 with the weight, rounded once
     # (PyTorch 2's composite rounds once more before the weight; halfgrad's documented difference).
     def rms(name, dtypes, shape, normalized, eps, weight=True):
