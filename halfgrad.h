@@ -43,6 +43,7 @@
 
 #include "ops/activation.h"
 #include "ops/attention.h"
+#include "ops/checkpoint.h"
 #include "ops/conv.h"
 #include "core/cuda/gemm_settings.h"
 #include "ops/dropout.h"
