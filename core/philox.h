@@ -42,17 +42,32 @@ HG_PHILOX_HD Block generate(uint64_t seed, uint64_t counter) {
 // the same numbers as generate(), laid out so that the rounds run over the kBatch lanes as
 // vectors (the CPU loops: drawn one block per call, dropout was 13.8% of an f32 mnist-net step
 // at 1 thread, perf).
+//
+// NOTE: the words are held in 64-bit lanes (upper halves zero), each round's 32 x 32 -> 64-bit
+// products being plain 64-bit multiplies, and the lane loop is marked `omp simd` (the library is
+// compiled with -fopenmp-simd: the pragma, no OpenMP runtime). Without both, GCC unrolled the 16
+// lanes into scalar imuls: 5.3 ns per dropout element at 1 thread, 17% of a char-GPT step.
 inline constexpr int kBatch = 16;
 inline void generate_batch(uint64_t seed, uint64_t first, uint32_t (&words)[4][kBatch]) {
-  uint32_t c0[kBatch], c1[kBatch], c2[kBatch], c3[kBatch];
+  constexpr uint64_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u, kLow = 0xFFFFFFFFu;
+  uint64_t c0[kBatch], c1[kBatch], c2[kBatch], c3[kBatch];
   for (int l = 0; l < kBatch; ++l) {
     const uint64_t counter = first + uint64_t(l);
-    c0[l] = uint32_t(counter), c1[l] = uint32_t(counter >> 32), c2[l] = 0, c3[l] = 0;
+    c0[l] = counter & kLow, c1[l] = counter >> 32, c2[l] = 0, c3[l] = 0;
   }
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
-  for (int r = 0; r < 10; ++r, k0 += kWeyl0, k1 += kWeyl1)
-    for (int l = 0; l < kBatch; ++l) apply_round(c0[l], c1[l], c2[l], c3[l], k0, k1);
-  for (int l = 0; l < kBatch; ++l) words[0][l] = c0[l], words[1][l] = c1[l], words[2][l] = c2[l], words[3][l] = c3[l];
+  for (int r = 0; r < 10; ++r, k0 += kWeyl0, k1 += kWeyl1) {
+#pragma omp simd
+    for (int l = 0; l < kBatch; ++l) {  // apply_round, on 64-bit lanes
+      const uint64_t p0 = kMul0 * c0[l], p1 = kMul1 * c2[l];
+      c0[l] = (p1 >> 32) ^ c1[l] ^ k0;
+      c1[l] = p1 & kLow;
+      c2[l] = (p0 >> 32) ^ c3[l] ^ k1;
+      c3[l] = p0 & kLow;
+    }
+  }
+  for (int l = 0; l < kBatch; ++l)
+    words[0][l] = uint32_t(c0[l]), words[1][l] = uint32_t(c1[l]), words[2][l] = uint32_t(c2[l]), words[3][l] = uint32_t(c3[l]);
 }
 
 // Element i of a uniform tensor uses word i%4 of block i/4, keeping `bits` bits: the result is
