@@ -15,6 +15,20 @@ TEST_CASE("rng.philox_known_answer") {
   CHECK(b.v[3] == 0x9b00dbd8u);
 }
 
+TEST_CASE("rng.philox_batches_are_the_blocks_one_at_a_time") {
+  // generate_batch (the CPU loops' vectorised form, dropout's masks) against generate (CUDA's and
+  // the factories'), also where the counter's low word wraps and with a 64-bit key.
+  for (const uint64_t seed : {uint64_t(0), uint64_t(42), uint64_t(0x123456789abcdef0)})
+    for (const uint64_t first : {uint64_t(0), uint64_t(0xFFFFFFF8), uint64_t(1) << 40}) {
+      uint32_t words[4][hg::philox::kBatch];
+      hg::philox::generate_batch(seed, first, words);
+      for (int l = 0; l < hg::philox::kBatch; ++l) {
+        const hg::philox::Block b = hg::philox::generate(seed, first + uint64_t(l));
+        for (int w = 0; w < 4; ++w) CHECK(words[w][l] == b.v[w]);
+      }
+    }
+}
+
 TEST_CASE("rng.manual_seed_reproduces_every_factory") {
   hg::manual_seed(42);
   const auto a = hg::randn({100}).to_vector<float>();
