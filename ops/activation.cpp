@@ -8,6 +8,7 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "kernels/cpu/elementwise_loop.h"
+#include "kernels/gelu.h"
 #include "kernels/math/activation.h"
 #include "kernels/reduce.h"
 #include "ops/elementwise.h"  // check_same_device
@@ -55,7 +56,16 @@ Tensor relu(const Tensor& x) { return activation_from_input<kernels::math::Relu>
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return activation_from_input(amp::Op::LeakyRelu, x, kernels::math::LeakyRelu{negative_slope});
 }
-Tensor gelu(const Tensor& x) { return activation_from_input<kernels::math::Gelu>(amp::Op::Gelu, x); }
+Tensor gelu(const Tensor& input) {
+  if (!kernels::gelu_vectorised(input)) return activation_from_input<kernels::math::Gelu>(amp::Op::Gelu, input);
+  // The CPU's f32/f16/bf16: the vectorised kernels (kernels/gelu.h), the same formula.
+  auto [x] = amp::prepare(amp::Op::Gelu, input);
+  Tensor out = kernels::gelu_forward_cpu(x);
+  record(amp::Op::Gelu, out, {x}, [sx = SavedTensor(x)](const Tensor& g) -> std::vector<Tensor> {
+    return {kernels::gelu_backward_cpu(sx.get(), g)};
+  });
+  return out;
+}
 Tensor silu(const Tensor& x) { return activation_from_input<kernels::math::Silu>(amp::Op::Silu, x); }
 Tensor sigmoid(const Tensor& x) { return activation_from_output<kernels::math::Sigmoid>(amp::Op::Sigmoid, x); }
 Tensor softplus(const Tensor& x, double beta, double threshold) {

@@ -198,15 +198,15 @@ std::vector<float> exp_inputs() {
   return x;
 }
 
-}  // namespace
-
-TEST_CASE("cpu.exp_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_everywhere") {
-  const std::vector<float> x = exp_inputs();
+// f at every level against libm's `reference` on x: within 2 ulp everywhere, the same bits at
+// every level; then `edges()` checks the special values at each level.
+template <class Vectorised, class Reference, class Edges>
+void check_against_libm(const std::vector<float>& x, Reference reference, Vectorised f, Edges edges) {
   std::vector<float> libm(x.size()), baseline;
-  for (size_t i = 0; i < x.size(); ++i) libm[i] = std::exp(x[i]);
+  for (size_t i = 0; i < x.size(); ++i) libm[i] = reference(x[i]);
   at_every_level([&](Isa level) {
     std::vector<float> y(x.size());
-    hg::kernels::cpu::exp_f32(x.data(), y.data(), int64_t(x.size()));
+    f(x.data(), y.data(), int64_t(x.size()));
     int64_t worst = 0;
     size_t worst_at = 0;
     for (size_t i = 0; i < x.size(); ++i) {
@@ -217,6 +217,16 @@ TEST_CASE("cpu.exp_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_
     CAPTURE(y[worst_at]);
     CAPTURE(libm[worst_at]);
     CHECK(worst <= 2);
+    edges();
+    if (level == Isa::Generic) baseline = y;
+    else CHECK(std::memcmp(y.data(), baseline.data(), y.size() * sizeof(float)) == 0);
+  });
+}
+
+}  // namespace
+
+TEST_CASE("cpu.exp_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_everywhere") {
+  check_against_libm(exp_inputs(), [](float v) { return std::exp(v); }, hg::kernels::cpu::exp_f32, [] {
     // The special values exactly: exp(+-0) = 1, +inf, +0 for -inf and deep underflow, NaN.
     const float inf = std::numeric_limits<float>::infinity();
     float edge[] = {0.f, -0.f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 89.f, -104.f, -1e30f};
@@ -229,9 +239,29 @@ TEST_CASE("cpu.exp_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_
     CHECK(edge[5] == inf);
     CHECK(edge[6] == 0.f);
     CHECK(edge[7] == 0.f);
-    // Every level computes the same IEEE operations in the same order.
-    if (level == Isa::Generic) baseline = y;
-    else CHECK(std::memcmp(y.data(), baseline.data(), y.size() * sizeof(float)) == 0);
+  });
+}
+
+TEST_CASE("cpu.erf_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_everywhere") {
+  // 10^7 inputs over every piece of the approximation ([0, 1), [1, 2), [2, 4), beyond) and both
+  // signs, a tenth near 0, plus the edge cases.
+  std::mt19937 random(2025);
+  std::uniform_real_distribution<float> wide(-5.f, 5.f), narrow(-1e-3f, 1e-3f);
+  std::vector<float> x;
+  for (int i = 0; i < 9'000'000; ++i) x.push_back(wide(random));
+  for (int i = 0; i < 1'000'000; ++i) x.push_back(narrow(random));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float e : {0.f, -0.f, 1e-40f, -1e-40f, 1.f, -1.f, 2.f, -2.f, 4.f, -4.f, 3.9999998f, 0.99999994f, 1.9999999f, 10.f,
+                  inf, -inf, std::numeric_limits<float>::quiet_NaN()})
+    x.push_back(e);
+  check_against_libm(x, [](float v) { return std::erf(v); }, hg::kernels::cpu::erf_f32, [inf] {
+    float edge[] = {0.f, -0.f, inf, -inf, std::numeric_limits<float>::quiet_NaN()};
+    hg::kernels::cpu::erf_f32(edge, edge, 5);
+    CHECK((edge[0] == 0.f && !std::signbit(edge[0])));
+    CHECK((edge[1] == 0.f && std::signbit(edge[1])));
+    CHECK(edge[2] == 1.f);
+    CHECK(edge[3] == -1.f);
+    CHECK(std::isnan(edge[4]));
   });
 }
 

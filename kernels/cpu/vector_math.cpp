@@ -32,12 +32,23 @@ HG_TARGET_END
 #endif
 }  // namespace
 
-void exp_f32(const float* x, float* y, int64_t n) {
+// The level's version of `function`, called with `args`.
 #if HG_X86
-  if (hg::cpu::supports(hg::cpu::Isa::Avx512)) return avx512::exp_f32(x, y, n);
-  if (hg::cpu::supports(hg::cpu::Isa::Avx2)) return avx2::exp_f32(x, y, n);
+#define HG_AT_LEVEL(function, ...)                                                              \
+  do {                                                                                          \
+    if (hg::cpu::supports(hg::cpu::Isa::Avx512)) return avx512::function(__VA_ARGS__);         \
+    if (hg::cpu::supports(hg::cpu::Isa::Avx2)) return avx2::function(__VA_ARGS__);             \
+    return baseline::function(__VA_ARGS__);                                                     \
+  } while (0)
+#else
+#define HG_AT_LEVEL(function, ...) return baseline::function(__VA_ARGS__)
 #endif
-  baseline::exp_f32(x, y, n);
+
+void exp_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(exp_f32, x, y, n); }
+void erf_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(erf_f32, x, y, n); }
+void gelu_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(gelu_f32, x, y, n); }
+void gelu_backward_f32(const float* x, const float* g, float* dx, int64_t n) {
+  HG_AT_LEVEL(gelu_backward_f32, x, g, dx, n);
 }
 
 }  // namespace hg::kernels::cpu

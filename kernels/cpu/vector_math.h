@@ -5,6 +5,10 @@
 //   exp_f32(x, y, n)   y[i] = exp(x[i]), within 2 ulp of libm's expf; +-inf, NaN, overflow to
 //                      +inf above ln(FLT_MAX), subnormal results and underflow to +0 as expf.
 //                      x and y may be the same array.
+//   erf_f32(x, y, n)   y[i] = erf(x[i]), within 2 ulp of libm's erff; +-0, +-1 at +-inf, NaN.
+//   gelu_f32(x, y, n), gelu_backward_f32(x, g, dx, n)
+//                      the exact (erf) GELU and g * its derivative, as kernels/math/activation.h's
+//                      Gelu computes them, on erf_f32's and exp_f32's lanes.
 //
 // tests/test_cpu.cpp checks each function at each CPU level against libm on 10^7 random
 // inputs and the edge cases.
@@ -14,5 +18,8 @@
 namespace hg::kernels::cpu {
 
 void exp_f32(const float* x, float* y, int64_t n);
+void erf_f32(const float* x, float* y, int64_t n);
+void gelu_f32(const float* x, float* y, int64_t n);
+void gelu_backward_f32(const float* x, const float* g, float* dx, int64_t n);
 
 }  // namespace hg::kernels::cpu
