@@ -44,9 +44,15 @@ HG_PHILOX_HD Block generate(uint64_t seed, uint64_t counter) {
 // at 1 thread, perf).
 //
 // NOTE: the words are held in 64-bit lanes (upper halves zero), each round's 32 x 32 -> 64-bit
-// products being plain 64-bit multiplies, and the lane loop is marked `omp simd` (the library is
-// compiled with -fopenmp-simd: the pragma, no OpenMP runtime). Without both, GCC unrolled the 16
-// lanes into scalar imuls: 5.3 ns per dropout element at 1 thread, 17% of a char-GPT step.
+// products being plain 64-bit multiplies, and the lane loop is marked `omp simd` (HG_SIMD_LOOP;
+// the library is compiled with -fopenmp-simd -DHG_OPENMP_SIMD: the pragma, no OpenMP runtime).
+// Without both, GCC unrolled the 16 lanes into scalar imuls: 5.3 ns per dropout element at 1
+// thread, 17% of a char-GPT step.
+#if defined(HG_OPENMP_SIMD) && !defined(__CUDACC__)
+#define HG_SIMD_LOOP _Pragma("omp simd")
+#else
+#define HG_SIMD_LOOP
+#endif
 inline constexpr int kBatch = 16;
 inline void generate_batch(uint64_t seed, uint64_t first, uint32_t (&words)[4][kBatch]) {
   constexpr uint64_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u, kLow = 0xFFFFFFFFu;
@@ -57,7 +63,7 @@ inline void generate_batch(uint64_t seed, uint64_t first, uint32_t (&words)[4][k
   }
   uint32_t k0 = uint32_t(seed), k1 = uint32_t(seed >> 32);
   for (int r = 0; r < 10; ++r, k0 += kWeyl0, k1 += kWeyl1) {
-#pragma omp simd
+    HG_SIMD_LOOP
     for (int l = 0; l < kBatch; ++l) {  // apply_round, on 64-bit lanes
       const uint64_t p0 = kMul0 * c0[l], p1 = kMul1 * c2[l];
       c0[l] = (p1 >> 32) ^ c1[l] ^ k0;
