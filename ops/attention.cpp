@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "amp/autocast.h"
@@ -93,7 +94,9 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   int64_t batch = 1;
   for (int d = 0; d < n - 2; ++d) batch *= q.shape()[d];
   const kernels::AttentionGeometry g{batch, L, S, E, Ev, scale, options.is_causal};
-  auto [out3, lse] = kernels::attention_forward(q, k, v, mask, g);
+  // (Named, not a structured binding: lambdas may not capture those before clang 16.)
+  const std::pair<Tensor, Tensor> forward = kernels::attention_forward(q, k, v, mask, g);
+  const Tensor out3 = forward.first, lse = forward.second;
   Shape out_shape = q.shape();
   out_shape.back() = Ev;
   // The user's output in q's dtype; the backward keeps the compute-type one (the same tensor
