@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "nn/init.h"
+#include "ops/activation.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -120,6 +121,51 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
   Tensor out = out_proj(attended.transpose(1, 2).reshape({B, L, embed_dim}));
   if (!options.batch_first) out = out.transpose(0, 1);
   return {out, weights};
+}
+
+}  // namespace hg::nn
+
+namespace hg::nn {
+
+TransformerEncoderLayer::TransformerEncoderLayer(int64_t d_model, int64_t nhead, TransformerEncoderLayerOptions opts)
+    : options(opts),
+      self_attn(d_model, nhead, {.dropout = opts.dropout, .bias = opts.bias, .batch_first = opts.batch_first}),
+      linear1(d_model, opts.dim_feedforward, opts.bias), linear2(opts.dim_feedforward, d_model, opts.bias),
+      norm1({d_model}, {.eps = opts.layer_norm_eps}), norm2({d_model}, {.eps = opts.layer_norm_eps}),
+      dropout(opts.dropout), dropout1(opts.dropout), dropout2(opts.dropout) {
+  HG_CHECK(opts.activation == "relu" || opts.activation == "gelu",
+           "TransformerEncoderLayer: activation must be \"relu\" or \"gelu\", got \"", opts.activation, "\"");
+  HG_CHECK(opts.dim_feedforward > 0, "TransformerEncoderLayer: dim_feedforward must be positive, got ",
+           opts.dim_feedforward);
+  register_module("self_attn", self_attn);
+  register_module("linear1", linear1);
+  register_module("dropout", dropout);
+  register_module("linear2", linear2);
+  register_module("norm1", norm1);
+  register_module("norm2", norm2);
+  register_module("dropout1", dropout1);
+  register_module("dropout2", dropout2);
+}
+
+Tensor TransformerEncoderLayer::self_attention(const Tensor& x, const TransformerEncoderLayerForwardOptions& o) {
+  const Tensor attended = std::get<0>(self_attn.forward(
+      x, x, x,
+      {.key_padding_mask = o.src_key_padding_mask, .need_weights = false, .attn_mask = o.src_mask, .is_causal = o.is_causal}));
+  return dropout1(attended);
+}
+
+Tensor TransformerEncoderLayer::feed_forward(const Tensor& x) {
+  const Tensor hidden = linear1(x);
+  return dropout2(linear2(dropout(options.activation == "gelu" ? gelu(hidden) : relu(hidden))));
+}
+
+Tensor TransformerEncoderLayer::forward(const Tensor& src, TransformerEncoderLayerForwardOptions o) {
+  if (options.norm_first) {
+    const Tensor x = src + self_attention(norm1(src), o);
+    return x + feed_forward(norm2(x));
+  }
+  const Tensor x = norm1(src + self_attention(src, o));
+  return norm2(x + feed_forward(x));
 }
 
 }  // namespace hg::nn

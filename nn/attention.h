@@ -15,8 +15,11 @@
 // averaged over the heads ([B, L, S]) or per head ([B, H, L, S]). Dropout on the probabilities in
 // training mode only.
 #pragma once
+#include <string>
 #include <tuple>
 
+#include "nn/layernorm.h"
+#include "nn/layers.h"
 #include "nn/linear.h"
 #include "nn/module.h"
 
@@ -50,6 +53,50 @@ class MultiheadAttention : public Module {
   MultiheadAttentionOptions options;
   Tensor in_proj_weight, in_proj_bias;
   Linear out_proj;
+};
+
+}  // namespace hg::nn
+
+namespace hg::nn {
+
+// nn::TransformerEncoderLayer: PyTorch's, with its parameter names (self_attn.*, linear1, linear2,
+// norm1, norm2) and one difference of default, batch_first = true as MultiheadAttention's:
+//   post-norm (norm_first = false): x = norm1(x + sa(x)); x = norm2(x + ff(x))
+//   pre-norm  (norm_first = true):  x = x + sa(norm1(x)); x = x + ff(norm2(x))
+// sa = dropout(self-attention without weights), ff = dropout(linear2(dropout(act(linear1(x))))),
+// act "relu" or "gelu". Masks as MultiheadAttention's (nonzero = may not attend).
+struct TransformerEncoderLayerOptions {
+  int64_t dim_feedforward = 2048;
+  double dropout = 0.1;
+  std::string activation = "relu";
+  double layer_norm_eps = 1e-5;
+  bool batch_first = true;
+  bool norm_first = false;
+  bool bias = true;
+};
+
+struct TransformerEncoderLayerForwardOptions {
+  Tensor src_mask = {};
+  Tensor src_key_padding_mask = {};
+  bool is_causal = false;
+};
+
+class TransformerEncoderLayer : public Module {
+ public:
+  TransformerEncoderLayer(int64_t d_model, int64_t nhead, TransformerEncoderLayerOptions options = {});
+  Tensor forward(const Tensor& src, TransformerEncoderLayerForwardOptions options);
+  Tensor forward(const Tensor& src) override { return forward(src, {}); }
+  using Module::operator();
+
+  TransformerEncoderLayerOptions options;
+  MultiheadAttention self_attn;
+  Linear linear1, linear2;
+  LayerNorm norm1, norm2;
+  Dropout dropout, dropout1, dropout2;
+
+ private:
+  Tensor self_attention(const Tensor& x, const TransformerEncoderLayerForwardOptions& o);
+  Tensor feed_forward(const Tensor& x);
 };
 
 }  // namespace hg::nn

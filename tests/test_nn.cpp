@@ -10,6 +10,7 @@
 #include <numeric>
 #include <set>
 
+#include "core/json.h"
 #include "core/safetensors.h"
 #include "test_support.h"
 
@@ -676,6 +677,40 @@ TEST_CASE("nn.multihead_attention_has_pytorchs_names_masks_and_weights") {
                   "attn_mask must be [L, S] = [5, 5]");
   CHECK_THROWS_HG(mha.forward(x.to(hg::f64), x.to(hg::f64), x.to(hg::f64), {.key_padding_mask = hg::zeros({3, 4})}),
                   "key_padding_mask must be [B, S] = [3, 5]");
+}
+
+TEST_CASE("nn.transformer_encoder_layer_matches_pytorchs") {
+  // tests/golden/encoder_layer.safetensors: torch 1.13's layers (post-norm ReLU; pre-norm GELU
+  // with a causal mask), their state dicts loaded here under the same names, eval mode.
+  const hg::SafetensorsContents file =
+      hg::load_with_metadata(std::string(HG_TEST_DIR) + "/golden/encoder_layer.safetensors");
+  for (const std::string name : {"post_norm_relu", "pre_norm_gelu_causal"}) {
+    CAPTURE(name);
+    const hg::json::Value o = hg::json::parse(file.metadata.at(name), "encoder_layer metadata");
+    nn::TransformerEncoderLayer layer(8, 2,
+                                      {.dim_feedforward = 16, .activation = o.find("activation")->text,
+                                       .norm_first = o.find("norm_first")->boolean});
+    std::map<std::string, Tensor> state;
+    for (const auto& [key, value] : file.tensors)
+      if (key.starts_with(name + ".") && key != name + ".x" && key != name + ".out") state[key.substr(name.size() + 1)] = value;
+    layer.load_state_dict(state);  // strict: the names are PyTorch's
+    layer.eval();
+    const bool causal = o.find("causal")->boolean;
+    const Tensor out = layer.forward(file.tensors.at(name + ".x"), {.is_causal = causal});
+    CHECK_CLOSE_TOL(out, file.tensors.at(name + ".out"), 1e-5, 1e-5);
+    // The same with the mask given as PyTorch's boolean one (nonzero = may not attend).
+    const Tensor mask = hg::triu(hg::ones({5, 5}, {.dtype = hg::u8}), 1);
+    if (causal) CHECK_CLOSE_TOL(layer.forward(file.tensors.at(name + ".x"), {.src_mask = mask}), out, 1e-6, 1e-6);
+  }
+  CHECK_THROWS_HG(nn::TransformerEncoderLayer(8, 2, {.activation = "tanh"}),
+                  "TransformerEncoderLayer: activation must be \"relu\" or \"gelu\", got \"tanh\"");
+  // Training mode: dropout changes the output, and the gradients reach every parameter.
+  nn::TransformerEncoderLayer train(8, 2, {.dim_feedforward = 16});
+  hg::sum(train(hg::randn({2, 5, 8}))).backward();
+  for (const auto& named : train.named_parameters()) {  // (not a structured binding: CAPTURE's lambda, clang 14)
+    CAPTURE(named.first);
+    CHECK(named.second.grad().defined());
+  }
 }
 
 TEST_CASE("nn.layers.vision_modules_are_their_ops") {

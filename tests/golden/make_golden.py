@@ -958,6 +958,44 @@ def schedulers():
     return size
 
 
+# ---- nn.TransformerEncoderLayer (tests/test_nn.cpp) -----------------------------------------------
+#
+# tests/golden/encoder_layer.safetensors: per case, the layer's parameters under PyTorch's names
+# ("<case>.<name>"), an input "<case>.x" [2, 5, 8] and the output "<case>.out" in eval mode (dropout
+# off), batch_first; __metadata__ holds each case's options. f32.
+
+ENCODER_CASES = [
+    ("post_norm_relu", {"activation": "relu", "norm_first": False, "causal": False}),
+    ("pre_norm_gelu_causal", {"activation": "gelu", "norm_first": True, "causal": True}),
+]
+
+
+def encoder_layer():
+    tensors = {}
+    metadata = {"_family": "encoder_layer", "_generator": "tests/golden/make_golden.py", "_torch": torch.__version__}
+    for name, o in ENCODER_CASES:
+        torch.manual_seed(zlib.crc32(name.encode()))
+        m = torch.nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, activation=o["activation"], batch_first=True,
+                                             norm_first=o["norm_first"]).eval()
+        with torch.no_grad():
+            for p in m.parameters():  # away from PyTorch's init (biases 0, norms 1): every term matters
+                p.add_(torch.randn(p.shape) * 0.1)
+        x = torch.randn(2, 5, 8)
+        mask = torch.ones(5, 5, dtype=torch.bool).triu(1) if o["causal"] else None
+        with torch.no_grad():
+            out = m(x, src_mask=mask)
+        for k, v in m.state_dict().items():
+            tensors[f"{name}.{k}"] = v.detach().clone()
+        tensors[f"{name}.x"] = x
+        tensors[f"{name}.out"] = out
+        metadata[name] = json.dumps(o, separators=(",", ":"))
+    path = os.path.join(HERE, "encoder_layer.safetensors")
+    write_safetensors(path, tensors, metadata)
+    size = os.path.getsize(path)
+    print(f"{'encoder':12s} {len(ENCODER_CASES):4d} cases {size / 1024:8.1f} KiB")
+    return size
+
+
 def main():
     torch.set_num_threads(1)  # summation order, hence every bit, independent of the machine
     total = 0
@@ -971,6 +1009,8 @@ def main():
         total += optimizers()
     if not only or "schedulers" in only:
         total += schedulers()
+    if not only or "encoder_layer" in only:
+        total += encoder_layer()
     print(f"total {total / 1024:.1f} KiB")
 
 
