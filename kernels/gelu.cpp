@@ -35,7 +35,7 @@ void store(const float* values, int64_t n, T* out) {
   }
 }
 
-template <class T, class Body>
+template <class Body>
 void over_chunks(int64_t n, const Body& body) {
   parallel_for(0, (n + kChunk - 1) / kChunk, std::max<int64_t>(1, grain_for(64) / kChunk), [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) body(c * kChunk, std::min(kChunk, n - c * kChunk));
@@ -44,7 +44,7 @@ void over_chunks(int64_t n, const Body& body) {
 
 template <class T>
 void forward(const T* x, T* y, int64_t n) {
-  over_chunks<T>(n, [&](int64_t first, int64_t m) {
+  over_chunks(n, [&](int64_t first, int64_t m) {
     std::array<float, kChunk> in, out;
     cpu::gelu_f32(as_float(x, first, m, in.data()), out.data(), m);
     store(out.data(), m, y + first);
@@ -53,7 +53,7 @@ void forward(const T* x, T* y, int64_t n) {
 
 template <class T>
 void backward(const T* x, const T* g, T* dx, int64_t n) {
-  over_chunks<T>(n, [&](int64_t first, int64_t m) {
+  over_chunks(n, [&](int64_t first, int64_t m) {
     std::array<float, kChunk> xs, gs, out;
     cpu::gelu_backward_f32(as_float(x, first, m, xs.data()), as_float(g, first, m, gs.data()), out.data(), m);
     store(out.data(), m, dx + first);

@@ -13,7 +13,6 @@
 #include "ops/masking.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
-#include "ops/softmax.h"
 
 namespace hg::nn {
 
@@ -107,12 +106,7 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
   if (!o.need_weights) {
     attended = scaled_dot_product_attention(q, k, v, {.attn_mask = mask, .dropout_p = p, .is_causal = o.is_causal});
   } else {
-    Tensor scores = matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(double(head_dim)));
-    if (o.is_causal)
-      scores = masked_fill(scores, triu(ones({L, S}, {.dtype = u8, .device = q.device()}), 1),
-                           -std::numeric_limits<double>::infinity());
-    if (mask.defined()) scores = scores + mask;
-    weights = softmax(scores, -1);
+    weights = attention_probabilities(q, k, mask, o.is_causal, 1.0 / std::sqrt(double(head_dim)));
     if (p > 0) weights = dropout(weights, p, true);
     attended = matmul(weights, v);
     if (o.average_attn_weights) weights = mean(weights, {1});

@@ -21,6 +21,18 @@
 
 namespace hg {
 
+Tensor attention_probabilities(const Tensor& q, const Tensor& k, const Tensor& additive_mask, bool is_causal,
+                               double scale) {
+  Tensor scores = matmul(q, k.transpose(-1, -2)) * scale;
+  if (is_causal) {
+    const int64_t L = q.shape()[q.dim() - 2], S = k.shape()[k.dim() - 2];
+    scores = masked_fill(scores, triu(ones({L, S}, {.dtype = u8, .device = q.device()}), 1),
+                         -std::numeric_limits<double>::infinity());
+  }
+  if (additive_mask.defined()) scores = scores + additive_mask;
+  return softmax(scores, -1);
+}
+
 namespace {
 
 constexpr std::string_view kName = "scaled_dot_product_attention";
@@ -38,14 +50,7 @@ Tensor additive_mask(const Tensor& mask, DType dtype) {
 // softmax(q k^T * scale + mask) v from differentiable ops: the dropout path, and CUDA's for now.
 Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
                           double scale, double dropout_p) {
-  Tensor scores = matmul(q, k.transpose(-1, -2)) * scale;
-  if (causal) {
-    const int64_t L = q.shape()[q.dim() - 2], S = k.shape()[k.dim() - 2];
-    scores = masked_fill(scores, triu(ones({L, S}, {.dtype = u8, .device = q.device()}), 1),
-                         -std::numeric_limits<double>::infinity());
-  }
-  if (mask.defined()) scores = scores + mask;
-  Tensor p = softmax(scores, -1);
+  Tensor p = attention_probabilities(q, k, mask, causal, scale);
   if (dropout_p > 0) p = dropout(p, dropout_p, true);
   return matmul(p, v);
 }

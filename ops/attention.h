@@ -32,4 +32,10 @@ struct ScaledDotProductAttentionOptions {
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     ScaledDotProductAttentionOptions options = {});
 
+// softmax(q k^T * scale + additive_mask) with query i seeing keys j <= i when is_causal: the
+// [..., L, S] probabilities the fused kernel never materialises, from differentiable ops (the
+// composed attention's first half; nn::MultiheadAttention's need_weights).
+Tensor attention_probabilities(const Tensor& q, const Tensor& k, const Tensor& additive_mask, bool is_causal,
+                               double scale);
+
 }  // namespace hg
