@@ -11,14 +11,16 @@ namespace hg::amp {
 // Grouped by default policy, as the tables print.
 enum class Op : uint8_t {
   Matmul, Linear, Conv2d, Conv1d, ConvTranspose2d, Prelu, ScaledDotProductAttention,   // Lower
-  Exp, Log, Pow, Sqrt, Softplus, Softmax, LogSoftmax, CrossEntropy, NllLoss, MseLoss,     // F32
+  Exp, Log, Pow, Sqrt, Reciprocal, Rsqrt, Log1p, Expm1, Softplus, Softmax, LogSoftmax,       // F32
+  CrossEntropy, NllLoss, MseLoss,
   L1Loss, SmoothL1Loss, HuberLoss, BinaryCrossEntropy, BinaryCrossEntropyWithLogits, KlDiv,
   Sum, Mean, LayerNorm, GroupNorm, Interpolate,
   Cat,                                                                                 // Promote
   BatchNorm, Add, Sub, Mul, Div, Where, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
   Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Dropout, Embedding,
   Relu6, Hardtanh, Hardsigmoid, Hardswish, Elu, Selu, Celu, Mish, Softsign, LogSigmoid,
-  AdaptiveMaxPool2d, InstanceNorm, MaskedFill, Tril, Triu, RmsNorm,
+  AdaptiveMaxPool2d, InstanceNorm, MaskedFill, Tril, Triu, RmsNorm, Erf, Sin, Cos, Sign, Floor, Ceil,
+  Round, Maximum, Minimum,
   View, Permute, Expand, Narrow, Clone,                                                 // Keep: layout
 };
 

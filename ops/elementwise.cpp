@@ -27,19 +27,19 @@ DType scalar_result_dtype(DType tensor_dtype, double scalar) {
   return scalar == std::trunc(scalar) ? tensor_dtype : f32;
 }
 
+std::pair<Tensor, Tensor> promote_operands(std::string_view op, const Tensor& a, const Tensor& b, Shape* shape) {
+  check_same_device(op, a, b);
+  *shape = broadcast_shapes(a.shape(), b.shape(), op);
+  const DType dtype = promote_types(a.dtype(), b.dtype());
+  return {a.to(dtype), b.to(dtype)};
+}
+
 }  // namespace detail
 
 namespace {
 
 using kernels::map_to_new;
-
-// Casts both operands to their promoted dtype (differentiably) and returns the broadcast shape.
-std::pair<Tensor, Tensor> promote(std::string_view op, const Tensor& a, const Tensor& b, Shape* shape) {
-  detail::check_same_device(op, a, b);
-  *shape = broadcast_shapes(a.shape(), b.shape(), op);
-  const DType dtype = promote_types(a.dtype(), b.dtype());
-  return {a.to(dtype), b.to(dtype)};
-}
+using detail::promote_operands;
 
 }  // namespace
 
@@ -48,7 +48,7 @@ std::pair<Tensor, Tensor> promote(std::string_view op, const Tensor& a, const Te
 Tensor add(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare(amp::Op::Add, a_in, b_in);
   Shape shape;
-  auto [a, b] = promote("add", a0, b0, &shape);
+  auto [a, b] = promote_operands("add", a0, b0, &shape);
   Tensor out = map_to_new<2>(shape, {a, b}, kernels::math::Add{});
   record(amp::Op::Add, out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
     return {sum_to(g, sa), sum_to(g, sb)};
@@ -59,7 +59,7 @@ Tensor add(const Tensor& a_in, const Tensor& b_in) {
 Tensor sub(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare(amp::Op::Sub, a_in, b_in);
   Shape shape;
-  auto [a, b] = promote("sub", a0, b0, &shape);
+  auto [a, b] = promote_operands("sub", a0, b0, &shape);
   Tensor out = map_to_new<2>(shape, {a, b}, kernels::math::Sub{});
   record(amp::Op::Sub, out, {a, b}, [sa = a.shape(), sb = b.shape()](const Tensor& g) -> std::vector<Tensor> {
     return {sum_to(g, sa), sum_to(neg(g), sb)};
@@ -72,7 +72,7 @@ Tensor sub(const Tensor& a_in, const Tensor& b_in) {
 Tensor mul(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare(amp::Op::Mul, a_in, b_in);
   Shape shape;
-  auto [a, b] = promote("mul", a0, b0, &shape);
+  auto [a, b] = promote_operands("mul", a0, b0, &shape);
   Tensor out = map_to_new<2>(shape, {a, b}, kernels::math::Mul{});
   const bool need_a = a.requires_grad(), need_b = b.requires_grad();
   record(amp::Op::Mul, out, {a, b},
@@ -87,7 +87,7 @@ Tensor mul(const Tensor& a_in, const Tensor& b_in) {
 Tensor div(const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare(amp::Op::Div, a_in, b_in);
   Shape shape;
-  auto [a, b] = promote("div", a0, b0, &shape);
+  auto [a, b] = promote_operands("div", a0, b0, &shape);
   HG_CHECK(is_floating(a.dtype()), "div: integer division is not supported (got ", a.dtype(),
            "); convert to a floating dtype first");
   Tensor out = map_to_new<2>(shape, {a, b}, kernels::math::Div{});
@@ -197,17 +197,11 @@ Tensor clamp(const Tensor& x_in, double min, double max) {
   return out;
 }
 
-Tensor eq(const Tensor& a_in, const Tensor& b_in) {
-  Shape shape;
-  auto [a, b] = promote("eq", a_in.detach(), b_in.detach(), &shape);
-  return map_to_new<2>(shape, {a, b}, kernels::math::Equal{});
-}
-
 Tensor where(const Tensor& cond, const Tensor& a_in, const Tensor& b_in) {
   auto [a0, b0] = amp::prepare(amp::Op::Where, a_in, b_in);
   detail::check_same_device("where", cond, a0);
   Shape shape;
-  auto [a, b] = promote("where", a0, b0, &shape);
+  auto [a, b] = promote_operands("where", a0, b0, &shape);
   shape = broadcast_shapes(shape, cond.shape(), "where");
   const Tensor c = cond.detach().to(a.dtype());  // 0 or not: exact in every dtype
   Tensor out = map_to_new<3>(shape, {c, a, b}, kernels::math::Select{});

@@ -2,6 +2,8 @@
 // (f16 + f32 -> f32, bf16 + f16 -> f32, int + float -> float; see promote_types in core/dtype.h).
 // All are differentiable; a broadcast input gets its gradient summed back to its own shape.
 #pragma once
+#include <utility>
+
 #include "core/tensor.h"
 
 namespace hg {
@@ -40,9 +42,6 @@ Tensor operator*(double a, const Tensor& b);
 Tensor operator/(double a, const Tensor& b);
 Tensor operator-(const Tensor& x);
 
-// Not differentiable: 1 where a == b else 0, in the promoted dtype (masks in backward passes).
-Tensor eq(const Tensor& a, const Tensor& b);
-
 // a where cond is nonzero, else b (cond, a and b broadcast together; a and b promoted). The
 // gradient goes to the branch taken; the other branch gets 0, even where it holds inf or NaN.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
@@ -52,6 +51,8 @@ namespace detail {
 void check_same_device(std::string_view op, const Tensor& a, const Tensor& b);
 // Result dtype of `t op scalar`.
 DType scalar_result_dtype(DType tensor_dtype, double scalar);
+// Both operands cast (differentiably) to their promoted dtype, and the shape they broadcast to.
+std::pair<Tensor, Tensor> promote_operands(std::string_view op, const Tensor& a, const Tensor& b, Shape* shape);
 }  // namespace detail
 
 }  // namespace hg

@@ -11,6 +11,7 @@
 #include "kernels/cross_entropy.h"
 #include "ops/activation.h"
 #include "ops/embedding.h"
+#include "ops/compare.h"
 #include "ops/elementwise.h"
 #include "ops/reduce.h"
 #include "ops/record.h"

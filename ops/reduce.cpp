@@ -5,6 +5,7 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "kernels/reduce.h"
+#include "ops/compare.h"
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 #include "ops/record.h"

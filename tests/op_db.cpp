@@ -20,6 +20,7 @@
 #include "ops/linalg.h"
 #include "ops/loss.h"
 #include "ops/masking.h"
+#include "ops/math.h"
 #include "ops/norm.h"
 #include "ops/pool.h"
 #include "ops/reduce.h"
@@ -298,6 +299,62 @@ std::vector<OpEntry> elementwise_entries() {
   };
 }
 
+// ops/math.h: the functions beyond arithmetic, with their f64 formulas as references.
+double nearest_even(double x) { return std::nearbyint(x); }
+
+std::vector<OpEntry> math_entries() {
+  auto f = [](double (*fn)(double)) { return [fn](double x, A) { return fn(x); }; };
+  // NaN in either operand wins (PyTorch's maximum/minimum).
+  const auto max_of = [](double a, double b) { return std::isnan(a) || std::isnan(b) ? a + b : a > b ? a : b; };
+  const auto min_of = [](double a, double b) { return std::isnan(a) || std::isnan(b) ? a + b : a < b ? a : b; };
+  // pow with a tensor exponent: positive bases (a negative base has no real power), exponents
+  // N(0, 1); broadcast either way.
+  OpEntry pow_tensor{
+      .op = Op::Pow, .name = "pow_tensor", .call = [](I in, A) { return hg::pow(in[0], in[1]); }, .default_args = "{}",
+      .inputs = {{.shape = {3, 1, 4}, .values = Values::Positive, .broadcast = true}, {.shape = {5, 4}, .broadcast = true}},
+      .reference = [](const Arrays& x, A) { return ref::zip(x[0], x[1], [](double a, double b) { return std::pow(a, b); }); },
+      .f32_tolerance = kF32, .golden_family = "elementwise",
+      .more_samples = {{.inputs = {{.shape = {7}, .values = Values::Positive}, {.shape = {7}}}},
+                       {.inputs = {{.shape = {2, 3}, .values = Values::Positive, .low = 0.2, .high = 3},
+                                   {.shape = {}, .broadcast = true}}}}};
+  // clamp with tensor bounds: lo around -0.5, hi around 0.5, broadcast; one sample with lo > hi.
+  OpEntry clamp_tensor{
+      .op = Op::Clamp, .name = "clamp_tensor", .call = [](I in, A) { return hg::clamp(in[0], in[1], in[2]); },
+      .default_args = "{}",
+      .inputs = {{.shape = {3, 4}}, {.shape = {4}, .mean = -0.5, .stddev = 0.3, .broadcast = true},
+                 {.shape = {3, 1}, .mean = 0.5, .stddev = 0.3, .broadcast = true}},
+      .reference =
+          [](const Arrays& x, A) {
+            const ref::Array low = ref::zip(x[0], x[1], [](double v, double lo) { return v < lo ? lo : v; });
+            return ref::zip(low, x[2], [](double v, double hi) { return v > hi ? hi : v; });
+          },
+      .f32_tolerance = kF32, .golden_family = "elementwise",
+      .more_samples = {{.inputs = {{.shape = {2, 5}}, {.shape = {2, 5}, .mean = -0.3}, {.shape = {2, 5}, .mean = 0.3}}},
+                       {.inputs = {{.shape = {6}}, {.shape = {}, .mean = 1, .stddev = 0.1, .broadcast = true},
+                                   {.shape = {}, .mean = -1, .stddev = 0.1, .broadcast = true}}}}};
+  return {
+      unary(Op::Reciprocal, "reciprocal", [](I in, A) { return hg::reciprocal(in[0]); },
+            [](double x, A) { return 1 / x; }, "elementwise", "{}", Values::Positive),
+      unary(Op::Rsqrt, "rsqrt", [](I in, A) { return hg::rsqrt(in[0]); }, [](double x, A) { return 1 / std::sqrt(x); },
+            "elementwise", "{}", Values::Positive),
+      unary(Op::Log1p, "log1p", [](I in, A) { return hg::log1p(in[0]); }, f(std::log1p), "elementwise", "{}",
+            Values::Positive),
+      unary(Op::Expm1, "expm1", [](I in, A) { return hg::expm1(in[0]); }, f(std::expm1), "elementwise"),
+      unary(Op::Erf, "erf", [](I in, A) { return hg::erf(in[0]); }, f(std::erf), "elementwise"),
+      unary(Op::Sin, "sin", [](I in, A) { return hg::sin(in[0]); }, f(std::sin), "elementwise"),
+      unary(Op::Cos, "cos", [](I in, A) { return hg::cos(in[0]); }, f(std::cos), "elementwise"),
+      unary(Op::Sign, "sign", [](I in, A) { return hg::sign(in[0]); },
+            [](double x, A) { return double((x > 0) - (x < 0)); }, "elementwise"),
+      unary(Op::Floor, "floor", [](I in, A) { return hg::floor(in[0]); }, f(std::floor), "elementwise"),
+      unary(Op::Ceil, "ceil", [](I in, A) { return hg::ceil(in[0]); }, f(std::ceil), "elementwise"),
+      unary(Op::Round, "round", [](I in, A) { return hg::round(in[0]); }, f(nearest_even), "elementwise"),
+      binary(Op::Maximum, "maximum", hg::maximum, +max_of),
+      binary(Op::Minimum, "minimum", hg::minimum, +min_of),
+      pow_tensor,
+      clamp_tensor,
+  };
+}
+
 // Gradients that op_db.f16_and_bf16_match_f32 cannot hold to one rounding of f32's.
 const char* const kFromSaved16BitOutput =
     "it differentiates from its saved 16-bit output: near saturation 1 - y (or g - sum(g * y)) cancels and "
@@ -484,7 +541,14 @@ std::vector<InputSpec> matmul_operands(const hg::Shape& a, const hg::Shape& b, b
     for (int d = 0; d + 2 < s.ndim(); ++d) n *= s[d];
     return s.ndim() > 2 ? n : 0;  // 0: no batch dims
   };
-  const int64_t batch = std::max(batch_count(a), batch_count(b));
+  // The result's batch dims broadcast both operands' ([2, 1] against [3]: 6 matrices, not 3).
+  auto batch_dims = [](const hg::Shape& s) {
+    hg::Shape dims;
+    for (int d = 0; d + 2 < s.ndim(); ++d) dims.push_back(s[d]);
+    return dims;
+  };
+  int64_t batch = a.ndim() > 2 || b.ndim() > 2 ? 1 : 0;
+  for (int64_t d : broadcast_shape(batch_dims(a), batch_dims(b))) batch *= d;
   return {{.shape = a, .broadcast = batch_count(a) != batch},
           {.shape = b, .differentiable = b_differentiable, .broadcast = batch_count(b) != batch}};
 }
@@ -1683,7 +1747,7 @@ std::vector<OpEntry> sequence_entries() {
 
 std::vector<OpEntry> all_entries() {
   std::vector<OpEntry> db;
-  for (auto part : {elementwise_entries, activation_entries, reduction_entries, linalg_entries,
+  for (auto part : {elementwise_entries, math_entries, activation_entries, reduction_entries, linalg_entries,
                     softmax_and_loss_entries, more_loss_entries, pool_and_norm_entries, vision_entries, sequence_entries, other_entries,
                     layout_entries})
     for (OpEntry& e : part()) db.push_back(std::move(e));

@@ -272,7 +272,30 @@ def elementwise():
     f.case("abs", "abs", ALL, lambda g: [signed(g, (67,), 0.05, 3)], lambda x: torch.abs(x[0]), [0])
     f.case("clamp", "clamp", ALL, lambda g: [away_from(uniform(g, (67,), -2, 2), [-0.5, 0.8], 0.03)],
            lambda x: torch.clamp(x[0], -0.5, 0.8), [0], args={"min": -0.5, "max": 0.8})
+    math_functions(f)
     return f
+
+
+def math_functions(f):
+    """ops/math.h: reciprocal ... round, maximum/minimum, pow and clamp with tensor operands."""
+    positive = lambda g: [uniform(g, (67,), 0.2, 4)]
+    for op, fn in [("reciprocal", torch.reciprocal), ("rsqrt", torch.rsqrt), ("log1p", torch.log1p)]:
+        f.case(op, op, ALL, positive, lambda x, fn=fn: fn(x[0]), [0])
+    for op, fn in [("expm1", torch.expm1), ("erf", torch.erf), ("sin", torch.sin), ("cos", torch.cos)]:
+        f.case(op, op, WITH_F64 if op == "erf" else ALL, lambda g: [randn(g, (67,), 1.5)], lambda x, fn=fn: fn(x[0]), [0])
+    # Away from the jumps, where a 16-bit rounding of the input would move the answer.
+    for op, fn in [("sign", torch.sign), ("floor", torch.floor), ("ceil", torch.ceil), ("round", torch.round)]:
+        kinks = [k / 2 for k in range(-8, 9)] if op == "round" else list(range(-4, 5))
+        f.case(op, op, ALL, lambda g, kinks=kinks: [away_from(randn(g, (67,), 1.5), kinks, 0.05)],
+               lambda x, fn=fn: fn(x[0]), [0])
+    for op, fn in [("maximum", torch.maximum), ("minimum", torch.minimum)]:
+        f.case(f"{op}_bcast", op, ALL, lambda g: [randn(g, (2, 1, 37)), randn(g, (3, 37))],
+               lambda x, fn=fn: fn(x[0], x[1]), [0, 1])
+    f.case("pow_tensor", "pow_tensor", WITH_F64, lambda g: [uniform(g, (3, 1, 5), 0.2, 3), randn(g, (4, 5))],
+           lambda x: torch.pow(x[0], x[1]), [0, 1])
+    f.case("clamp_tensor", "clamp_tensor", ALL,
+           lambda g: [randn(g, (3, 7)), randn(g, (7,), 0.3) - 0.5, randn(g, (3, 1), 0.3) + 0.5],
+           lambda x: torch.clamp(x[0], x[1], x[2]), [0, 1, 2])
 
 
 def activation():
