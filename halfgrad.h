@@ -50,6 +50,7 @@
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/indexing.h"
 #include "ops/epilogue.h"
 #include "ops/interpolate.h"
 #include "ops/linalg.h"
@@ -60,6 +61,8 @@
 #include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
+#include "ops/sort.h"
+#include "ops/statistics.h"
 #include "ops/softmax.h"
 
 #include "amp/autocast.h"

@@ -14,13 +14,14 @@ enum class Op : uint8_t {
   Exp, Log, Pow, Sqrt, Reciprocal, Rsqrt, Log1p, Expm1, Softplus, Softmax, LogSoftmax,       // F32
   CrossEntropy, NllLoss, MseLoss,
   L1Loss, SmoothL1Loss, HuberLoss, BinaryCrossEntropy, BinaryCrossEntropyWithLogits, KlDiv,
-  Sum, Mean, LayerNorm, GroupNorm, Interpolate,
-  Cat,                                                                                 // Promote
+  Sum, Mean, LayerNorm, GroupNorm, Interpolate, Prod, Logsumexp, Norm, Cumsum,
+  Cat, ScatterAdd,                                                                     // Promote
   BatchNorm, Add, Sub, Mul, Div, Where, Neg, Abs, Clamp, Relu, LeakyRelu, Gelu, Silu, Sigmoid, // Keep
   Tanh, Amax, Argmax, MaxPool2d, AvgPool2d, AdaptiveAvgPool2d, Dropout, Embedding,
   Relu6, Hardtanh, Hardsigmoid, Hardswish, Elu, Selu, Celu, Mish, Softsign, LogSigmoid,
   AdaptiveMaxPool2d, InstanceNorm, MaskedFill, Tril, Triu, RmsNorm, Erf, Sin, Cos, Sign, Floor, Ceil,
-  Round, Maximum, Minimum,
+  Round, Maximum, Minimum, IndexSelect, Gather, Flip, Roll, Repeat, Pad, Sort, Topk, Max, Min, Amin,
+  Argmin, Var, Std,
   View, Permute, Expand, Narrow, Clone,                                                 // Keep: layout
 };
 

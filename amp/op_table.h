@@ -90,7 +90,12 @@ inline constexpr OpInfo kOpTable[] = {
     {Op::LayerNorm, "layer_norm", CastPolicy::F32, OutputDType::Computed, "statistics over a row"},
     {Op::GroupNorm, "group_norm", CastPolicy::F32, OutputDType::Computed, "statistics over a group"},
     {Op::Interpolate, "interpolate", CastPolicy::F32, OutputDType::Computed, "PyTorch's list: upsample_* in f32"},
+    {Op::Prod, "prod", CastPolicy::F32, OutputDType::Computed, "products of many values leave 16-bit range"},
+    {Op::Logsumexp, "logsumexp", CastPolicy::F32, OutputDType::Computed, why::kRowSum},
+    {Op::Norm, "norm", CastPolicy::F32, OutputDType::Computed, why::kLongSum},
+    {Op::Cumsum, "cumsum", CastPolicy::F32, OutputDType::Computed, why::kLongSum},
     {Op::Cat, "cat", CastPolicy::Promote, OutputDType::Computed, "several inputs: meet in the widest dtype"},
+    {Op::ScatterAdd, "scatter_add", CastPolicy::Promote, OutputDType::Computed, "adds src into x: meet in the widest dtype"},
     // NOTE: batch_norm keeps the activation dtype (so activations stay 16-bit), but its batch
     // statistics, running stats and affine math are always computed in f32 inside the kernel.
     {Op::BatchNorm, "batch_norm", CastPolicy::Keep, OutputDType::FirstInput,
@@ -145,6 +150,25 @@ inline constexpr OpInfo kOpTable[] = {
     {Op::Round, "round", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Maximum, "maximum", CastPolicy::Keep, OutputDType::Computed, why::kKept},
     {Op::Minimum, "minimum", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    // Indexing and rearranging: copies (scatter_add's sums aside), exact in every dtype.
+    {Op::IndexSelect, "index_select", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Gather, "gather", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Flip, "flip", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Roll, "roll", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Repeat, "repeat", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    // NOTE: PyTorch's CPU autocast list runs reflection/replication pads in f32; its CUDA list
+    // (the one halfgrad follows) keeps the dtype: padding copies values, it does no arithmetic.
+    {Op::Pad, "pad", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    // Sorting and selecting: the values are gathered, exact in every dtype.
+    {Op::Sort, "sort", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Topk, "topk", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Max, "max", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Min, "min", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Amin, "amin", CastPolicy::Keep, OutputDType::Computed, why::kKept},
+    {Op::Argmin, "argmin", CastPolicy::Keep, OutputDType::Index, why::kKept},
+    // Not on PyTorch's lists; computed in f32 inside for 16-bit inputs, rounded once.
+    {Op::Var, "var", CastPolicy::Keep, OutputDType::Computed, "computed in f32 inside; output keeps input dtype"},
+    {Op::Std, "std", CastPolicy::Keep, OutputDType::Computed, "computed in f32 inside; output keeps input dtype"},
     // Views and copies record a node too (their backward moves gradients back); nothing to cast.
     {Op::View, "view", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},
     {Op::Permute, "permute", CastPolicy::Keep, OutputDType::Computed, why::kLayout, false},

@@ -16,6 +16,7 @@
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/embedding.h"
+#include "ops/indexing.h"
 #include "ops/interpolate.h"
 #include "ops/linalg.h"
 #include "ops/loss.h"
@@ -25,6 +26,8 @@
 #include "ops/pool.h"
 #include "ops/reduce.h"
 #include "ops/shape.h"
+#include "ops/sort.h"
+#include "ops/statistics.h"
 #include "ops/softmax.h"
 
 namespace hg_test {
@@ -526,6 +529,264 @@ std::vector<OpEntry> reduction_entries() {
        .reference = [](const Arrays& x, A a) { return argmax(x[0], integer(a, "dim")); }, .f32_tolerance = kExact,
        .golden_family = "reduce",
        .more_samples = {{.inputs = {ties}, .args = R"({"dim": 1})"}, {.inputs = {ties}, .args = R"({"dim": 0})"}}},
+  };
+}
+
+// ---- sorting and the composed reductions (ops/sort.h, ops/statistics.h) ------------------------
+
+// f applied to each line of x along dim (a vector of D values -> m values): the result has m
+// along dim.
+ref::Array along(const ref::Array& x, int64_t dim, const std::function<std::vector<double>(std::vector<double>)>& f) {
+  const int64_t d = dim < 0 ? dim + int64_t(x.shape.size()) : dim;
+  int64_t outer, D, inner;
+  ref::lines(x.shape, d, outer, D, inner);
+  ref::Array out{x.shape, {}};
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t i = 0; i < inner; ++i) {
+      std::vector<double> line(static_cast<size_t>(D));
+      for (int64_t k = 0; k < D; ++k) line[size_t(k)] = x.v[size_t((o * D + k) * inner + i)];
+      const std::vector<double> result = f(line);
+      const int64_t m = int64_t(result.size());
+      if (out.v.empty()) {
+        out.shape[size_t(d)] = m;
+        out.v.resize(size_t(outer * m * inner));
+      }
+      for (int64_t k = 0; k < m; ++k) out.v[size_t((o * m + k) * inner + i)] = result[size_t(k)];
+    }
+  if (outer * inner == 0) out.shape[size_t(d)] = int64_t(f(std::vector<double>(static_cast<size_t>(D))).size());
+  return out;
+}
+
+// f applied to the values of each group reduced over `dims` (all when empty).
+ref::Array over_groups(const ref::Array& x, hg::Shape dims, bool keepdim, const std::function<double(const std::vector<double>&)>& f) {
+  const int nd = x.shape.ndim();
+  std::vector<bool> reduced(size_t(nd), dims.ndim() == 0);
+  for (int64_t d : dims) reduced[size_t((d + nd) % nd)] = true;
+  hg::Shape keep, kept;
+  for (int d = 0; d < nd; ++d) {
+    keep.push_back(reduced[size_t(d)] ? 1 : x.shape[d]);
+    if (!reduced[size_t(d)]) kept.push_back(x.shape[d]);
+  }
+  std::vector<std::vector<double>> groups(size_t(ref::numel(keep)));
+  for (int64_t i = 0; i < ref::numel(x.shape); ++i) {
+    auto c = ref::coords(i, x.shape);
+    for (int d = 0; d < nd; ++d)
+      if (reduced[size_t(d)]) c[size_t(d)] = 0;
+    groups[size_t(ref::offset(c, keep))].push_back(x.v[size_t(i)]);
+  }
+  ref::Array out{keepdim ? keep : kept, {}};
+  for (const auto& g : groups) out.v.push_back(f(g));
+  return out;
+}
+
+// Ascending with NaN last (descending: NaN first), stable -- PyTorch's order.
+std::vector<double> sorted_line(std::vector<double> v, bool descending) {
+  std::stable_sort(v.begin(), v.end(), [descending](double a, double b) {
+    if (std::isnan(a) || std::isnan(b)) return descending ? std::isnan(a) && !std::isnan(b) : !std::isnan(a) && std::isnan(b);
+    return descending ? a > b : a < b;
+  });
+  return v;
+}
+
+double extreme(const std::vector<double>& v, bool largest) {
+  double best = v.at(0);
+  for (double x : v) {
+    if (std::isnan(x)) return x;
+    if (largest ? x > best : x < best) best = x;
+  }
+  return best;
+}
+
+double variance(const std::vector<double>& v, double correction) {
+  double mean = 0, sq = 0;
+  for (double x : v) mean += x;
+  mean /= double(v.size());
+  for (double x : v) sq += (x - mean) * (x - mean);
+  return sq / std::max(0.0, double(v.size()) - correction);
+}
+
+double p_norm(const std::vector<double>& v, double p) {
+  if (std::isinf(p)) {
+    double best = p > 0 ? 0 : std::numeric_limits<double>::infinity();
+    for (double x : v) best = std::isnan(x) || std::isnan(best) ? std::nan("") : p > 0 ? std::max(best, std::fabs(x)) : std::min(best, std::fabs(x));
+    return best;
+  }
+  double s = 0;
+  for (double x : v) s += p == 0 ? double(x != 0) : std::pow(std::fabs(x), p);
+  return p == 0 ? s : std::pow(s, 1 / p);
+}
+
+double log_sum_exp(const std::vector<double>& v) {
+  double m = -std::numeric_limits<double>::infinity(), s = 0;
+  for (double x : v) m = std::isnan(x) || std::isnan(m) ? std::nan("") : std::max(m, x);
+  if (std::isinf(m)) m = 0;
+  for (double x : v) s += std::exp(x - m);
+  return std::log(s) + m;
+}
+
+std::string norm_args(const char* p, const char* dims, bool keepdim) {
+  return std::string(R"({"p": )") + p + R"(, "dims": )" + dims + R"(, "keepdim": )" + (keepdim ? "true" : "false") + "}";
+}
+
+std::vector<OpEntry> statistics_entries() {
+  // A row with ties (2 and 7 repeat) for the stable order.
+  // (Not differentiated: at a tie the gradient goes to the one position sorted there, where finite
+  // differences, which reorder the tie, see half of it.)
+  const InputSpec ties{.shape = {2, 5}, .given = {2, 7, 1, 7, 2, 0, 3, 3, -1, 5}, .differentiable = false};
+  const auto get0 = [](std::tuple<Tensor, Tensor> t) { return std::get<0>(t); };
+  return {
+      {.op = Op::Sort, .name = "sort",
+       .call = [get0](I in, A a) { return get0(hg::sort(in[0], int(integer(a, "dim")), flag(a, "descending"))); },
+       .default_args = R"({"dim": -1, "descending": false})", .inputs = {{{3, 6}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return along(x[0], integer(a, "dim"), [&](std::vector<double> v) { return sorted_line(v, flag(a, "descending")); });
+           },
+       .f32_tolerance = kExact, .golden_family = "statistics",
+       .more_samples = {{.inputs = {{{4, 3, 2}}}, .args = R"({"dim": 0, "descending": true})"},
+                        {.inputs = {ties}, .args = R"({"dim": 1, "descending": false})"},
+                        {.inputs = {{{7}}}, .args = R"({"dim": 0, "descending": true})"}},
+       .composed = true},
+      {.op = Op::Topk, .name = "topk",
+       .call = [get0](I in, A a) { return get0(hg::topk(in[0], integer(a, "k"), int(integer(a, "dim")), flag(a, "largest"))); },
+       .default_args = R"({"k": 3, "dim": -1, "largest": true})", .inputs = {{{4, 6}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return along(x[0], integer(a, "dim"), [&](std::vector<double> v) {
+               v = sorted_line(v, flag(a, "largest"));
+               v.resize(size_t(integer(a, "k")));
+               return v;
+             });
+           },
+       .f32_tolerance = kExact, .golden_family = "statistics",
+       .more_samples = {{.inputs = {{{5, 3}}}, .args = R"({"k": 2, "dim": 0, "largest": false})"},
+                        {.inputs = {{{2, 4}}}, .args = R"({"k": 0, "dim": 1, "largest": true})"}},
+       .composed = true},
+      {.op = Op::Max, .name = "max",
+       .call = [get0](I in, A a) { return get0(hg::max(in[0], int(integer(a, "dim")), flag(a, "keepdim"))); },
+       .default_args = R"({"dim": 1, "keepdim": false})", .inputs = {{{3, 4, 2}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return over_groups(x[0], {integer(a, "dim")}, flag(a, "keepdim"), [](const auto& v) { return extreme(v, true); });
+           },
+       .f32_tolerance = kExact, .golden_family = "statistics",
+       .more_samples = {{.inputs = {{{5}}}, .args = R"({"dim": 0, "keepdim": true})"}},
+       .composed = true},
+      {.op = Op::Min, .name = "min",
+       .call = [get0](I in, A a) { return get0(hg::min(in[0], int(integer(a, "dim")), flag(a, "keepdim"))); },
+       .default_args = R"({"dim": -1, "keepdim": true})", .inputs = {{{3, 4}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return over_groups(x[0], {integer(a, "dim")}, flag(a, "keepdim"), [](const auto& v) { return extreme(v, false); });
+           },
+       .f32_tolerance = kExact, .golden_family = "statistics",
+       .more_samples = {{.inputs = {{{2, 3, 2}}}, .args = R"({"dim": 0, "keepdim": false})"}},
+       .composed = true},
+      {.op = Op::Amin, .name = "amin", .call = [](I in, A a) { return hg::amin(in[0], int(integer(a, "dim")), flag(a, "keepdim")); },
+       .default_args = R"({"dim": 0, "keepdim": false})", .inputs = {{{4, 3}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return over_groups(x[0], {integer(a, "dim")}, flag(a, "keepdim"), [](const auto& v) { return extreme(v, false); });
+           },
+       .f32_tolerance = kExact, .golden_family = "statistics",
+       .composed = true},
+      {.op = Op::Argmin, .name = "argmin", .call = [](I in, A a) { return hg::argmin(in[0], int(integer(a, "dim"))); },
+       .default_args = R"({"dim": 1})", .inputs = {{.shape = {3, 5}, .differentiable = false}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return over_groups(x[0], {integer(a, "dim")}, false, [](const std::vector<double>& v) {
+               size_t best = 0;  // the first minimum; a NaN wins (the first one)
+               for (size_t k = 1; k < v.size() && !std::isnan(v[best]); ++k)
+                 if (std::isnan(v[k]) || v[k] < v[best]) best = k;
+               return double(best);
+             });
+           },
+       .f32_tolerance = kExact, .golden_family = "statistics",
+       .more_samples = {{.inputs = {{.shape = {2, 5}, .given = {2, 7, 1, 7, 1, 0, 3, 0, -1, -1}, .differentiable = false}},
+                         .args = R"({"dim": 1})"}}},
+      {.op = Op::Var, .name = "var",
+       .call = [](I in, A a) {
+         return hg::var(in[0], integers(a, "dims"), {.correction = number(a, "correction"), .keepdim = flag(a, "keepdim")});
+       },
+       .default_args = R"({"dims": [1], "correction": 1, "keepdim": false})", .inputs = {{{3, 5}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             const double c = number(a, "correction");
+             return over_groups(x[0], integers(a, "dims"), flag(a, "keepdim"), [c](const auto& v) { return variance(v, c); });
+           },
+       .f32_tolerance = kF32, .golden_family = "statistics",
+       .more_samples = {{.inputs = {{{2, 3, 4}}}, .args = R"({"dims": [0, 2], "correction": 0, "keepdim": true})"},
+                        {.inputs = {{{6}}}, .args = R"({"dims": [], "correction": 1, "keepdim": false})"}},
+       .composed = true},
+      {.op = Op::Std, .name = "std",
+       .call = [](I in, A a) {
+         return hg::std(in[0], integers(a, "dims"), {.correction = number(a, "correction"), .keepdim = flag(a, "keepdim")});
+       },
+       .default_args = R"({"dims": [-1], "correction": 1, "keepdim": true})", .inputs = {{{4, 6}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             const double c = number(a, "correction");
+             return over_groups(x[0], integers(a, "dims"), flag(a, "keepdim"), [c](const auto& v) { return std::sqrt(variance(v, c)); });
+           },
+       .f32_tolerance = kF32, .golden_family = "statistics",
+       .more_samples = {{.inputs = {{{2, 3, 4}}}, .args = R"({"dims": [], "correction": 0, "keepdim": false})"}},
+       .composed = true},
+      {.op = Op::Prod, .name = "prod",
+       .call = [](I in, A a) {
+         return a.find("dim") ? hg::prod(in[0], int(integer(a, "dim")), flag(a, "keepdim")) : hg::prod(in[0]);
+       },
+       .default_args = R"({"dim": 1, "keepdim": false})", .inputs = {{{3, 5}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             const hg::Shape dims = a.find("dim") ? hg::Shape{integer(a, "dim")} : hg::Shape{};
+             return over_groups(x[0], dims, a.find("dim") && flag(a, "keepdim"), [](const auto& v) {
+               double p = 1;
+               for (double e : v) p *= e;
+               return p;
+             });
+           },
+       .f32_tolerance = kF32, .golden_family = "statistics",
+       // A zero factor: its gradient is the product of the others, the rest get 0.
+       .more_samples = {{.inputs = {{.shape = {2, 4}, .given = {0.5, 0, 2, -1.5, 1.25, -0.75, 2, 0.5}}},
+                         .args = R"({"dim": 1, "keepdim": true})"},
+                        {.inputs = {{{7}}}, .args = "{}"},
+                        {.inputs = {{{2, 3, 4}}}, .args = R"({"dim": 0, "keepdim": false})"}},
+       .composed = true},
+      {.op = Op::Logsumexp, .name = "logsumexp",
+       .call = [](I in, A a) { return hg::logsumexp(in[0], integers(a, "dims"), flag(a, "keepdim")); },
+       .default_args = R"({"dims": [1], "keepdim": false})", .inputs = {{.shape = {3, 5}, .stddev = 4}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return over_groups(x[0], integers(a, "dims"), flag(a, "keepdim"), [](const auto& v) { return log_sum_exp(v); });
+           },
+       .f32_tolerance = kF32, .golden_family = "statistics",
+       .more_samples = {{.inputs = {{{2, 3, 4}}}, .args = R"({"dims": [0, 2], "keepdim": true})"}},
+       .composed = true},
+      {.op = Op::Norm, .name = "norm",
+       .call = [](I in, A a) { return hg::norm(in[0], number(a, "p"), integers(a, "dims"), flag(a, "keepdim")); },
+       .default_args = norm_args("2", "[]", false), .inputs = {{{3, 5}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             const double p = number(a, "p");
+             return over_groups(x[0], integers(a, "dims"), flag(a, "keepdim"), [p](const auto& v) { return p_norm(v, p); });
+           },
+       .f32_tolerance = kF32, .golden_family = "statistics",
+       .more_samples = {{.inputs = {{{3, 4}}}, .args = norm_args("1", "[1]", true)},
+                        {.inputs = {{{3, 4}}}, .args = norm_args("3", "[0]", false)},
+                        {.inputs = {{{2, 3, 4}}}, .args = norm_args("2", "[0, 2]", false)}},
+       .composed = true},
+      {.op = Op::Cumsum, .name = "cumsum", .call = [](I in, A a) { return hg::cumsum(in[0], int(integer(a, "dim"))); },
+       .default_args = R"({"dim": 1})", .inputs = {{{3, 7}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return along(x[0], integer(a, "dim"), [](std::vector<double> v) {
+               for (size_t k = 1; k < v.size(); ++k) v[k] += v[k - 1];
+               return v;
+             });
+           },
+       .f32_tolerance = kF32, .golden_family = "statistics",
+       .more_samples = {{.inputs = {{{33}}}, .args = R"({"dim": 0})"}, {.inputs = {{{2, 5, 3}}}, .args = R"({"dim": -2})"}},
+       .composed = true},
   };
 }
 
@@ -1194,6 +1455,181 @@ ref::Array where_ref(const Arrays& x) {
                   [](double a, double b) { return std::isnan(a) ? b : a; });
 }
 
+// ---- indexing and rearranging (ops/indexing.h) ------------------------------------------------
+
+InputSpec index_input(hg::Shape shape, std::vector<double> given) {
+  const int64_t classes = given.empty() ? 1 : int64_t(*std::max_element(given.begin(), given.end())) + 1;
+  return {.shape = std::move(shape), .values = Values::ClassIndex, .classes = classes, .given = std::move(given)};
+}
+
+// out[c] = x[c with c[dim] = index[c[dim]]] (index_select) or index[c] (gather).
+ref::Array index_select_ref(const ref::Array& x, const ref::Array& index, int64_t dim) {
+  const int64_t d = dim < 0 ? dim + int64_t(x.shape.size()) : dim;
+  hg::Shape shape = x.shape;
+  shape[d] = int64_t(index.v.size());
+  return gather_by(x, shape, [&](std::vector<int64_t> c) {
+    c[size_t(d)] = int64_t(index.v[size_t(c[size_t(d)])]);
+    return c;
+  });
+}
+
+ref::Array gather_ref(const ref::Array& x, const ref::Array& index, int64_t dim) {
+  const int64_t d = dim < 0 ? dim + int64_t(x.shape.size()) : dim;
+  ref::Array out{index.shape, std::vector<double>(index.v.size())};
+  for (int64_t i = 0; i < ref::numel(index.shape); ++i) {
+    std::vector<int64_t> c = ref::coords(i, index.shape);
+    c[size_t(d)] = int64_t(index.v[size_t(i)]);
+    out.v[size_t(i)] = x.v[size_t(ref::offset(c, x.shape))];
+  }
+  return out;
+}
+
+ref::Array scatter_add_ref(const ref::Array& x, const ref::Array& index, const ref::Array& src, int64_t dim) {
+  const int64_t d = dim < 0 ? dim + int64_t(x.shape.size()) : dim;
+  ref::Array out = x;
+  for (int64_t i = 0; i < ref::numel(index.shape); ++i) {
+    const std::vector<int64_t> at = ref::coords(i, index.shape);
+    std::vector<int64_t> c = at;
+    c[size_t(d)] = int64_t(index.v[size_t(i)]);
+    out.v[size_t(ref::offset(c, x.shape))] += src.v[size_t(ref::offset(at, src.shape))];
+  }
+  return out;
+}
+
+// PyTorch's F.pad written out: for each padded dim, output position j reads input j - left, or
+// the constant, or its reflection / the nearest edge.
+ref::Array pad_ref(const ref::Array& x, const hg::Shape& pads, const std::string& mode, double value) {
+  const int64_t nd = int64_t(x.shape.size());
+  hg::Shape shape = x.shape;
+  for (size_t k = 0; k < pads.size() / 2; ++k) shape[size_t(nd - 1 - int64_t(k))] += pads[2 * k] + pads[2 * k + 1];
+  ref::Array out{shape, std::vector<double>(size_t(ref::numel(shape)))};
+  for (int64_t i = 0; i < ref::numel(shape); ++i) {
+    std::vector<int64_t> c = ref::coords(i, shape);
+    bool outside = false;
+    for (size_t k = 0; k < pads.size() / 2; ++k) {
+      const size_t d = size_t(nd - 1 - int64_t(k));
+      const int64_t n = x.shape[d];
+      int64_t j = c[d] - pads[2 * k];
+      if (mode == "reflect") j = j < 0 ? -j : j >= n ? 2 * (n - 1) - j : j;
+      if (mode == "replicate") j = std::clamp<int64_t>(j, 0, n - 1);
+      outside = outside || j < 0 || j >= n;
+      c[d] = j;
+    }
+    out.v[size_t(i)] = outside ? value : x.v[size_t(ref::offset(c, x.shape))];
+  }
+  return out;
+}
+
+std::string pad_args(const std::string& pads, const std::string& mode, double value = 0) {
+  std::ostringstream os;
+  os << R"({"pads": )" << pads << R"(, "mode": ")" << mode << R"(", "value": )" << value << "}";
+  return os.str();
+}
+
+std::vector<OpEntry> indexing_entries() {
+  const char* const kRepeatsRound = "repeated indices add several gradients, rounding after each (as PyTorch's kernels)";
+  return {
+      // Row 3 picked twice and row 2 not at all: its gradient is the sum of both uses.
+      {.op = Op::IndexSelect, .name = "index_select",
+       .call = [](I in, A a) { return hg::index_select(in[0], int(integer(a, "dim")), in[1]); },
+       .default_args = R"({"dim": 0})", .inputs = {{{4, 5}}, index_input({5}, {3, 0, 3, 1, 0})},
+       .reference = [](const Arrays& x, A a) { return index_select_ref(x[0], x[1], integer(a, "dim")); },
+       .f32_tolerance = kExact, .golden_family = "indexing",
+       .more_samples = {{.inputs = {{{3, 5, 2}}, index_input({3}, {4, 0, 2})}, .args = R"({"dim": 1})"},
+                        {.inputs = {{{2, 3, 4}}, index_input({6}, {3, 3, 0, 1, 2, 3})}, .args = R"({"dim": -1})"},
+                        {.inputs = {{{3, 2}}, index_input({0}, {})}, .args = R"({"dim": 0})"}},
+       .no_16_bit_backward_because = kRepeatsRound},
+      {.op = Op::Gather, .name = "gather", .call = [](I in, A a) { return hg::gather(in[0], int(integer(a, "dim")), in[1]); },
+       .default_args = R"({"dim": 1})", .inputs = {{{3, 5}}, index_input({3, 4}, {4, 0, 4, 2, 1, 1, 3, 0, 2, 2, 2, 4})},
+       .reference = [](const Arrays& x, A a) { return gather_ref(x[0], x[1], integer(a, "dim")); },
+       .f32_tolerance = kExact, .golden_family = "indexing",
+       .more_samples = {{.inputs = {{{4, 3}}, index_input({2, 3}, {3, 0, 1, 0, 3, 2})}, .args = R"({"dim": 0})"},
+                        {.inputs = {{{2, 3, 4}}, index_input({2, 2, 4}, {0, 1, 2, 0, 2, 2, 1, 0, 1, 1, 0, 2, 0, 0, 2, 1})},
+                         .args = R"({"dim": -2})"}},
+       .no_16_bit_backward_because = kRepeatsRound},
+      {.op = Op::ScatterAdd, .name = "scatter_add",
+       .call = [](I in, A a) { return hg::scatter_add(in[0], int(integer(a, "dim")), in[1], in[2]); },
+       .default_args = R"({"dim": 1})", .inputs = {{{3, 5}}, index_input({3, 4}, {4, 0, 4, 2, 1, 1, 3, 0, 2, 2, 2, 4}), {{3, 4}}},
+       .reference = [](const Arrays& x, A a) { return scatter_add_ref(x[0], x[1], x[2], integer(a, "dim")); },
+       .f32_tolerance = kF32, .golden_family = "indexing",
+       // src larger than index (only its leading block is read) and dim 0.
+       .more_samples = {{.inputs = {{{4, 3}}, index_input({2, 3}, {3, 0, 1, 0, 3, 2}), {{3, 4}}}, .args = R"({"dim": 0})"}},
+       .no_16_bit_check_because = "repeated indices add several values into one, rounding after each (as PyTorch's)"},
+      {.op = Op::Flip, .name = "flip", .call = [](I in, A a) { return hg::flip(in[0], integers(a, "dims")); },
+       .default_args = R"({"dims": [0, 2]})", .inputs = {{{3, 4, 5}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             const hg::Shape dims = integers(a, "dims");
+             return gather_by(x[0], x[0].shape, [&](std::vector<int64_t> c) {
+               for (int64_t d : dims) {
+                 const size_t k = size_t(d < 0 ? d + int64_t(c.size()) : d);
+                 c[k] = x[0].shape[k] - 1 - c[k];
+               }
+               return c;
+             });
+           },
+       .f32_tolerance = kExact, .golden_family = "indexing",
+       .more_samples = {{.inputs = {{{6}}}, .args = R"({"dims": [-1]})"}, {.inputs = {{{2, 3}}}, .args = R"({"dims": []})"}},
+       .composed = true},
+      {.op = Op::Roll, .name = "roll",
+       .call = [](I in, A a) { return hg::roll(in[0], integer(a, "shift"), int(integer(a, "dim"))); },
+       .default_args = R"({"shift": 2, "dim": 1})", .inputs = {{{3, 5}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             const int64_t dim = integer(a, "dim"), d = dim < 0 ? dim + int64_t(x[0].shape.size()) : dim;
+             const int64_t n = x[0].shape[size_t(d)], shift = integer(a, "shift");
+             return gather_by(x[0], x[0].shape, [&](std::vector<int64_t> c) {
+               c[size_t(d)] = (((c[size_t(d)] - shift) % n) + n) % n;
+               return c;
+             });
+           },
+       .f32_tolerance = kExact, .golden_family = "indexing",
+       .more_samples = {{.inputs = {{{4, 3}}}, .args = R"({"shift": -7, "dim": 0})"},
+                        {.inputs = {{{2, 3}}}, .args = R"({"shift": 3, "dim": -1})"}},
+       .composed = true},
+      {.op = Op::Repeat, .name = "repeat", .call = [](I in, A a) { return hg::repeat(in[0], integers(a, "repeats")); },
+       .default_args = R"({"repeats": [2, 1, 3]})", .inputs = {{{2, 3}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             const hg::Shape r = integers(a, "repeats");
+             const size_t lead = r.size() - x[0].shape.size();
+             hg::Shape shape(r.size(), 1);
+             for (size_t d = 0; d < r.size(); ++d) shape[d] = r[d] * (d < lead ? 1 : x[0].shape[d - lead]);
+             return gather_by(x[0], shape, [&](const std::vector<int64_t>& c) {
+               std::vector<int64_t> src(x[0].shape.size());
+               for (size_t d = 0; d < src.size(); ++d) src[d] = c[d + lead] % x[0].shape[d];
+               return src;
+             });
+           },
+       .f32_tolerance = kExact, .golden_family = "indexing",
+       .more_samples = {{.inputs = {{{3}}}, .args = R"({"repeats": [2]})"},
+                        {.inputs = {{{2, 1, 2}}}, .args = R"({"repeats": [1, 3, 2]})"}},
+       .no_16_bit_backward_because = "the gradient adds up the copies, rounding after each",
+       .composed = true},
+      {.op = Op::Pad, .name = "pad",
+       .call =
+           [](I in, A a) {
+             const hg::Shape pads = integers(a, "pads");
+             return hg::pad(in[0], std::vector<int64_t>(pads.begin(), pads.end()),
+                            {.mode = arg(a, "mode", Args::Kind::String).text, .value = number(a, "value")});
+           },
+       .default_args = pad_args("[1, 2]", "constant", 0.5), .inputs = {{{2, 3, 5}}},
+       .reference =
+           [](const Arrays& x, A a) {
+             return pad_ref(x[0], integers(a, "pads"), arg(a, "mode", Args::Kind::String).text, number(a, "value"));
+           },
+       .f32_tolerance = kExact, .golden_family = "indexing",
+       .more_samples = {{.inputs = {{{2, 3, 5}}}, .args = pad_args("[2, 1, 1, 0]", "constant", -1)},
+                        {.inputs = {{{2, 3, 5}}}, .args = pad_args("[-1, 2]", "constant")},
+                        {.inputs = {{{2, 3, 5}}}, .args = pad_args("[2, 4]", "reflect")},
+                        {.inputs = {{{1, 2, 4, 3}}}, .args = pad_args("[1, 2, 2, 1]", "reflect")},
+                        {.inputs = {{{2, 3, 5}}}, .args = pad_args("[3, 1]", "replicate")},
+                        {.inputs = {{{1, 2, 3, 3}}}, .args = pad_args("[1, 0, 2, 2]", "replicate")}},
+       .no_16_bit_backward_because = "reflected and replicated positions add up their gradients, rounding after each",
+       .composed = true},
+  };
+}
+
 std::vector<OpEntry> layout_entries() {
   return {
       {.op = Op::Where, .name = "where", .call = [](I in, A) { return hg::where(in[0], in[1], in[2]); },
@@ -1747,7 +2183,7 @@ std::vector<OpEntry> sequence_entries() {
 
 std::vector<OpEntry> all_entries() {
   std::vector<OpEntry> db;
-  for (auto part : {elementwise_entries, math_entries, activation_entries, reduction_entries, linalg_entries,
+  for (auto part : {elementwise_entries, math_entries, indexing_entries, statistics_entries, activation_entries, reduction_entries, linalg_entries,
                     softmax_and_loss_entries, more_loss_entries, pool_and_norm_entries, vision_entries, sequence_entries, other_entries,
                     layout_entries})
     for (OpEntry& e : part()) db.push_back(std::move(e));

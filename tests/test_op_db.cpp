@@ -552,14 +552,15 @@ TEST_CASE("op_db.shadow_check_sees_every_op_under_its_table_name") {
     const auto& rows = check.report().rows();
     const auto it = row_named(rows, op);
     REQUIRE(it != rows.end());
-    // No output node of their own, so nothing to compare: argmax (not differentiable), mse_loss
+    // No output node of their own, so nothing to compare: argmax/argmin (not differentiable), mse_loss
     // (composed of sub, pow and mean, each compared in its own row), and dropout where it is the
     // identity (eval, p = 0) or x * 0 (p = 1).
     const bool dropout_masks = entry.op != hg::amp::Op::Dropout ||
                                (hg_test::flag(sample.args, "training") && hg_test::number(sample.args, "p") > 0 &&
                                 hg_test::number(sample.args, "p") < 1);
     const bool composed = entry.composed || (entry.composed_for && entry.composed_for(sample.inputs, sample.args));
-    const bool records_an_output = entry.op != hg::amp::Op::Argmax && !composed && dropout_masks;
+    const bool indices = hg::amp::op_info(entry.op).output == hg::amp::OutputDType::Index;  // argmax, argmin
+    const bool records_an_output = !indices && !composed && dropout_masks;
     CHECK(it->has_shadow == records_an_output);
   });
 }

@@ -257,7 +257,8 @@ void check_family(const std::string& family) {
 }
 
 const char* const kFamilies[] = {"elementwise", "activation", "reduce",    "linalg", "softmax", "loss",  "conv2d",
-                                 "pool",        "norm",       "vision",    "sequence", "embedding", "cat",  "shape"};
+                                 "pool",        "norm",       "vision",    "sequence", "embedding", "cat",  "shape",
+                                 "indexing",    "statistics"};
 
 std::string join(const std::vector<std::string>& names) {
   std::string out;

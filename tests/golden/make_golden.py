@@ -710,6 +710,91 @@ def shape():
     return f
 
 
+
+def indexing():
+    """ops/indexing.h: index_select, gather, scatter_add (repeated indices add up), flip, roll,
+    repeat, pad in its three modes."""
+    f = Family("indexing")
+    idx = lambda values: torch.tensor(values, dtype=torch.int64)
+    f.case("index_select_rows", "index_select", WITH_F64, lambda g: [randn(g, (4, 5)), idx([3, 0, 3, 1, 0])],
+           lambda x: torch.index_select(x[0], 0, x[1]), [0], args={"dim": 0})
+    f.case("index_select_last", "index_select", ALL, lambda g: [randn(g, (2, 3, 4)), idx([3, 3, 0, 1, 2, 3])],
+           lambda x: torch.index_select(x[0], -1, x[1]), [0], args={"dim": -1})
+    f.case("gather_dim1", "gather", WITH_F64,
+           lambda g: [randn(g, (3, 5)), idx([[4, 0, 4, 2], [1, 1, 3, 0], [2, 2, 2, 4]])],
+           lambda x: torch.gather(x[0], 1, x[1]), [0], args={"dim": 1})
+    f.case("gather_dim0", "gather", ALL, lambda g: [randn(g, (4, 3)), idx([[3, 0, 1], [0, 3, 2]])],
+           lambda x: torch.gather(x[0], 0, x[1]), [0], args={"dim": 0})
+    f.case("scatter_add_dim1", "scatter_add", WITH_F64,
+           lambda g: [randn(g, (3, 5)), idx([[4, 0, 4, 2], [1, 1, 3, 0], [2, 2, 2, 4]]), randn(g, (3, 4))],
+           lambda x: torch.scatter_add(x[0], 1, x[1], x[2]), [0, 2], args={"dim": 1})
+    f.case("scatter_add_larger_src", "scatter_add", ALL,
+           lambda g: [randn(g, (4, 3)), idx([[3, 0, 1], [0, 3, 2]]), randn(g, (3, 4))],
+           lambda x: torch.scatter_add(x[0], 0, x[1], x[2]), [0], args={"dim": 0})  # 1.13 fails src's grad here
+    f.case("flip_two_dims", "flip", ALL, lambda g: [randn(g, (3, 4, 5))], lambda x: torch.flip(x[0], [0, 2]), [0],
+           args={"dims": [0, 2]})
+    f.case("roll_negative", "roll", ALL, lambda g: [randn(g, (4, 3))], lambda x: torch.roll(x[0], -7, 0), [0],
+           args={"shift": -7, "dim": 0})
+    f.case("repeat_new_dim", "repeat", ALL, lambda g: [randn(g, (2, 3))], lambda x: x[0].repeat(2, 1, 3), [0],
+           args={"repeats": [2, 1, 3]})
+    for name, pads, mode, value, shape in [("pad_constant", [2, 1, 1, 0], "constant", -1.0, (2, 3, 5)),
+                                           ("pad_crop", [-1, 2], "constant", 0.0, (2, 3, 5)),
+                                           ("pad_reflect", [2, 4], "reflect", 0.0, (2, 3, 5)),
+                                           ("pad_reflect_2d", [1, 2, 2, 1], "reflect", 0.0, (1, 2, 4, 3)),
+                                           ("pad_replicate", [1, 0, 2, 2], "replicate", 0.0, (1, 2, 3, 3))]:
+        fn = (lambda x, pads=pads, value=value: F.pad(x[0], pads, mode="constant", value=value)) if mode == "constant" \
+            else (lambda x, pads=pads, mode=mode: F.pad(x[0], pads, mode=mode))
+        f.case(name, "pad", ALL, lambda g, shape=shape: [randn(g, shape)], fn, [0],
+               args={"pads": pads, "mode": mode, "value": value})
+    return f
+
+
+def statistics():
+    """ops/sort.h and ops/statistics.h: sort/topk/max/min values (gathered: exact), the composed
+    reductions (16-bit inputs computed in f32 by both, rounded once)."""
+    f = Family("statistics")
+    f.case("sort_last", "sort", ALL, lambda g: [randn(g, (3, 6))], lambda x: torch.sort(x[0], -1)[0], [0],
+           args={"dim": -1, "descending": False})
+    f.case("sort_desc_dim0", "sort", ALL, lambda g: [randn(g, (4, 3, 2))], lambda x: torch.sort(x[0], 0, True)[0], [0],
+           args={"dim": 0, "descending": True})
+    f.case("topk_3", "topk", ALL, lambda g: [randn(g, (4, 6))], lambda x: torch.topk(x[0], 3, -1)[0], [0],
+           args={"k": 3, "dim": -1, "largest": True})
+    f.case("topk_smallest", "topk", ALL, lambda g: [randn(g, (5, 3))], lambda x: torch.topk(x[0], 2, 0, False)[0], [0],
+           args={"k": 2, "dim": 0, "largest": False})
+    f.case("max_dim", "max", ALL, lambda g: [randn(g, (3, 4, 2))], lambda x: torch.max(x[0], 1)[0], [0],
+           args={"dim": 1, "keepdim": False})
+    f.case("min_keepdim", "min", ALL, lambda g: [randn(g, (3, 4))], lambda x: torch.min(x[0], -1, True)[0], [0],
+           args={"dim": -1, "keepdim": True})
+    f.case("amin_dim0", "amin", ALL, lambda g: [randn(g, (4, 3))], lambda x: torch.amin(x[0], 0), [0],
+           args={"dim": 0, "keepdim": False})
+    f.case("argmin_rows", "argmin", ALL, lambda g: [randn(g, (3, 5))], lambda x: torch.argmin(x[0], 1), [],
+           args={"dim": 1})
+    f.case("var_rows", "var", WITH_F64, lambda g: [randn(g, (3, 5))], lambda x: torch.var(x[0], 1), [0],
+           args={"dims": [1], "correction": 1, "keepdim": False})
+    f.case("var_two_dims", "var", ALL, lambda g: [randn(g, (2, 3, 4))],
+           lambda x: torch.var(x[0], [0, 2], unbiased=False, keepdim=True), [0],
+           args={"dims": [0, 2], "correction": 0, "keepdim": True})
+    f.case("std_rows", "std", ALL, lambda g: [randn(g, (4, 6))], lambda x: torch.std(x[0], -1, keepdim=True), [0],
+           args={"dims": [-1], "correction": 1, "keepdim": True})
+    f.case("prod_rows", "prod", WITH_F64, lambda g: [uniform(g, (3, 5), 0.5, 1.5)], lambda x: torch.prod(x[0], 1), [0],
+           args={"dim": 1, "keepdim": False})
+    f.case("prod_with_zero", "prod", ALL, lambda g: [torch.tensor([[0.5, 0, 2, -1.5], [1.25, -0.75, 2, 0.5]],
+                                                                  dtype=torch.float64)],
+           lambda x: torch.prod(x[0], 1, keepdim=True), [0], args={"dim": 1, "keepdim": True})
+    f.case("logsumexp_rows", "logsumexp", WITH_F64, lambda g: [randn(g, (3, 5), 4)],
+           lambda x: torch.logsumexp(x[0], 1), [0], args={"dims": [1], "keepdim": False})
+    f.case("norm_2", "norm", WITH_F64, lambda g: [randn(g, (3, 5))], lambda x: torch.norm(x[0]), [0],
+           args={"p": 2, "dims": [], "keepdim": False})
+    f.case("norm_1_rows", "norm", ALL, lambda g: [signed(g, (3, 4), 0.1, 2)],
+           lambda x: torch.norm(x[0], 1, [1], keepdim=True), [0], args={"p": 1, "dims": [1], "keepdim": True})
+    f.case("norm_3_cols", "norm", ALL, lambda g: [randn(g, (3, 4))], lambda x: torch.norm(x[0], 3, [0]), [0],
+           args={"p": 3, "dims": [0], "keepdim": False})
+    f.case("cumsum_rows", "cumsum", WITH_F64, lambda g: [randn(g, (3, 7))], lambda x: torch.cumsum(x[0], 1), [0],
+           args={"dim": 1})
+    f.case("cumsum_long", "cumsum", ALL, lambda g: [randn(g, (33,))], lambda x: torch.cumsum(x[0], 0), [0],
+           args={"dim": 0})
+    return f
+
 def sequence():
     """The sequence-model ops: matmul of any rank, attention masks, split/chunk."""
     f = Family("sequence")
@@ -1019,11 +1104,88 @@ def encoder_layer():
     return size
 
 
+# ---- nn.LSTM / GRU / LSTMCell / GRUCell (tests/test_rnn.cpp) -----------------------------------------
+#
+# tests/golden/rnn.safetensors: per case and dtype ("<case>.<f32|f64>."), the module's state dict
+# under PyTorch's names, the input "x" (and "h0", "c0" where given), the outputs ("out", "h_n",
+# "c_n"; the cells' "h", "c"), and the gradients "grad.<name>" of a scalar loss -- sum(out^2) +
+# sum(h_n) + sum(c_n^2) (cells: sum(h^2) + sum(c)) -- w.r.t. the input, the given states and every
+# parameter. The f64 module is the f32 one converted. __metadata__ holds each case's options.
+
+RNN_CASES = [
+    ("lstm_one_layer", {"kind": "LSTM", "layers": 1, "batch_first": False, "bidirectional": False, "state": False}),
+    ("lstm_two_layers_bidirectional_batch_first",
+     {"kind": "LSTM", "layers": 2, "batch_first": True, "bidirectional": True, "state": False}),
+    ("lstm_with_state", {"kind": "LSTM", "layers": 2, "batch_first": False, "bidirectional": False, "state": True}),
+    ("gru_one_layer", {"kind": "GRU", "layers": 1, "batch_first": False, "bidirectional": False, "state": False}),
+    ("gru_two_layers_bidirectional_batch_first",
+     {"kind": "GRU", "layers": 2, "batch_first": True, "bidirectional": True, "state": False}),
+    ("gru_with_state", {"kind": "GRU", "layers": 2, "batch_first": False, "bidirectional": False, "state": True}),
+    ("lstm_cell", {"kind": "LSTMCell", "state": True}),
+    ("gru_cell", {"kind": "GRUCell", "state": True}),
+]
+RNN_INPUT, RNN_HIDDEN, RNN_T, RNN_B = 3, 4, 5, 2
+
+
+def rnn_case(name, o, dtype):
+    torch.manual_seed(zlib.crc32(name.encode()))
+    kind, cell = o["kind"], o["kind"].endswith("Cell")
+    if cell:
+        m = getattr(torch.nn, kind)(RNN_INPUT, RNN_HIDDEN)
+        x = torch.randn(RNN_B, RNN_INPUT)
+    else:
+        m = getattr(torch.nn, kind)(RNN_INPUT, RNN_HIDDEN, num_layers=o["layers"], batch_first=o["batch_first"],
+                                    bidirectional=o["bidirectional"])
+        x = torch.randn(RNN_B, RNN_T, RNN_INPUT) if o["batch_first"] else torch.randn(RNN_T, RNN_B, RNN_INPUT)
+    layers = 1 if cell else o["layers"] * (2 if o["bidirectional"] else 1)
+    state_shape = (RNN_B, RNN_HIDDEN) if cell else (layers, RNN_B, RNN_HIDDEN)
+    states = [torch.randn(state_shape) for _ in range(2 if kind.startswith("LSTM") else 1)] if o["state"] else []
+    m = m.to(dtype)
+    x = x.to(dtype).requires_grad_()
+    states = [s.to(dtype).requires_grad_() for s in states]
+    arg = (tuple(states) if kind.startswith("LSTM") else states[0]) if states else None
+    if cell:
+        result = m(x, arg)
+        outputs = {"h": result[0], "c": result[1]} if kind == "LSTMCell" else {"h": result}
+        loss = (outputs["h"] ** 2).sum() + (outputs["c"].sum() if "c" in outputs else 0)
+    else:
+        out, hidden = m(x, arg)
+        outputs = {"out": out, "h_n": hidden[0], "c_n": hidden[1]} if kind == "LSTM" else {"out": out, "h_n": hidden}
+        loss = (out ** 2).sum() + outputs["h_n"].sum() + ((outputs["c_n"] ** 2).sum() if "c_n" in outputs else 0)
+    loss.backward()
+    prefix = f"{name}.{'f32' if dtype == torch.float32 else 'f64'}."
+    tensors = {prefix + k: v.detach().clone() for k, v in m.state_dict().items()}
+    tensors[prefix + "x"] = x.detach().clone()
+    for s_name, s in zip(["h0", "c0"], states):
+        tensors[prefix + s_name] = s.detach().clone()
+        tensors[prefix + "grad." + s_name] = s.grad.clone()
+    for k, v in outputs.items():
+        tensors[prefix + k] = v.detach().clone()
+    tensors[prefix + "grad.x"] = x.grad.clone()
+    for k, p in m.named_parameters():
+        tensors[prefix + "grad." + k] = p.grad.clone()
+    return tensors
+
+
+def rnn():
+    tensors = {}
+    metadata = {"_family": "rnn", "_generator": "tests/golden/make_golden.py", "_torch": torch.__version__}
+    for name, o in RNN_CASES:
+        for dtype in (torch.float32, torch.float64):
+            tensors.update(rnn_case(name, o, dtype))
+        metadata[name] = json.dumps(o, separators=(",", ":"))
+    path = os.path.join(HERE, "rnn.safetensors")
+    write_safetensors(path, tensors, metadata)
+    size = os.path.getsize(path)
+    print(f"{'rnn':12s} {len(RNN_CASES):4d} cases {size / 1024:8.1f} KiB")
+    return size
+
+
 def main():
     torch.set_num_threads(1)  # summation order, hence every bit, independent of the machine
     total = 0
     families = [elementwise, activation, reduce, linalg, softmax, loss, conv, pool, norm, vision, sequence, embedding,
-                cat, shape]
+                cat, shape, indexing, statistics]
     only = set(sys.argv[1:])  # e.g. "vision": just those families (the others' files stay as committed)
     for make in families:
         if not only or make.__name__ in only:
@@ -1034,6 +1196,8 @@ def main():
         total += schedulers()
     if not only or "encoder_layer" in only:
         total += encoder_layer()
+    if not only or "rnn" in only:
+        total += rnn()
     print(f"total {total / 1024:.1f} KiB")
 
 
