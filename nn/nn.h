@@ -14,6 +14,7 @@
 #include "nn/linear.h"
 #include "nn/module.h"
 #include "nn/rmsnorm.h"
+#include "nn/rnn.h"
 #include "nn/sequential.h"
 #include "nn/serialize.h"
 #include "nn/utils.h"
