@@ -10,79 +10,31 @@
 // 10% to validate. Each block starts from a zero state (the blocks are shuffled); sampling
 // carries the (h, c) state from byte to byte, so each new byte costs one step, not a re-read of
 // the context. Samples: temperature 0.8, the 20 likeliest bytes (top-k), after "This License".
+// The model, its loss and draw_byte are hg-train's (examples/train/text_models.h: hg-train
+// --model lstm trains the same network); this file is the training loop and the stateful sampler.
 //
 // Measured (1 thread, AVX512-BF16 CPU, ~19k tokens/s): validation loss 5.53 before training
 // (uniform: 5.55); the default 500 steps (29 passes over the text) take 55 s and end at a
 // training loss of 1.21 and a validation loss of 1.97 nats per byte (2.02 at step 300, where the
 // sample is already mostly English words); CTest's 20 steps take ~3 s (validation loss 3.49).
-#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
 #include <string>
 #include <tuple>
-#include <vector>
 
 #include "halfgrad.h"
+#include "train/text_models.h"  // the model (hg-train's --model lstm), its loss and draw_byte
 
 namespace nn = hg::nn;
 namespace data = hg::data;
 using hg::Tensor;
+using hg_train::CharLSTM;
 
 namespace {
 
-constexpr int64_t kBlock = 64, kEmbedding = 64, kHidden = 256, kLayers = 2, kBatch = 32;
-
-struct CharLSTM : nn::Module {
-  nn::Embedding tokens{data::TextDataset::kVocabSize, kEmbedding};
-  nn::LSTM lstm{kEmbedding, kHidden, {.num_layers = kLayers, .batch_first = true, .dropout = 0.1}};
-  nn::Linear head{kHidden, data::TextDataset::kVocabSize};
-  CharLSTM() {
-    register_module("tokens", tokens);
-    register_module("lstm", lstm);
-    register_module("head", head);
-  }
-  // idx i64 [B, T], state (h, c) [layers, B, H] or undefined -> logits [B, T, 256], the new state.
-  std::tuple<Tensor, std::tuple<Tensor, Tensor>> forward(const Tensor& idx, const std::tuple<Tensor, Tensor>& state) {
-    auto [out, next] = lstm(tokens(idx), state);
-    return {head(out), next};
-  }
-  Tensor forward(const Tensor& idx) override { return std::get<0>(forward(idx, {})); }
-};
-
-Tensor loss_of(CharLSTM& model, const Tensor& x, const Tensor& y) {
-  hg::amp::Autocast autocast(hg::bf16);
-  const Tensor logits = model(x);
-  return hg::cross_entropy(logits.reshape({-1, data::TextDataset::kVocabSize}).to(hg::f32), y.reshape({-1}));
-}
-
-double validation_loss(CharLSTM& model, const data::TextDataset& text) {
-  hg::NoGradGuard no_grad;
-  model.eval();
-  data::DataLoader loader(text, {.batch_size = 64, .shuffle = false});
-  double total = 0;
-  int64_t batches = 0;
-  for (auto [x, y] : loader) total += loss_of(model, x, y).item<double>(), ++batches;
-  model.train();
-  return total / double(std::max<int64_t>(batches, 1));
-}
-
-// One byte from logits [256]: divided by the temperature, cut to the top_k likeliest.
-int draw(const std::vector<float>& logits, double temperature, int top_k) {
-  std::vector<int> order(logits.size());
-  std::iota(order.begin(), order.end(), 0);
-  std::partial_sort(order.begin(), order.begin() + top_k, order.end(),
-                    [&](int a, int b) { return logits[size_t(a)] > logits[size_t(b)]; });
-  std::vector<double> weights(static_cast<size_t>(top_k));
-  for (int k = 0; k < top_k; ++k)
-    weights[size_t(k)] = std::exp((logits[size_t(order[size_t(k)])] - logits[size_t(order[0])]) / temperature);
-  double u = hg::rand({1}).item<double>() * std::accumulate(weights.begin(), weights.end(), 0.0);
-  for (int k = 0; k < top_k; ++k)
-    if ((u -= weights[size_t(k)]) < 0) return order[size_t(k)];
-  return order[size_t(top_k - 1)];
-}
+constexpr int64_t kBlock = 64, kBatch = 32;
 
 // `length` bytes after `prompt`: the prompt read once, then one LSTM step per byte.
 std::string sample(CharLSTM& model, const std::string& prompt, int length, double temperature, int top_k) {
@@ -92,7 +44,7 @@ std::string sample(CharLSTM& model, const std::string& prompt, int length, doubl
   auto [logits, state] = model.forward(data::TextDataset::encode(prompt).reshape({1, -1}), {});
   for (int n = 0; n < length; ++n) {
     const Tensor last = hg::narrow(logits, 1, logits.shape()[1] - 1, 1);  // [1, 1, 256]
-    text.push_back(char(draw(last.to(hg::f32).to_vector<float>(), temperature, top_k)));
+    text.push_back(char(hg_train::draw_byte(last.to(hg::f32).to_vector<float>(), temperature, top_k)));
     std::tie(logits, state) = model.forward(data::TextDataset::encode(text.substr(text.size() - 1)).reshape({1, 1}), state);
   }
   model.train();
@@ -114,17 +66,17 @@ int main(int argc, char** argv) {
     data::DataLoader loader(train, {.batch_size = kBatch, .shuffle = true, .drop_last = true, .seed = 0});
 
     hg::manual_seed(0);
-    CharLSTM model;
+    CharLSTM model({.d_model = 64, .layers = 2, .dropout = 0.1, .hidden = 256});
     int64_t parameters = 0;
     for (const Tensor& p : model.parameters()) parameters += p.numel();
     hg::optim::AdamW opt(model.parameters(), {.lr = 6e-3, .weight_decay = 0.01});
     hg::optim::CosineAnnealingLR schedule(opt, steps);
     std::printf("char LSTM: %lld parameters, %d layers of %lld, embedding %lld, block %lld; %s: %zu bytes "
                 "(%lld training blocks); bf16 autocast, CPU level %s\n",
-                static_cast<long long>(parameters), int(kLayers), static_cast<long long>(kHidden),
-                static_cast<long long>(kEmbedding), static_cast<long long>(kBlock), path.c_str(), bytes.size(),
+                static_cast<long long>(parameters), int(model.config.layers), static_cast<long long>(model.config.hidden),
+                static_cast<long long>(model.config.d_model), static_cast<long long>(kBlock), path.c_str(), bytes.size(),
                 static_cast<long long>(train.size()), hg::cpu::isa_name(hg::cpu::isa()));
-    std::printf("before training, validation loss %.3f (uniform over 256 bytes: %.3f)\n", validation_loss(model, valid),
+    std::printf("before training, validation loss %.3f (uniform over 256 bytes: %.3f)\n", hg_train::validation_loss(model, valid, hg::bf16),
                 std::log(256.0));
 
     const auto start = std::chrono::steady_clock::now();
@@ -133,7 +85,7 @@ int main(int argc, char** argv) {
     while (step < steps) {
       for (auto [x, y] : loader) {
         opt.zero_grad();
-        const Tensor loss = loss_of(model, x, y);
+        const Tensor loss = hg_train::next_byte_loss(model, x, y, hg::bf16);
         loss.backward();
         nn::utils::clip_grad_norm_(model.parameters(), 1.0);
         opt.step();
@@ -147,7 +99,7 @@ int main(int argc, char** argv) {
           recent = 0;
         }
         if (step % 100 == 0 || step == steps) {
-          std::printf("  validation loss %.3f\n", validation_loss(model, valid));
+          std::printf("  validation loss %.3f\n", hg_train::validation_loss(model, valid, hg::bf16));
           if (step % 200 == 0 || step == steps)
             std::printf("  a sample:\n---\n%s\n---\n", sample(model, "This License", 200, 0.8, 20).c_str());
           std::fflush(stdout);

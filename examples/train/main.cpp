@@ -1,6 +1,9 @@
-// hg-train: trains an MLP or a CNN on Fashion-MNIST from C++, in f32 or with mixed precision.
+// hg-train: trains an MLP or a CNN on Fashion-MNIST from C++, in f32 or with mixed precision --
+// or a character-level GPT on a text file.
 //
 //   hg-train --model cnn --epochs 2 --precision bf16 --out runs/cnn
+//   hg-train --model gpt --steps 300                    # on /usr/share/common-licenses/GPL-3
+//   hg-train --model lstm --steps 500
 //   hg-train --model mlp --compare --epochs 1          # f32 vs f16+GradScaler vs bf16, one table
 //   mpirun -np 2 hg-train --model cnn --batch-size 64  # data-parallel: 2 processes, global batch 128
 //
@@ -27,6 +30,7 @@
 #include "core/file.h"
 #include "train/precision_choice.h"
 #include "train/rank_settings.h"
+#include "train/text_trainer.h"
 #include "train/trainer.h"
 
 namespace {
@@ -216,6 +220,37 @@ int run_compare(TrainConfig config, const hg::data::MNIST& train, const hg::data
   return 0;
 }
 
+// --model gpt|lstm: hg-train's options mean the same where they apply (--lr, --batch-size, --seed,
+// --precision, --out, --threads), with a text model's defaults where the user gave none (AdamW at
+// lr 2e-3 (lstm 6e-3), batch 32, bf16 autocast); the image-only options are refused.
+int run_text_model(const CLI::App& app, const TrainConfig& config, const std::string& device, int64_t steps,
+                   bool checkpoint_activations, const std::string& data, const std::string& out, const std::string& resume,
+                   bool compare) {
+  HG_CHECK(resume.empty() && !compare && config.checkpoint_every == 0 && !config.augment && !app.count("--epochs"),
+           "--model ", config.model, " trains for --steps on a text file: --resume, --compare, --checkpoint-every, "
+           "--augment and --epochs are for the image models");
+  HG_CHECK(!app.count("--optimizer") || config.optimizer == "adamw", "--model ", config.model, " trains with AdamW");
+  HG_CHECK(!hg::distributed::launched_world_size() || hg::distributed::launched_world_size() == 1,
+           "--model ", config.model, " trains in one process; start it without mpirun");
+  HG_CHECK(device != "cuda", "--model ", config.model, " trains on the CPU for now (--device cpu)");
+  hg_train::TextRunConfig text = hg_train::text_model_defaults(config.model);
+  if (!data.empty()) text.data_path = data;
+  text.precision = app.count("--precision") ? config.precision : "bf16";
+  if (text.precision == "amp" || text.precision == "auto") text.precision = "bf16";
+  if (app.count("--lr")) text.lr = config.lr;
+  if (app.count("--weight-decay")) text.weight_decay = config.weight_decay;
+  if (app.count("--batch-size")) text.batch_size = config.batch_size;
+  text.seed = config.seed;
+  text.steps = steps;
+  text.checkpoint_activations = checkpoint_activations;
+  if (!out.empty()) {
+    prepare_output_dir(out);
+    text.out = out;
+  }
+  hg_train::run_text(text);
+  return 0;
+}
+
 // Number checks for options. CLI11's own NonNegativeNumber would print its range as "0.000000
 // to 179769313486231570814527..."; NaN fails both checks.
 CLI::Validator number_check(bool positive) {
@@ -237,10 +272,18 @@ int run(int argc, char** argv) {
   int64_t train_limit = 0;
   bool compare = false;
   const CLI::Validator non_negative = number_check(false), positive = number_check(true);
-  app.add_option("--model", config.model, "mlp, cnn, mnist-net (the Net of PyTorch's MNIST example), resnet (ResNet-20) or "
-                 "mobilenet (a MobileNetV2-tiny)")
-      ->check(CLI::IsMember(std::vector<std::string>(std::begin(hg_train::kModelNames), std::end(hg_train::kModelNames))))
+  std::vector<std::string> model_names(std::begin(hg_train::kModelNames), std::end(hg_train::kModelNames));
+  model_names.insert(model_names.end(), std::begin(hg_train::kTextModelNames), std::end(hg_train::kTextModelNames));
+  app.add_option("--model", config.model, "mlp, cnn, mnist-net (the Net of PyTorch's MNIST example), resnet (ResNet-20), "
+                 "mobilenet (a MobileNetV2-tiny) on Fashion-MNIST, or gpt / lstm (a character-level GPT or LSTM on --data, "
+                 "a text file)")
+      ->check(CLI::IsMember(model_names))
       ->capture_default_str();
+  int64_t text_steps = 300;
+  app.add_option("--steps", text_steps, "text models: training steps (default 300)")->check(positive);
+  bool checkpoint_activations = false;
+  app.add_flag("--checkpoint-activations", checkpoint_activations,
+               "gpt: recompute each block in backward instead of keeping its activations (less memory, more time)");
   app.add_option("--optimizer", config.optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}))->capture_default_str();
   app.add_option("--lr", config.lr, "learning rate")->check(non_negative)->capture_default_str();
   app.add_option("--momentum", config.momentum, "SGD momentum")->check(non_negative)->capture_default_str();
@@ -268,7 +311,8 @@ int run(int argc, char** argv) {
   app.add_option("--checkpoint-every", config.checkpoint_every, "also write the checkpoint every N steps (0: per epoch only)")
       ->check(non_negative)->capture_default_str();
   app.add_option("--resume", resume, "continue from a checkpoint.safetensors");
-  app.add_option("--data", data_root, "dataset directory (default: $HG_DATA or /usr/share/datasets/fashion-mnist)");
+  app.add_option("--data", data_root, "dataset directory (default: $HG_DATA or /usr/share/datasets/fashion-mnist); "
+                 "text models: a text file (default: /usr/share/common-licenses/GPL-3)");
   app.add_option("--train-limit", train_limit, "train on the first N samples only (0: all)")->check(non_negative);
   app.add_option("--max-steps", config.max_steps_per_epoch, "stop each epoch after N steps (0: full epochs)")
       ->check(non_negative);
@@ -298,6 +342,11 @@ int run(int argc, char** argv) {
     HG_FAIL(e.what(), " (hg-train --help lists the options)");
   }
 
+  if (hg_train::is_text_model(config.model)) {
+    if (threads > 0) hg::set_num_threads(threads);
+    return run_text_model(app, config, device, text_steps, checkpoint_activations, data_root, out, resume, compare);
+  }
+  HG_CHECK(!app.count("--steps") && !checkpoint_activations, "--steps and --checkpoint-activations are for text models (--model gpt)");
   HG_CHECK(!compare || (out.empty() && resume.empty() && config.checkpoint_every == 0),
            "--compare trains three fresh models and writes nothing: it cannot be combined with --out, --resume or "
            "--checkpoint-every");

@@ -51,5 +51,12 @@ hg::nn::Sequential make_model(const std::string& name, double dropout = 1.0);
 
 // The names make_model knows, for --model's help and checks.
 inline const char* const kModelNames[] = {"mlp", "cnn", "mnist-net", "resnet", "mobilenet"};
+// The text models (train/text_models.h), trained by train/text_trainer.h instead.
+inline const char* const kTextModelNames[] = {"gpt", "lstm"};
+inline bool is_text_model(const std::string& name) {
+  for (const char* text : kTextModelNames)
+    if (name == text) return true;
+  return false;
+}
 
 }  // namespace hg_train

@@ -256,6 +256,34 @@ CASES
     grep -q "^hg-train: --precision amp: bf16 autocast on the CPU .*runs at [0-9.]*x the f32 rate here" stdout ||
       fail "expected the amp line"
     grep -q "^hg-train: .*precision bf16," stdout || fail "expected precision bf16" ;;
+  # ---- --model gpt|lstm: a character-level GPT or LSTM on a text file (issue 29) --------------
+  gpt_trains_and_samples|lstm_trains_and_samples)
+    head -c 12000 /usr/share/common-licenses/GPL-3 > text.txt
+    expect_success --model "${case%%_*}" --data text.txt --steps 30 --threads 1 --batch-size 8
+    grep -q "^step 30/30: training loss [0-9.]*, validation loss [0-9.]*, [0-9]* tokens/s" stdout || fail "no final step line"
+    grep -q "^  sample (temperature 0.8, top 20 bytes):" stdout || fail "no sample printed"
+    before=$(sed -n 's/^before training: validation loss \([0-9.]*\).*/\1/p' stdout)
+    after=$(sed -n 's/^step 30\/30: .*validation loss \([0-9.]*\),.*/\1/p' stdout)
+    awk -v b="$before" -v a="$after" 'BEGIN { exit !(a < b - 1) }' || fail "validation loss $before -> $after: did not learn" ;;
+  gpt_checkpoint_activations_change_nothing_but_memory)
+    head -c 8000 /usr/share/common-licenses/GPL-3 > text.txt
+    expect_success --model gpt --data text.txt --steps 6 --threads 1 --batch-size 4
+    mv stdout plain
+    expect_success --model gpt --data text.txt --steps 6 --threads 1 --batch-size 4 --checkpoint-activations
+    grep -q "activation checkpointing" stdout || fail "the header does not say checkpointing"
+    # Bitwise-equal gradients: the same losses and the same sample.
+    diff <(grep -v "^hg-train\|tokens/s" plain) <(grep -v "^hg-train\|tokens/s" stdout) || fail "checkpointing changed the run"
+    diff <(sed -n 's/.*training loss \([0-9.]*\), validation loss \([0-9.]*\).*/\1 \2/p' plain) \
+         <(sed -n 's/.*training loss \([0-9.]*\), validation loss \([0-9.]*\).*/\1 \2/p' stdout) || fail "losses differ" ;;
+  gpt_refuses_image_options)
+    expect_error "trains for --steps on a text file: .*--epochs" --model gpt --epochs 2
+    expect_error "trains with AdamW" --model lstm --optimizer sgd
+    expect_error "--checkpoint-activations is for --model gpt" --model lstm --checkpoint-activations
+    expect_error "--steps and --checkpoint-activations are for text models" "${quick[@]}" --steps 5 ;;
+  gpt_text_too_short)
+    head -c 900 /usr/share/common-licenses/GPL-3 > short.txt
+    expect_error "900 bytes give [0-9]+ training blocks of 64 tokens, fewer than one batch of 32" --model gpt --data short.txt
+    expect_error "No such file|cannot open|cannot access" --model gpt --data missing.txt ;;
   *)
     fail "unknown case" ;;
 esac
