@@ -15,33 +15,18 @@ python3-torch:
 
     /usr/bin/python3 tests/golden/make_text_parity.py
 """
-import json
-import math
 import os
-import struct
 
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from make_model_parity import write_safetensors  # tests/golden/make_model_parity.py
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 TEXT = "/usr/share/common-licenses/GPL-3"
 STEPS, BATCH, BLOCK = 200, 8, 64
 LR, WEIGHT_DECAY = 1e-3, 0.01
-ST_DTYPE = {torch.float32: "F32", torch.float64: "F64", torch.int64: "I64", torch.uint8: "U8"}
-
-
-def write_safetensors(path, tensors, metadata):
-    header, blobs, offset = {"__metadata__": metadata}, [], 0
-    for name, t in tensors.items():
-        data = t.detach().contiguous().cpu().numpy().tobytes()
-        header[name] = {"dtype": ST_DTYPE[t.dtype], "shape": list(t.shape), "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)) + text + b"".join(blobs))
 
 
 class Block(nn.Module):
