@@ -204,15 +204,38 @@ Tensor stack(const std::vector<Tensor>& tensors, int dim) {
   return cat(unsqueezed, d);
 }
 
+namespace {
+
+// The pieces of x along dim d with these sizes, as views recorded under ONE node whose backward
+// is a single cat of their gradients (zeros for a piece that got none). A narrow per piece would
+// give each piece a gradient the size of x, summed piece by piece: O(pieces x size of x), which
+// turns a loop over the T steps of a sequence quadratic in T.
+std::vector<Tensor> pieces_along(const Tensor& x, int d, const std::vector<int64_t>& sizes) {
+  std::vector<Tensor> pieces;
+  if (sizes.empty()) return pieces;
+  const Tensor base = x.detach();
+  int64_t start = 0;
+  for (int64_t size : sizes) {
+    Shape shape = x.shape();
+    shape[d] = size;
+    pieces.push_back(detail::alias(base, shape, x.strides(), x.storage_offset() + start * x.strides()[d]));
+    start += size;
+  }
+  record(amp::Op::Narrow, pieces, {x}, [d](std::vector<Tensor> grads) { return std::vector<Tensor>{cat(grads, d)}; });
+  return pieces;
+}
+
+}  // namespace
+
 std::vector<Tensor> split(const Tensor& x, int64_t size, int dim) {
   const int d = normalize_dim(dim, x.dim(), "split");
   const int64_t length = x.shape()[d];
   HG_CHECK(size > 0 || (size == 0 && length == 0), "split: split_size can only be 0 if dimension size is 0, got ",
            "split_size ", size, " for dimension ", dim, " of size ", length);
-  std::vector<Tensor> pieces;
-  for (int64_t start = 0; start < length; start += size) pieces.push_back(narrow(x, d, start, std::min(size, length - start)));
-  if (pieces.empty()) pieces.push_back(narrow(x, d, 0, 0));  // an empty dim still gives one (empty) piece
-  return pieces;
+  if (length == 0) return {narrow(x, d, 0, 0)};  // an empty dim still gives one (empty) piece
+  std::vector<int64_t> sizes;
+  for (int64_t start = 0; start < length; start += size) sizes.push_back(std::min(size, length - start));
+  return pieces_along(x, d, sizes);
 }
 
 std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, int dim) {
@@ -224,13 +247,7 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& sizes, in
   }
   HG_CHECK(total == x.shape()[d], "split: sizes ", Shape(sizes), " must add up to ", x.shape()[d],
            " (the size of dimension ", dim, "), they add up to ", total);
-  std::vector<Tensor> pieces;
-  int64_t start = 0;
-  for (int64_t size : sizes) {
-    pieces.push_back(narrow(x, d, start, size));
-    start += size;
-  }
-  return pieces;
+  return pieces_along(x, d, sizes);
 }
 
 std::vector<Tensor> chunk(const Tensor& x, int n, int dim) {

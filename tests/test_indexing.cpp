@@ -121,3 +121,22 @@ TEST_CASE("indexing.errors_name_the_op_and_what_is_wrong") {
   CHECK_THROWS_HG(hg::cumsum(x, 2), "cumsum");
   CHECK_THROWS_HG(hg::sort(Tensor()), "sort: expected a defined tensor");
 }
+
+TEST_CASE("indexing.split_pieces_share_one_node_whose_gradient_is_linear_in_the_input") {
+  const Tensor x = hg::randn({2, 5}, {.dtype = hg::f64}).requires_grad_(true);
+  const std::vector<Tensor> pieces = hg::split(x, {2, 1, 2}, 1);
+  (hg::sum(pieces[0] * 2.0) + hg::sum(pieces[2] * 3.0)).backward();  // the middle piece gets no gradient
+  CHECK(x.grad().to_vector<double>() == std::vector<double>{2, 2, 0, 3, 3, 2, 2, 0, 3, 3});
+  // One node for all pieces: its backward is one cat, linear in x. (A narrow per piece gives each
+  // piece a gradient the size of x: a loop over T steps became quadratic in T.)
+  REQUIRE(pieces[0].grad_fn() != nullptr);
+  CHECK(pieces[0].grad_fn() == pieces[2].grad_fn());
+  const Tensor seq = hg::randn({16, 512, 16}).requires_grad_(true);
+  Tensor h = hg::zeros({16, 1, 16});
+  for (const Tensor& step : hg::split(seq, 1, 1)) h = h * 0.5 + step;
+  const int64_t before = hg::memory::allocated();
+  hg::memory::reset_peak();
+  hg::sum(h).backward();
+  CHECK(hg::memory::peak_allocated() - before < 8 * seq.numel() * int64_t(sizeof(float)));
+  CHECK(hg::chunk(seq, 3, 1).size() == 3);
+}
