@@ -2,9 +2,11 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "core/parallel.h"
+#include "kernels/cpu/vector_math.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/cross_entropy.h"
 
@@ -12,13 +14,25 @@ namespace hg::kernels {
 
 namespace {
 
-// log sum exp of one row (kernels/math/cross_entropy.h).
+// f32 and 16-bit rows take their exps in float on the vectorised exp_f32 (libm's exp is a scalar
+// call per logit: a tenth of a char-level GPT's step was spent there), summed in double; f64 rows,
+// and rows whose max or lse is not finite (inf/NaN semantics), stay in double.
 template <class T>
-double row_log_sum_exp(const T* row, int64_t C) {
+inline constexpr bool kFloatExps = !std::is_same_v<T, double>;
+
+// log sum exp of one row (kernels/math/cross_entropy.h); `scratch` holds C floats.
+template <class T>
+double row_log_sum_exp(const T* row, int64_t C, float* scratch) {
   double max = -std::numeric_limits<double>::infinity();
   for (int64_t c = 0; c < C; ++c) max = math::nan_max(max, double(Acc<T>(row[c])));
   double total = 0;
-  for (int64_t c = 0; c < C; ++c) total += math::CrossEntropy::exp_term(double(Acc<T>(row[c])), max);
+  if (kFloatExps<T> && std::isfinite(max)) {
+    for (int64_t c = 0; c < C; ++c) scratch[c] = float(double(Acc<T>(row[c])) - max);
+    cpu::exp_f32(scratch, scratch, C);
+    for (int64_t c = 0; c < C; ++c) total += double(scratch[c]);
+  } else {
+    for (int64_t c = 0; c < C; ++c) total += math::CrossEntropy::exp_term(double(Acc<T>(row[c])), max);
+  }
   return math::CrossEntropy::log_sum_exp(max, total);
 }
 
@@ -28,10 +42,11 @@ double cross_entropy_forward(const T* logits, const int64_t* targets, int64_t N,
   const math::CrossEntropy f{smoothing, C};
   std::vector<double> row_loss(static_cast<size_t>(N), 0.0);
   parallel_for(0, N, grain_for(4 * C), [&](int64_t lo, int64_t hi) {
+    std::vector<float> scratch(static_cast<size_t>(C));
     for (int64_t i = lo; i < hi; ++i) {
       if (targets[i] == ignore_index) continue;
       const T* row = logits + i * C;
-      const double lse = row_log_sum_exp(row, C);
+      const double lse = row_log_sum_exp(row, C, scratch.data());
       double row_mean = 0;
       if (smoothing > 0)
         for (int64_t c = 0; c < C; ++c) row_mean += double(Acc<T>(row[c])) / double(C);
@@ -48,6 +63,7 @@ void cross_entropy_backward(const T* logits, const int64_t* targets, int64_t N, 
                             int64_t ignore_index, double scale, T* grad) {
   const math::CrossEntropy f{smoothing, C};
   parallel_for(0, N, grain_for(4 * C), [&](int64_t lo, int64_t hi) {
+    std::vector<float> scratch(static_cast<size_t>(C));
     for (int64_t i = lo; i < hi; ++i) {
       T* g = grad + i * C;
       if (targets[i] == ignore_index) {
@@ -55,7 +71,14 @@ void cross_entropy_backward(const T* logits, const int64_t* targets, int64_t N, 
         continue;
       }
       const T* row = logits + i * C;
-      const double lse = row_log_sum_exp(row, C);
+      const double lse = row_log_sum_exp(row, C, scratch.data());
+      if (kFloatExps<T> && std::isfinite(lse)) {  // softmax(x)[c] = exp(x[c] - lse) on exp_f32's lanes
+        for (int64_t c = 0; c < C; ++c) scratch[c] = float(double(Acc<T>(row[c])) - lse);
+        cpu::exp_f32(scratch.data(), scratch.data(), C);
+        for (int64_t c = 0; c < C; ++c)
+          g[c] = T(Acc<T>(scale * (double(scratch[c]) - f.target_weight(c == targets[i]))));
+        continue;
+      }
       for (int64_t c = 0; c < C; ++c) g[c] = T(Acc<T>(scale * f.grad(double(Acc<T>(row[c])), lse, c == targets[i])));
     }
   });

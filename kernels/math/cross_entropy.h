@@ -22,10 +22,9 @@ struct CrossEntropy {
   HG_HD double loss(double lse, double x_target, double row_mean) const {
     return (1 - smoothing) * (lse - x_target) + smoothing * (lse - row_mean);
   }
-  HG_HD double grad(double x, double lse, bool is_target) const {
-    const double target = (is_target ? 1 - smoothing : 0) + smoothing / double(classes);
-    return std::exp(x - lse) - target;
-  }
+  // The smoothed one-hot target's weight of a class.
+  HG_HD double target_weight(bool is_target) const { return (is_target ? 1 - smoothing : 0) + smoothing / double(classes); }
+  HG_HD double grad(double x, double lse, bool is_target) const { return std::exp(x - lse) - target_weight(is_target); }
 };
 
 }  // namespace hg::kernels::math
