@@ -8,7 +8,7 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "kernels/cpu/elementwise_loop.h"
-#include "kernels/gelu.h"
+#include "kernels/vectorised_activation.h"
 #include "kernels/math/activation.h"
 #include "kernels/reduce.h"
 #include "ops/elementwise.h"  // check_same_device
@@ -36,11 +36,14 @@ Tensor activation_from_input(amp::Op op, const Tensor& input, Math formula = {})
 
 // An activation whose backward is cheapest from its output y.
 template <class Math>
-Tensor activation_from_output(amp::Op op, const Tensor& input) {
+Tensor activation_from_output(amp::Op op, const Tensor& input, Tensor (*vectorised)(const Tensor&) = nullptr) {
   const std::string_view name = amp::op_name(op);
   auto [x] = amp::prepare(op, input);
   HG_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
-  Tensor out = kernels::map_to_new<1>(x.shape(), {x}, kernels::math::Forward<Math>{});
+  // The CPU's f32/f16/bf16 forward on the vectorised exp (kernels/vectorised_activation.h), where
+  // the op has one; the backward reads only the output.
+  Tensor out = vectorised && kernels::activation_vectorised(x) ? vectorised(x)
+                                                               : kernels::map_to_new<1>(x.shape(), {x}, kernels::math::Forward<Math>{});
   record(op, out, {x}, [sy = SavedTensor(out)](const Tensor& g) -> std::vector<Tensor> {
     const Tensor y = sy.get();
     return {kernels::map_to_new<2>(y.shape(), {y, g}, kernels::math::BackwardFromOutput<Math>{})};
@@ -57,8 +60,8 @@ Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return activation_from_input(amp::Op::LeakyRelu, x, kernels::math::LeakyRelu{negative_slope});
 }
 Tensor gelu(const Tensor& input) {
-  if (!kernels::gelu_vectorised(input)) return activation_from_input<kernels::math::Gelu>(amp::Op::Gelu, input);
-  // The CPU's f32/f16/bf16: the vectorised kernels (kernels/gelu.h), the same formula.
+  if (!kernels::activation_vectorised(input)) return activation_from_input<kernels::math::Gelu>(amp::Op::Gelu, input);
+  // The CPU's f32/f16/bf16: the vectorised kernels (kernels/vectorised_activation.h), the same formula.
   auto [x] = amp::prepare(amp::Op::Gelu, input);
   Tensor out = kernels::gelu_forward_cpu(x);
   record(amp::Op::Gelu, out, {x}, [sx = SavedTensor(x)](const Tensor& g) -> std::vector<Tensor> {
@@ -67,12 +70,14 @@ Tensor gelu(const Tensor& input) {
   return out;
 }
 Tensor silu(const Tensor& x) { return activation_from_input<kernels::math::Silu>(amp::Op::Silu, x); }
-Tensor sigmoid(const Tensor& x) { return activation_from_output<kernels::math::Sigmoid>(amp::Op::Sigmoid, x); }
+Tensor sigmoid(const Tensor& x) {
+  return activation_from_output<kernels::math::Sigmoid>(amp::Op::Sigmoid, x, kernels::sigmoid_forward_cpu);
+}
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   HG_CHECK(beta != 0 && std::isfinite(beta), "softplus: beta must be finite and nonzero, got ", beta);
   return activation_from_input(amp::Op::Softplus, x, kernels::math::Softplus{beta, threshold});
 }
-Tensor tanh(const Tensor& x) { return activation_from_output<kernels::math::Tanh>(amp::Op::Tanh, x); }
+Tensor tanh(const Tensor& x) { return activation_from_output<kernels::math::Tanh>(amp::Op::Tanh, x, kernels::tanh_forward_cpu); }
 
 Tensor gelu(const Tensor& x, GeluOptions options) {
   HG_CHECK(options.approximate == "none" || options.approximate == "tanh",

@@ -265,6 +265,51 @@ TEST_CASE("cpu.erf_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_
   });
 }
 
+// sigmoid and tanh against the correctly rounded value (double's, rounded once): 10^7 inputs over
+// both pieces of tanh (|x| below and above 0.625), the saturated tails and near 0.
+std::vector<float> sigmoid_tanh_inputs() {
+  std::mt19937 random(2026);
+  std::uniform_real_distribution<float> wide(-30.f, 30.f), middle(-1.f, 1.f), narrow(-1e-3f, 1e-3f);
+  std::vector<float> x;
+  for (int i = 0; i < 5'000'000; ++i) x.push_back(wide(random));
+  for (int i = 0; i < 4'000'000; ++i) x.push_back(middle(random));
+  for (int i = 0; i < 1'000'000; ++i) x.push_back(narrow(random));
+  for (float e : {0.f, -0.f, 1e-40f, -1e-40f, 0.625f, -0.625f, 0.62499994f, 44.f, 45.f, -45.f, 88.f, -88.f, 104.f, -104.f,
+                  std::numeric_limits<float>::max(), -std::numeric_limits<float>::max()})
+    x.push_back(e);
+  return x;
+}
+
+TEST_CASE("cpu.sigmoid_f32_at_every_level_is_within_2_ulp_and_the_same_bits_everywhere") {
+  check_against_libm(sigmoid_tanh_inputs(), [](float v) { return float(1.0 / (1.0 + std::exp(-double(v)))); },
+                     hg::kernels::cpu::sigmoid_f32, [] {
+                       const float inf = std::numeric_limits<float>::infinity();
+                       float edge[] = {0.f, -0.f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), -200.f};
+                       hg::kernels::cpu::sigmoid_f32(edge, edge, 6);
+                       CHECK(edge[0] == 0.5f);
+                       CHECK(edge[1] == 0.5f);
+                       CHECK(edge[2] == 1.f);
+                       CHECK(edge[3] == 0.f);
+                       CHECK(std::isnan(edge[4]));
+                       CHECK(edge[5] == 0.f);
+                     });
+}
+
+TEST_CASE("cpu.tanh_f32_at_every_level_is_within_2_ulp_and_the_same_bits_everywhere") {
+  check_against_libm(sigmoid_tanh_inputs(), [](float v) { return float(std::tanh(double(v))); },
+                     hg::kernels::cpu::tanh_f32, [] {
+                       const float inf = std::numeric_limits<float>::infinity();
+                       float edge[] = {0.f, -0.f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), 50.f};
+                       hg::kernels::cpu::tanh_f32(edge, edge, 6);
+                       CHECK((edge[0] == 0.f && !std::signbit(edge[0])));
+                       CHECK((edge[1] == 0.f && std::signbit(edge[1])));
+                       CHECK(edge[2] == 1.f);
+                       CHECK(edge[3] == -1.f);
+                       CHECK(std::isnan(edge[4]));
+                       CHECK(edge[5] == 1.f);
+                     });
+}
+
 TEST_CASE("parallel.every_index_once_for_any_split") {
   const int saved = hg::get_num_threads();
   for (int threads : {1, 2, 3}) {

@@ -6,6 +6,9 @@
 //                      +inf above ln(FLT_MAX), subnormal results and underflow to +0 as expf.
 //                      x and y may be the same array.
 //   erf_f32(x, y, n)   y[i] = erf(x[i]), within 2 ulp of libm's erff; +-0, +-1 at +-inf, NaN.
+//   sigmoid_f32(x, y, n), tanh_f32(x, y, n)
+//                      1 / (1 + exp(-x)) and tanh(x), within 2 ulp of the correctly rounded
+//                      value; 0 and 1 (-1 and 1) at -inf and +inf, +-0 kept by tanh, NaN.
 //   gelu_f32(x, y, n), gelu_backward_f32(x, g, dx, n)
 //                      the exact (erf) GELU and g * its derivative, as kernels/math/activation.h's
 //                      Gelu computes them, on erf_f32's and exp_f32's lanes.
@@ -19,6 +22,8 @@ namespace hg::kernels::cpu {
 
 void exp_f32(const float* x, float* y, int64_t n);
 void erf_f32(const float* x, float* y, int64_t n);
+void sigmoid_f32(const float* x, float* y, int64_t n);
+void tanh_f32(const float* x, float* y, int64_t n);
 void gelu_f32(const float* x, float* y, int64_t n);
 void gelu_backward_f32(const float* x, const float* g, float* dx, int64_t n);
 

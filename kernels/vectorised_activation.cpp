@@ -1,5 +1,6 @@
-// kernels/gelu.h: chunks of a contiguous tensor, each through vector_math's GELU loops.
-#include "kernels/gelu.h"
+// kernels/vectorised_activation.h: chunks of a contiguous tensor, each through one of
+// vector_math's loops.
+#include "kernels/vectorised_activation.h"
 
 #include <algorithm>
 #include <array>
@@ -42,11 +43,12 @@ void over_chunks(int64_t n, const Body& body) {
   });
 }
 
+// y = f(x) through a vector_math array function (gelu_f32, sigmoid_f32, tanh_f32).
 template <class T>
-void forward(const T* x, T* y, int64_t n) {
+void forward(void (*f)(const float*, float*, int64_t), const T* x, T* y, int64_t n) {
   over_chunks(n, [&](int64_t first, int64_t m) {
     std::array<float, kChunk> in, out;
-    cpu::gelu_f32(as_float(x, first, m, in.data()), out.data(), m);
+    f(as_float(x, first, m, in.data()), out.data(), m);
     store(out.data(), m, y + first);
   });
 }
@@ -66,22 +68,26 @@ void visit_vectorised(DType dtype, const F& f) {
     case f32: return f.template operator()<float>();
     case f16: return f.template operator()<half>();
     case bf16: return f.template operator()<bfloat16>();
-    default: HG_CHECK(false, "gelu: no vectorised CPU kernel for ", dtype);
+    default: HG_CHECK(false, "activation: no vectorised CPU kernel for ", dtype);
   }
+}
+
+Tensor map_cpu(void (*f)(const float*, float*, int64_t), const Tensor& x_in) {
+  const Tensor x = detail::dense(x_in);
+  Tensor y = empty(x.shape(), x.options());
+  visit_vectorised(x.dtype(), [&]<class T> { forward<T>(f, x.data_ptr<T>(), y.data_ptr<T>(), x.numel()); });
+  return y;
 }
 
 }  // namespace
 
-bool gelu_vectorised(const Tensor& x) {
+bool activation_vectorised(const Tensor& x) {
   return x.device().is_cpu() && (x.dtype() == f32 || x.dtype() == f16 || x.dtype() == bf16);
 }
 
-Tensor gelu_forward_cpu(const Tensor& x_in) {
-  const Tensor x = detail::dense(x_in);
-  Tensor y = empty(x.shape(), x.options());
-  visit_vectorised(x.dtype(), [&]<class T> { forward<T>(x.data_ptr<T>(), y.data_ptr<T>(), x.numel()); });
-  return y;
-}
+Tensor gelu_forward_cpu(const Tensor& x) { return map_cpu(cpu::gelu_f32, x); }
+Tensor sigmoid_forward_cpu(const Tensor& x) { return map_cpu(cpu::sigmoid_f32, x); }
+Tensor tanh_forward_cpu(const Tensor& x) { return map_cpu(cpu::tanh_f32, x); }
 
 Tensor gelu_backward_cpu(const Tensor& x_in, const Tensor& grad_in) {
   const Tensor x = detail::dense(x_in);
