@@ -14,6 +14,7 @@
 #include "core/parallel.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vector_math.h"
+#include "kernels/math/dropout.h"
 
 namespace hg::kernels {
 
@@ -91,6 +92,30 @@ void exp_shifted(S* row, int64_t n, S shift) {
   }
 }
 
+// The dropout factors of a block of probabilities: z[r][c] = 1 / (1 - p) where element
+// n = (b L + i0 + r) S + j0 + c of the stream is kept, else 0 (each Philox block gives the 4
+// elements n with the same n / 4, word n % 4, as kernels/dropout.cpp draws them).
+template <class S>
+void dropout_factors(int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t cols, const AttentionGeometry& g, S* z) {
+  const math::Dropout rule{g.dropout_p};
+  const uint32_t threshold = rule.keep_threshold();
+  const S scale = rule.scale<S>();
+  uint32_t words[4][philox::kBatch];  // kBatch blocks at once, on the vectorised rounds
+  for (int64_t r = 0; r < rows; ++r) {
+    const uint64_t first = uint64_t((b * g.L + i0 + r) * g.S + j0), end = first + uint64_t(cols);
+    for (uint64_t block0 = first / 4; block0 * 4 < end; block0 += philox::kBatch) {
+      philox::generate_batch(g.dropout_seed, g.dropout_offset + block0, words);
+      for (int l = 0; l < philox::kBatch; ++l)
+        for (int w = 0; w < 4; ++w) {
+          const uint64_t n = (block0 + uint64_t(l)) * 4 + uint64_t(w);
+          if (n < first || n >= end) continue;
+          const uint32_t draw = words[w][l] >> (32 - math::Dropout::kBits);
+          z[r * cols + int64_t(n - first)] = draw >= threshold ? scale : S(0);
+        }
+    }
+  }
+}
+
 // The key blocks a query block needs: with causality, none that starts after its last row.
 int64_t key_end(int64_t i0, int64_t rows, const AttentionGeometry& g) {
   return g.causal ? std::min(g.S, i0 + rows) : g.S;
@@ -101,6 +126,7 @@ void forward_rows(const S* q, const S* k, const S* v, const MaskLayout& mask, in
                   const AttentionGeometry& g, S* out, S* lse) {
   const S minus_inf = -std::numeric_limits<S>::infinity();
   std::vector<S> block(size_t(rows * kBlockCols)), acc(size_t(rows * g.Ev), S(0));
+  std::vector<S> z(g.dropout_p > 0 ? size_t(rows * kBlockCols) : 0);
   std::vector<S> m(size_t(rows), minus_inf), l(size_t(rows), S(0));
   for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlockCols) {
     const int64_t cols = std::min(kBlockCols, g.S - j0);
@@ -121,6 +147,10 @@ void forward_rows(const S* q, const S* k, const S* v, const MaskLayout& mask, in
       m[size_t(r)] = m_new;
       if (rescale != S(1))
         for (int64_t d = 0; d < g.Ev; ++d) acc[size_t(r * g.Ev + d)] *= rescale;
+    }
+    if (g.dropout_p > 0) {  // after the row sums: softmax normalises the undropped probabilities
+      dropout_factors(b, i0, rows, j0, cols, g, z.data());
+      for (int64_t e = 0; e < rows * cols; ++e) block[size_t(e)] *= z[size_t(e)];
     }
     cpu::gemm_dense<S>(cpu::matrix_view(block.data(), rows, cols, cols, 1),
                        cpu::matrix_view(v + j0 * g.Ev, cols, g.Ev, g.Ev, 1), acc.data(), true);
@@ -171,6 +201,8 @@ void backward_one(const S* q, const S* k, const S* v, const S* o, const S* dout,
     D[size_t(i)] = total;
   }
   std::vector<S> p(size_t(kBlockRows * kBlockCols)), dp(size_t(kBlockRows * kBlockCols));
+  const bool dropout = g.dropout_p > 0;
+  std::vector<S> z(dropout ? p.size() : 0), pz(dropout ? p.size() : 0);  // the factors, P * Z
   const S scale = S(g.scale);
   for (int64_t i0 = 0; i0 < g.L; i0 += kBlockRows) {
     const int64_t rows = std::min(kBlockRows, g.L - i0);
@@ -179,10 +211,17 @@ void backward_one(const S* q, const S* k, const S* v, const S* o, const S* dout,
       scores_block(q, k, mask, b, i0, rows, j0, cols, g, p.data());
       for (int64_t r = 0; r < rows; ++r) exp_shifted(p.data() + r * cols, cols, lse[i0 + r]);
       const cpu::MatrixView p_t = cpu::matrix_view(p.data(), cols, rows, 1, cols);
-      // dV_j += P^T dO_i; dP = dO_i V_j^T
-      cpu::gemm_dense<S>(p_t, cpu::matrix_view(dout + i0 * g.Ev, rows, g.Ev, g.Ev, 1), dv + j0 * g.Ev, true);
+      if (dropout) {
+        dropout_factors(b, i0, rows, j0, cols, g, z.data());
+        for (int64_t e = 0; e < rows * cols; ++e) pz[size_t(e)] = p[size_t(e)] * z[size_t(e)];
+      }
+      // dV_j += (P Z)^T dO_i; dP = dO_i V_j^T (times Z: the dropped probabilities' gradient)
+      cpu::gemm_dense<S>(dropout ? cpu::matrix_view(pz.data(), cols, rows, 1, cols) : p_t,
+                         cpu::matrix_view(dout + i0 * g.Ev, rows, g.Ev, g.Ev, 1), dv + j0 * g.Ev, true);
       cpu::gemm_dense<S>(cpu::matrix_view(dout + i0 * g.Ev, rows, g.Ev, g.Ev, 1),
                          cpu::matrix_view(v + j0 * g.Ev, g.Ev, cols, 1, g.Ev), dp.data(), false);
+      if (dropout)
+        for (int64_t e = 0; e < rows * cols; ++e) dp[size_t(e)] *= z[size_t(e)];
       // dS = P * (dP - D) (the softmax backward), times the scale the scores were multiplied by;
       // written over P, which is not needed any more.
       for (int64_t r = 0; r < rows; ++r)

@@ -1,9 +1,12 @@
-// The fused attention kernels (CPU): softmax(Q K^T * scale + mask) V without the T x T matrix.
+// The fused attention kernels (CPU): dropout(softmax(Q K^T * scale + mask)) V without the T x T
+// matrix.
 // FlashAttention-2's scheme: each block of query rows walks the key blocks once, keeping a running
 // row maximum m, a running sum l and an unnormalised output; a new block whose maximum is larger
 // rescales what came before by exp(m_old - m_new). The forward saves only the output and each
 // row's log-sum-exp (m + log l): O(T * D) memory. The backward recomputes each block of
-// probabilities from the log-sum-exp, P = exp(S - lse), instead of reading them back.
+// probabilities from the log-sum-exp, P = exp(S - lse), instead of reading them back, and redraws
+// the dropout mask from its counter-based generator (FlashAttention-2's dropout: the row sums and
+// lse are those of the undropped P; D = rowsum(dO * O) holds with the dropped one).
 //
 // The block products are halfgrad's CPU GEMM (packed per CPU level); the rest is per-row scalar
 // work in the compute type: f32 for f32/f16/bf16 inputs (16-bit values widened, the output
@@ -23,6 +26,12 @@ struct AttentionGeometry {
   int64_t E, Ev;    // the q/k and v feature sizes
   double scale;
   bool causal;      // key j takes part in query row i only where j <= i (PyTorch's tril(ones(L, S)))
+  // Dropout on the probabilities (0: none): probability (b, i, j) is kept, times 1 / (1 - p),
+  // when the Philox draw of element n = (b L + i) S + j of the stream passes dropout's rule
+  // (kernels/math/dropout.h) -- the mask dropout() would draw on the [batch, L, S] matrix of
+  // probabilities from the same generator state, so the composed path gives the same result.
+  double dropout_p = 0;
+  uint64_t dropout_seed = 0, dropout_offset = 0;
 };
 
 // q [batch, L, E], k [batch, S, E], v [batch, S, Ev] of one floating dtype (any strides).

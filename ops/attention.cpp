@@ -1,5 +1,6 @@
 // scaled_dot_product_attention: checks, the mask made additive, then the fused CPU kernel
-// (kernels/attention.h) or the composition of matmul, softmax and dropout.
+// (kernels/attention.h, dropout included) or, on CUDA for now, the composition of matmul,
+// softmax and dropout.
 #include "ops/attention.h"
 
 #include <cmath>
@@ -10,6 +11,7 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "core/copy.h"
+#include "core/rng.h"
 #include "kernels/attention.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
@@ -47,7 +49,7 @@ Tensor additive_mask(const Tensor& mask, DType dtype) {
                      mask.detach(), 0.0);
 }
 
-// softmax(q k^T * scale + mask) v from differentiable ops: the dropout path, and CUDA's for now.
+// softmax(q k^T * scale + mask) v from differentiable ops: CUDA's path for now.
 Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
                           double scale, double dropout_p) {
   Tensor p = attention_probabilities(q, k, mask, causal, scale);
@@ -92,13 +94,19 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     HG_CHECK(mask.shape() == full_shape, kName, ": attn_mask of shape ", options.attn_mask.shape(),
              " does not broadcast to the scores' shape ", full_shape);
   }
-  if (options.dropout_p > 0 || !q.device().is_cpu())
+  if (!q.device().is_cpu())
     return attention_composed(q, k, v, mask.defined() ? mask.to(q.dtype()) : mask, options.is_causal, scale,
                               options.dropout_p);
 
   int64_t batch = 1;
   for (int d = 0; d < n - 2; ++d) batch *= q.shape()[d];
-  const kernels::AttentionGeometry g{batch, L, S, E, Ev, scale, options.is_causal};
+  kernels::AttentionGeometry g{batch, L, S, E, Ev, scale, options.is_causal};
+  if (options.dropout_p > 0) {
+    // The draws dropout() would take for the [batch, L, S] probabilities: the composed path and
+    // this kernel keep the same elements, and the backward redraws them from the counters.
+    const random::GeneratorState stream = random::reserve(uint64_t(batch * L * S));
+    g.dropout_p = options.dropout_p, g.dropout_seed = stream.seed, g.dropout_offset = stream.offset;
+  }
   // (Named, not a structured binding: lambdas may not capture those before clang 16.)
   const std::pair<Tensor, Tensor> forward = kernels::attention_forward(q, k, v, mask, g);
   const Tensor out3 = forward.first, lse = forward.second;

@@ -43,15 +43,56 @@ struct ThreadCountGuard {
 
 TEST_CASE("attention.fused_memory_grows_linearly_in_T_and_never_holds_the_score_matrix") {
   // The fused kernel saves O(T * D): doubling T doubles its peak; one f32 T x T score matrix
-  // (what the composed path, taken for dropout, must hold) is more than the whole step needs.
+  // (what the composed path must hold) is more than the whole step needs.
   const int64_t fused_512 = peak_bytes_of_a_step(512, 0.0), fused_1024 = peak_bytes_of_a_step(1024, 0.0);
   CAPTURE(fused_512);
   CAPTURE(fused_1024);
   CHECK(fused_1024 < 512 * 512 * 4);
   CHECK(fused_1024 <= 2 * fused_512 + 4096);
-  const int64_t composed_512 = peak_bytes_of_a_step(512, 1e-9);
-  CAPTURE(composed_512);
-  CHECK(composed_512 >= 512 * 512 * 4);  // the comparison above can fail: the naive path does hold it
+  // With dropout too: the mask is redrawn from Philox's counters in backward, never stored.
+  const int64_t dropout_512 = peak_bytes_of_a_step(512, 0.1), dropout_1024 = peak_bytes_of_a_step(1024, 0.1);
+  CAPTURE(dropout_1024);
+  CHECK(dropout_1024 < 512 * 512 * 4);
+  CHECK(dropout_1024 <= 2 * dropout_512 + 4096);
+  // The comparison can fail: the composed attention does hold the score matrix.
+  const Attention a = random_attention(1, 512, 16);
+  const int64_t base = hg::memory::allocated();
+  hg::memory::reset_peak();
+  {
+    const Tensor p = hg::attention_probabilities(a.q, a.k, {}, true, 0.25);
+    hg::sum(hg::matmul(p, a.v)).backward();
+  }
+  CHECK(hg::memory::peak_allocated() - base >= 512 * 512 * 4);
+}
+
+TEST_CASE("attention.fused_dropout_keeps_what_dropout_keeps_on_the_composed_path") {
+  // The fused kernel draws element (b, i, j)'s mask where dropout() on the [batch, L, S]
+  // probabilities would: with one seed, the composition softmax -> dropout -> matmul gives the
+  // same output and gradients (70 rows: across the 64-row blocks).
+  for (hg::DType dtype : {hg::f64, hg::f32})
+    for (bool causal : {false, true}) {
+      CAPTURE(causal);
+      hg::manual_seed(21);
+      const Tensor q = hg::randn({2, 3, 70, 8}, {.dtype = dtype}).requires_grad_(true),
+                   k = hg::randn({2, 3, 70, 8}, {.dtype = dtype}).requires_grad_(true),
+                   v = hg::randn({2, 3, 70, 5}, {.dtype = dtype}).requires_grad_(true);
+      const Tensor g = hg::randn({2, 3, 70, 5}, {.dtype = dtype});
+      hg::manual_seed(7);
+      const Tensor fused = hg::scaled_dot_product_attention(q, k, v, {.dropout_p = 0.3, .is_causal = causal});
+      fused.backward(g);
+      const std::vector<double> fused_grads[] = {q.grad().to_vector<double>(), k.grad().to_vector<double>(),
+                                                 v.grad().to_vector<double>()};
+      for (const Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
+      hg::manual_seed(7);
+      const Tensor p = hg::dropout(hg::attention_probabilities(q, k, {}, causal, 1 / std::sqrt(8.0)), 0.3, true);
+      const Tensor composed = hg::matmul(p, v);
+      composed.backward(g);
+      const Tolerance tol = dtype == hg::f64 ? Tolerance{1e-12, 1e-12} : Tolerance{2e-5, 2e-5};
+      CHECK_CLOSE_WITH(fused, composed, tol);
+      const Tensor* inputs[] = {&q, &k, &v};
+      for (int i = 0; i < 3; ++i)
+        CHECK_CLOSE_WITH(hg::from_vector(fused_grads[i], inputs[i]->shape()), inputs[i]->grad().to(hg::f64), tol);
+    }
 }
 
 TEST_CASE("attention.dropout_replays_its_mask_under_manual_seed") {
