@@ -54,10 +54,10 @@ void forward(void (*f)(const float*, float*, int64_t), const T* x, T* y, int64_t
 }
 
 template <class T>
-void backward(const T* x, const T* g, T* dx, int64_t n) {
+void backward(void (*f)(const float*, const float*, float*, int64_t), const T* x, const T* g, T* dx, int64_t n) {
   over_chunks(n, [&](int64_t first, int64_t m) {
     std::array<float, kChunk> xs, gs, out;
-    cpu::gelu_backward_f32(as_float(x, first, m, xs.data()), as_float(g, first, m, gs.data()), out.data(), m);
+    f(as_float(x, first, m, xs.data()), as_float(g, first, m, gs.data()), out.data(), m);
     store(out.data(), m, dx + first);
   });
 }
@@ -89,13 +89,22 @@ Tensor gelu_forward_cpu(const Tensor& x) { return map_cpu(cpu::gelu_f32, x); }
 Tensor sigmoid_forward_cpu(const Tensor& x) { return map_cpu(cpu::sigmoid_f32, x); }
 Tensor tanh_forward_cpu(const Tensor& x) { return map_cpu(cpu::tanh_f32, x); }
 
-Tensor gelu_backward_cpu(const Tensor& x_in, const Tensor& grad_in) {
+namespace {
+
+Tensor backward_cpu(void (*f)(const float*, const float*, float*, int64_t), const Tensor& x_in, const Tensor& grad_in) {
   const Tensor x = detail::dense(x_in);
   const Tensor g = grad_in.dtype() == x.dtype() ? detail::dense(grad_in) : detail::copy_with_options(grad_in, x.options());
-  HG_CHECK(g.shape() == x.shape(), "gelu backward: gradient of shape ", g.shape(), " for an input of shape ", x.shape());
+  HG_CHECK(g.shape() == x.shape(), "activation backward: gradient of shape ", g.shape(), " for an input of shape ",
+           x.shape());
   Tensor dx = empty(x.shape(), x.options());
-  visit_vectorised(x.dtype(), [&]<class T> { backward<T>(x.data_ptr<T>(), g.data_ptr<T>(), dx.data_ptr<T>(), x.numel()); });
+  visit_vectorised(x.dtype(), [&]<class T> { backward<T>(f, x.data_ptr<T>(), g.data_ptr<T>(), dx.data_ptr<T>(), x.numel()); });
   return dx;
 }
+
+}  // namespace
+
+Tensor gelu_backward_cpu(const Tensor& x, const Tensor& grad) { return backward_cpu(cpu::gelu_backward_f32, x, grad); }
+Tensor silu_forward_cpu(const Tensor& x) { return map_cpu(cpu::silu_f32, x); }
+Tensor silu_backward_cpu(const Tensor& x, const Tensor& grad) { return backward_cpu(cpu::silu_backward_f32, x, grad); }
 
 }  // namespace hg::kernels

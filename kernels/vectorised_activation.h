@@ -1,6 +1,6 @@
 // Activations on the CPU over the vectorised transcendental functions of
 // kernels/cpu/vector_math.h, instead of a libm call per element (GELU's loops and erff were ~20%
-// of a character-level GPT's step): GELU (the exact, erf form) forward and backward, sigmoid and
+// of a character-level GPT's step): GELU (the exact, erf form) and SiLU forward and backward, sigmoid and
 // tanh forward (their backward reads the saved output: no transcendental). f32 directly; f16 and
 // bf16 widened to f32 a chunk at a time and rounded once. The formulas are
 // kernels/math/activation.h's (the CUDA kernels' and f64's), within 2 ulp.
@@ -14,6 +14,8 @@ bool activation_vectorised(const Tensor& x);
 Tensor gelu_forward_cpu(const Tensor& x);
 // grad * gelu'(x), in x's dtype; grad has x's shape.
 Tensor gelu_backward_cpu(const Tensor& x, const Tensor& grad);
+Tensor silu_forward_cpu(const Tensor& x);
+Tensor silu_backward_cpu(const Tensor& x, const Tensor& grad);
 Tensor sigmoid_forward_cpu(const Tensor& x);
 Tensor tanh_forward_cpu(const Tensor& x);
 

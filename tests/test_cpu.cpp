@@ -198,10 +198,11 @@ std::vector<float> exp_inputs() {
   return x;
 }
 
-// f at every level against libm's `reference` on x: within 2 ulp everywhere, the same bits at
-// every level; then `edges()` checks the special values at each level.
+// f at every level against libm's `reference` on x: within max_ulp (2) everywhere, the same bits
+// at every level; then `edges()` checks the special values at each level.
 template <class Vectorised, class Reference, class Edges>
-void check_against_libm(const std::vector<float>& x, Reference reference, Vectorised f, Edges edges) {
+void check_against_libm(const std::vector<float>& x, Reference reference, Vectorised f, Edges edges,
+                        int64_t max_ulp = 2) {
   std::vector<float> libm(x.size()), baseline;
   for (size_t i = 0; i < x.size(); ++i) libm[i] = reference(x[i]);
   at_every_level([&](Isa level) {
@@ -216,7 +217,7 @@ void check_against_libm(const std::vector<float>& x, Reference reference, Vector
     CAPTURE(x[worst_at]);
     CAPTURE(y[worst_at]);
     CAPTURE(libm[worst_at]);
-    CHECK(worst <= 2);
+    CHECK(worst <= max_ulp);
     edges();
     if (level == Isa::Generic) baseline = y;
     else CHECK(std::memcmp(y.data(), baseline.data(), y.size() * sizeof(float)) == 0);
@@ -308,6 +309,26 @@ TEST_CASE("cpu.tanh_f32_at_every_level_is_within_2_ulp_and_the_same_bits_everywh
                        CHECK(std::isnan(edge[4]));
                        CHECK(edge[5] == 1.f);
                      });
+}
+
+TEST_CASE("cpu.silu_f32_at_every_level_is_within_3_ulp_and_the_same_bits_everywhere") {
+  // x * sigmoid(x): sigmoid's 2 ulp and one product (measured worst: 3 ulp, near x = -14.5).
+  // Inputs below -80 are left out: there x * exp(x) is subnormal (-104: -7e-44) and both this and
+  // x / (1 + exp(-x)) in float give -0 (the edge below).
+  std::vector<float> x;
+  for (float v : sigmoid_tanh_inputs())
+    if (!(v < -80.f)) x.push_back(v);
+  check_against_libm(x, [](float v) { return float(double(v) / (1.0 + std::exp(-double(v)))); },
+                     hg::kernels::cpu::silu_f32, [] {
+                       const float inf = std::numeric_limits<float>::infinity();
+                       float edge[] = {0.f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), -200.f};
+                       hg::kernels::cpu::silu_f32(edge, edge, 5);
+                       CHECK(edge[0] == 0.f);
+                       CHECK(edge[1] == inf);
+                       CHECK(std::isnan(edge[2]));  // -inf * 0, as x / (1 + exp(-x)) = -inf / inf
+                       CHECK(std::isnan(edge[3]));
+                       CHECK(edge[4] == 0.f);
+                     }, 3);
 }
 
 TEST_CASE("parallel.every_index_once_for_any_split") {

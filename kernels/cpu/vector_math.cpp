@@ -48,6 +48,10 @@ void exp_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(exp_f32, x, y, n
 void erf_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(erf_f32, x, y, n); }
 void sigmoid_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(sigmoid_f32, x, y, n); }
 void tanh_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(tanh_f32, x, y, n); }
+void silu_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(silu_f32, x, y, n); }
+void silu_backward_f32(const float* x, const float* g, float* dx, int64_t n) {
+  HG_AT_LEVEL(silu_backward_f32, x, g, dx, n);
+}
 void gelu_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(gelu_f32, x, y, n); }
 void gelu_backward_f32(const float* x, const float* g, float* dx, int64_t n) {
   HG_AT_LEVEL(gelu_backward_f32, x, g, dx, n);

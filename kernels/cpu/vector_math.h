@@ -9,6 +9,8 @@
 //   sigmoid_f32(x, y, n), tanh_f32(x, y, n)
 //                      1 / (1 + exp(-x)) and tanh(x), within 2 ulp of the correctly rounded
 //                      value; 0 and 1 (-1 and 1) at -inf and +inf, +-0 kept by tanh, NaN.
+//   silu_f32(x, y, n), silu_backward_f32(x, g, dx, n)
+//                      x sigmoid(x) and g times its derivative, on sigmoid's lanes.
 //   gelu_f32(x, y, n), gelu_backward_f32(x, g, dx, n)
 //                      the exact (erf) GELU and g * its derivative, as kernels/math/activation.h's
 //                      Gelu computes them, on erf_f32's and exp_f32's lanes.
@@ -24,6 +26,8 @@ void exp_f32(const float* x, float* y, int64_t n);
 void erf_f32(const float* x, float* y, int64_t n);
 void sigmoid_f32(const float* x, float* y, int64_t n);
 void tanh_f32(const float* x, float* y, int64_t n);
+void silu_f32(const float* x, float* y, int64_t n);
+void silu_backward_f32(const float* x, const float* g, float* dx, int64_t n);
 void gelu_f32(const float* x, float* y, int64_t n);
 void gelu_backward_f32(const float* x, const float* g, float* dx, int64_t n);
 
