@@ -20,6 +20,7 @@ void embedding_forward(const Tensor& indices, const Tensor& table, const Tensor&
   if (table.device().is_cuda()) return kernels::cuda::embedding_forward(indices, table, out);
   const std::vector<int64_t> index = checked_indices(indices, table.shape()[0]);
   const size_t row_bytes = size_t(table.shape()[1]) * element_size(table.dtype());
+  if (row_bytes == 0) return;  // empty rows (index_select of a [n, 0] table): nothing to copy, no memcpy of null
   for (size_t i = 0; i < index.size(); ++i)
     std::memcpy(static_cast<char*>(out.raw_data()) + i * row_bytes,
                 static_cast<const char*>(table.raw_data()) + size_t(index[i]) * row_bytes, row_bytes);
