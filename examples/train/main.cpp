@@ -170,6 +170,9 @@ int run_compare(TrainConfig config, const hg::data::MNIST& train, const hg::data
   };
   std::vector<Row> rows;
   const TrainConfig base = config;
+  std::printf("hg-train: --compare, %s, %s, lr %g, batch %lld, %d epoch(s), %d thread(s), %s, CPU level %s\n",
+              config.model.c_str(), config.optimizer.c_str(), config.lr, (long long)config.batch_size, config.epochs,
+              hg::get_num_threads(), config.device.str().c_str(), hg::cpu::isa_summary().c_str());
   for (const char* precision : {"f32", "f16", "bf16"}) {
     config.precision = precision;
     config.step_log = with_suffix(base.step_log, precision);
