@@ -31,39 +31,14 @@ namespace {
 using hg::Tensor;
 using hg_train::CharGPT;
 
-enum class Mode { none, blocks, halves };
+using hg_train::Checkpointing;
 const char* const kModeNames[] = {"none", "each block", "each half-block"};
-
-// blocks: each block recomputed in backward (examples/train/text_trainer.cpp's
-// forward_checkpointed, what hg-train --checkpoint-activations does). halves: the attention branch
-// and the MLP branch of each block recomputed separately (the residual adds stay outside), so the
-// backward holds half a block's activations at a time.
-Tensor forward_checkpointed(CharGPT& model, const Tensor& idx, Mode mode) {
-  const int64_t T = idx.shape()[1];
-  Tensor x = model.tokens(idx) + model.positions(hg::arange(T, {.dtype = hg::i64, .device = idx.device()}));
-  for (hg::nn::Module& module : model.blocks) {
-    if (mode == Mode::blocks) {
-      x = hg::autograd::checkpoint([&module](const std::vector<Tensor>& in) { return module(in[0]); }, {x});
-      continue;
-    }
-    auto& b = dynamic_cast<hg_train::GptBlock&>(module);
-    x = x + hg::autograd::checkpoint(
-                [&b](const std::vector<Tensor>& in) {
-                  const Tensor h = b.ln1(in[0]);
-                  return b.drop(std::get<0>(b.attn.forward(h, h, h, {.need_weights = false, .is_causal = true})));
-                },
-                {x});
-    x = x + hg::autograd::checkpoint(
-                [&b](const std::vector<Tensor>& in) { return b.drop(b.proj(hg::gelu(b.fc(b.ln2(in[0]))))); }, {x});
-  }
-  return model.head(model.ln_f(x));
-}
 
 struct Measured {
   double saved_mib, peak_mib, ms;
 };
 
-Measured measure(const hg_train::TextModelConfig& shape, hg::DType dtype, Mode mode,
+Measured measure(const hg_train::TextModelConfig& shape, hg::DType dtype, Checkpointing mode,
                  const std::vector<hg::data::Batch>& batches) {
   hg::manual_seed(0);
   CharGPT model(shape);
@@ -79,7 +54,8 @@ Measured measure(const hg_train::TextModelConfig& shape, hg::DType dtype, Mode m
     {
       std::optional<hg::amp::Autocast> autocast;
       if (dtype != hg::f32) autocast.emplace(dtype);
-      const Tensor logits = mode == Mode::none ? model(b.x) : forward_checkpointed(model, b.x, mode);
+      model.checkpointing = mode;
+      const Tensor logits = model(b.x);
       loss = hg::cross_entropy(logits.reshape({-1, hg::data::TextDataset::kVocabSize}).to(hg::f32), b.y.reshape({-1}));
     }
     saved = double(hg::memory::allocated() - base) / (1 << 20);
@@ -149,9 +125,9 @@ int main(int argc, char** argv) {
         hg_train::TextModelConfig shape{.block = block, .d_model = 128, .heads = 4, .layers = 2,
                                         .dropout = std::atof(drop.c_str())};
         Measured none{};
-        for (const Mode mode : {Mode::none, Mode::blocks, Mode::halves}) {
+        for (const Checkpointing mode : {Checkpointing::none, Checkpointing::blocks, Checkpointing::branches}) {
           const Measured m = measure(shape, dtype, mode, batches);
-          if (mode == Mode::none) none = m;
+          if (mode == Checkpointing::none) none = m;
           std::printf("| %s | %s | %s | %.1f | %.1f | %.2fx | %.0f | %.2fx |\n", precision.c_str(), drop.c_str(),
                       kModeNames[int(mode)], m.saved_mib, m.peak_mib, m.peak_mib / none.peak_mib, m.ms, m.ms / none.ms);
         }

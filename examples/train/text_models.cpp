@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <optional>
 #include <vector>
@@ -23,11 +24,16 @@ GptBlock::GptBlock(const TextModelConfig& c)
   register_module("proj", proj);
 }
 
-Tensor GptBlock::forward(const Tensor& x) {
+Tensor GptBlock::attention_branch(const Tensor& x) {
   const Tensor h = ln1(x);
-  const Tensor attended = std::get<0>(attn.forward(h, h, h, {.need_weights = false, .is_causal = true}));
-  const Tensor y = x + drop(attended);
-  return y + drop(proj(hg::gelu(fc(ln2(y)))));
+  return drop(std::get<0>(attn.forward(h, h, h, {.need_weights = false, .is_causal = true})));
+}
+
+Tensor GptBlock::mlp_branch(const Tensor& x) { return drop(proj(hg::gelu(fc(ln2(x))))); }
+
+Tensor GptBlock::forward(const Tensor& x) {
+  const Tensor y = x + attention_branch(x);
+  return y + mlp_branch(y);
 }
 
 CharGPT::CharGPT(TextModelConfig c)
@@ -46,7 +52,22 @@ Tensor CharGPT::forward(const Tensor& idx) {
            config.block, ", got shape ", idx.shape());
   const int64_t T = idx.shape()[1];
   Tensor x = tokens(idx) + positions(hg::arange(T, {.dtype = hg::i64, .device = idx.device()}));
-  for (nn::Module& block : blocks) x = block(x);
+  // fn(in), recomputed in backward rather than kept (autograd::checkpoint keeps fn until then: a
+  // copy, not a reference to this temporary).
+  const auto recomputed = [](std::function<Tensor(const Tensor&)> fn, const Tensor& in) {
+    return hg::autograd::checkpoint([fn](const std::vector<Tensor>& inputs) { return fn(inputs[0]); }, {in});
+  };
+  for (nn::Module& module : blocks) {
+    auto& block = static_cast<GptBlock&>(module);
+    if (checkpointing == Checkpointing::none) {
+      x = block(x);
+    } else if (checkpointing == Checkpointing::blocks) {
+      x = recomputed([&block](const Tensor& in) { return block(in); }, x);
+    } else {
+      x = x + recomputed([&block](const Tensor& in) { return block.attention_branch(in); }, x);
+      x = x + recomputed([&block](const Tensor& in) { return block.mlp_branch(in); }, x);
+    }
+  }
   return head(ln_f(x));
 }
 

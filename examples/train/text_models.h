@@ -32,12 +32,20 @@ class GptBlock : public hg::nn::Module {
  public:
   explicit GptBlock(const TextModelConfig& config);
   hg::Tensor forward(const hg::Tensor& x) override;
+  // The two residual branches: forward(x) = y + mlp_branch(y) with y = x + attention_branch(x).
+  hg::Tensor attention_branch(const hg::Tensor& x);  // dropout(attention(ln1(x)))
+  hg::Tensor mlp_branch(const hg::Tensor& x);        // dropout(proj(gelu(fc(ln2(x)))))
 
   hg::nn::LayerNorm ln1, ln2;
   hg::nn::MultiheadAttention attn;
   hg::nn::Linear fc, proj;
   hg::nn::Dropout drop;
 };
+
+// Activation checkpointing (hg::autograd::checkpoint): what backward recomputes instead of
+// keeping. blocks: each block, from its input (hg-train --checkpoint-activations); branches: each
+// residual branch on its own, half a block's activations held at a time (bench/checkpoint_bench).
+enum class Checkpointing { none, blocks, branches };
 
 class CharGPT : public hg::nn::Module {
  public:
@@ -46,6 +54,7 @@ class CharGPT : public hg::nn::Module {
   hg::Tensor forward(const hg::Tensor& idx) override;
 
   TextModelConfig config;
+  Checkpointing checkpointing = Checkpointing::none;
   hg::nn::Embedding tokens, positions;
   hg::nn::ModuleList blocks;
   hg::nn::LayerNorm ln_f;

@@ -21,16 +21,6 @@ std::unique_ptr<hg::nn::Module> make_text_model(const TextRunConfig& config) {
   HG_FAIL("unknown text model \"", config.model, "\" (expected gpt or lstm)");
 }
 
-// A GPT whose blocks are recomputed in backward (activation checkpointing): only each block's
-// input is kept from the forward, the rest is rebuilt from it when its gradient is needed.
-Tensor forward_checkpointed(CharGPT& model, const Tensor& idx) {
-  const int64_t T = idx.shape()[1];
-  Tensor x = model.tokens(idx) + model.positions(hg::arange(T, {.dtype = hg::i64, .device = idx.device()}));
-  for (hg::nn::Module& block : model.blocks)
-    x = hg::autograd::checkpoint([&block](const std::vector<Tensor>& in) { return block(in[0]); }, {x});
-  return model.head(model.ln_f(x));
-}
-
 }  // namespace
 
 TextRunConfig text_model_defaults(const std::string& model) {
@@ -69,6 +59,7 @@ TextRunResult run_text(const TextRunConfig& config, bool verbose) {
   hg::amp::GradScaler scaler({.enabled = dtype == hg::f16});
   auto* gpt = dynamic_cast<CharGPT*>(model.get());
   HG_CHECK(!config.checkpoint_activations || gpt != nullptr, "--checkpoint-activations is for --model gpt");
+  if (config.checkpoint_activations) gpt->checkpointing = Checkpointing::blocks;
   if (verbose) {
     std::printf("hg-train: %s, %lld parameters, %s: %zu bytes (%lld training blocks of %lld), precision %s, AdamW lr %g, "
                 "batch %lld, %lld steps, %d thread(s), CPU level %s%s\n",
@@ -89,15 +80,7 @@ TextRunResult run_text(const TextRunConfig& config, bool verbose) {
     for (auto [x, y] : loader) {
       const auto start = std::chrono::steady_clock::now();
       opt.zero_grad();
-      Tensor loss;
-      if (config.checkpoint_activations) {
-        std::optional<hg::amp::Autocast> autocast;
-        if (dtype != hg::f32) autocast.emplace(dtype);
-        const Tensor logits = forward_checkpointed(*gpt, x);
-        loss = hg::cross_entropy(logits.reshape({-1, TextDataset::kVocabSize}).to(hg::f32), y.reshape({-1}));
-      } else {
-        loss = next_byte_loss(*model, x, y, dtype);
-      }
+      const Tensor loss = next_byte_loss(*model, x, y, dtype);
       scaler.scale(loss).backward();
       scaler.unscale_(opt);  // true gradients before clipping (a no-op without scaling)
       hg::nn::utils::clip_grad_norm_(model->parameters(), 1.0);
