@@ -63,6 +63,7 @@
 #include "ops/shape.h"
 #include "ops/sort.h"
 #include "ops/statistics.h"
+#include "ops/stochastic_round.h"
 #include "ops/softmax.h"
 
 #include "amp/autocast.h"

@@ -6,20 +6,21 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/optimizer_step.h"
 #include "kernels/cpu/optimizer_loop.h"
+#include "kernels/cpu/rounded_update.h"
 
 namespace hg::optim {
 
 Adam::Adam(const std::vector<Tensor>& params, AdamOptions opts) : Adam(params, opts, false) {}
 
 Adam::Adam(const std::vector<Tensor>& params, AdamOptions opts, bool decoupled)
-    : Optimizer(params, opts.lr, opts.master_weights), options(opts), decoupled_(decoupled) {
+    : Optimizer(params, opts.lr, opts.master_weights, opts.rounding, opts.seed), options(opts), decoupled_(decoupled) {
   HG_CHECK(opts.beta1 >= 0 && opts.beta1 < 1 && opts.beta2 >= 0 && opts.beta2 < 1,
            "Adam: betas must be in [0, 1), got ", opts.beta1, " and ", opts.beta2);
   HG_CHECK(opts.eps >= 0 && opts.weight_decay >= 0, "Adam: eps and weight_decay must be >= 0");
 }
 
 AdamW::AdamW(const std::vector<Tensor>& params, AdamWOptions o)
-    : Adam(params, {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.master_weights}, true) {}
+    : Adam(params, {o.lr, o.beta1, o.beta2, o.eps, o.weight_decay, o.master_weights, o.rounding, o.seed}, true) {}
 
 void Adam::set_momentum(double beta1) {
   HG_CHECK(beta1 >= 0 && beta1 < 1, "Adam: beta1 must be in [0, 1), got ", beta1);
@@ -32,7 +33,9 @@ void Adam::update(const Tensor& weight, const Tensor& grad, ParamState& state, d
   if (!m.defined()) m = zeros_like(weight), v2 = zeros_like(weight);
   const kernels::math::AdamStep rule{lr, options.beta1, options.beta2, options.eps, options.weight_decay, decoupled_};
   const kernels::math::AdamStep::Factors factors = rule.factors(double(state.step));
-  kernels::cpu::for_each_element<4>({weight, grad, m, v2}, [=](auto& v) { rule.apply(v[0], v[1], v[2], v[3], factors); });
+  const auto apply = [=](auto& v) { rule.apply(v[0], v[1], v[2], v[3], factors); };
+  if (rounding() == Rounding::Nearest) return kernels::cpu::for_each_element<4>({weight, grad, m, v2}, apply);
+  kernels::cpu::for_each_element_rounded<4>({weight, grad, m, v2}, apply, rounded_store(weight, state));
 }
 
 }  // namespace hg::optim

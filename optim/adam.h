@@ -14,6 +14,10 @@ struct AdamOptions {
   double eps = 1e-8;
   double weight_decay = 0;
   bool master_weights = false;
+  // Pure 16-bit training (optimizer.h): Stochastic or Kahan with bf16/f16 parameters, no masters;
+  // seed: the seed of the stochastic rounding's Philox stream.
+  Rounding rounding = Rounding::Nearest;
+  uint64_t seed = 0;
 };
 
 struct AdamWOptions {
@@ -23,6 +27,10 @@ struct AdamWOptions {
   double eps = 1e-8;
   double weight_decay = 1e-2;
   bool master_weights = false;
+  // Pure 16-bit training (optimizer.h): Stochastic or Kahan with bf16/f16 parameters, no masters;
+  // seed: the seed of the stochastic rounding's Philox stream.
+  Rounding rounding = Rounding::Nearest;
+  uint64_t seed = 0;
 };
 
 class Adam : public Optimizer {

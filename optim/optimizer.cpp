@@ -5,11 +5,13 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdint>
 #include <set>
 
 #include "autograd/grad_mode.h"
 #include "core/fill.h"
 #include "core/state_dict.h"
+#include "kernels/cpu/rounded_update.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "ops/elementwise.h"
 
@@ -22,8 +24,26 @@ void check_lr(double lr, std::string_view what) {
 }
 }  // namespace
 
+const char* rounding_name(Rounding rounding) {
+  switch (rounding) {
+    case Rounding::Nearest: return "nearest";
+    case Rounding::Stochastic: return "stochastic";
+    case Rounding::Kahan: return "kahan";
+  }
+  return "?";
+}
+
 Optimizer::Optimizer(const std::vector<Tensor>& params, double lr, bool master_weights)
     : master_weights_(master_weights) {
+  add_param_group(params, lr);
+}
+
+Optimizer::Optimizer(const std::vector<Tensor>& params, double lr, bool master_weights, Rounding rounding, uint64_t seed)
+    : master_weights_(master_weights), rounding_(rounding), rounding_seed_(seed) {
+  HG_CHECK(rounding == Rounding::Nearest || rounding == Rounding::Stochastic || rounding == Rounding::Kahan,
+           "optimizer: unknown rounding mode ", int(rounding));
+  HG_CHECK(rounding == Rounding::Nearest || !master_weights, "optimizer: rounding = ", rounding_name(rounding),
+           " is pure 16-bit training, without f32 master weights: set master_weights or the rounding, not both");
   add_param_group(params, lr);
 }
 
@@ -39,6 +59,9 @@ void Optimizer::add_param_group(const std::vector<Tensor>& params, double lr) {
     // NOTE: listed twice, a parameter would be updated twice per step (PyTorch refuses it too).
     HG_CHECK(this_group.insert(p.impl()).second, "optimizer: parameter ", i, " (shape ", p.shape(),
              ") is listed twice; pass each parameter once");
+    HG_CHECK(rounding_ == Rounding::Nearest || p.dtype() == bf16 || p.dtype() == f16, "optimizer: rounding = ",
+             rounding_name(rounding_), " keeps bf16 (or f16) parameters without f32 masters, but parameter ", i,
+             " (shape ", p.shape(), ") is ", p.dtype(), "; convert the model first (model.to(hg::bf16))");
   }
   groups_.push_back({params, lr});
 }
@@ -80,6 +103,35 @@ Tensor Optimizer::state_tensor(ParamState& state, const Tensor& weight, const ch
   return t;
 }
 
+std::vector<std::string_view> Optimizer::kept_state_names() const {
+  std::vector<std::string_view> names = state_names();
+  if (rounding_ == Rounding::Kahan) names.push_back("compensation");
+  return names;
+}
+
+kernels::cpu::RoundedStore Optimizer::rounded_store(const Tensor& weight, ParamState& state) {
+  kernels::cpu::RoundedStore store{.kahan = rounding_ == Rounding::Kahan, .compensation = {}, .seed = rounding_seed_,
+                                   .offset = rounding_offset_};
+  if (store.kahan) store.compensation = state_tensor(state, weight, "compensation");
+  rounding_offset_ += kernels::cpu::rounding_counters(weight.numel());
+  return store;
+}
+
+MemoryUse Optimizer::memory_use() const {
+  MemoryUse use;
+  const int64_t states = int64_t(kept_state_names().size());
+  for (const Tensor& p : parameters()) {
+    const int64_t n = p.numel(), size = int64_t(element_size(p.dtype()));
+    const bool master = has_master(p);
+    use.parameters += n;
+    use.weight_bytes += n * size;
+    use.gradient_bytes += n * size;
+    use.master_bytes += master ? n * 4 : 0;
+    use.state_bytes += states * n * (master ? 4 : size);
+  }
+  return use;
+}
+
 bool Optimizer::has_master(const Tensor& param) const { return master_weights_ && is_16bit_floating(param.dtype()); }
 
 Tensor Optimizer::weight_for(const Tensor& param, ParamState& state) {
@@ -116,6 +168,8 @@ void Optimizer::step(const amp::StepControl& control) {
 // an f32 count would stop at 2^24), the kernels themselves skip when found_inf is set, and one
 // small kernel advances the counts afterwards, so no step ever waits for the GPU.
 void Optimizer::step_cuda(const amp::StepControl& control) {
+  HG_CHECK(rounding_ == Rounding::Nearest, kind(), ": rounding = ", rounding_name(rounding_),
+           " (pure 16-bit training) runs on the CPU only for now; on CUDA use master_weights");
   std::vector<Tensor> steps, flags;
   for (ParamGroup& group : groups_) {
     DeviceGroup dg;
@@ -185,6 +239,10 @@ std::map<std::string, Tensor> Optimizer::state_dict() const {
       if (name != "step" && holds_value(it->second, name)) out[prefix + name] = t.detach().clone();
   }
   out["steps_applied"] = from_vector(std::vector<int64_t>{steps_applied()}, Shape{});
+  if (rounding_ != Rounding::Nearest) {  // u64 bit patterns, stored as i64 (as the rng part does)
+    out["rounding.seed"] = from_vector(std::vector<int64_t>{int64_t(rounding_seed_)}, Shape{});
+    out["rounding.offset"] = from_vector(std::vector<int64_t>{int64_t(rounding_offset_)}, Shape{});
+  }
   return out;
 }
 
@@ -205,6 +263,20 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
     known.insert(key);
   }
   const int64_t steps_applied = state_dict::read_int(state, "steps_applied", what, 0, kMaxSteps);
+  // The rounding stream: needed (and only there) with Stochastic or Kahan rounding.
+  const bool has_stream = state.count("rounding.seed") || state.count("rounding.offset");
+  HG_CHECK(has_stream || rounding_ == Rounding::Nearest, what,
+           ": the state has no rounding.seed / rounding.offset, but this optimizer rounds ", rounding_name(rounding_),
+           " (the state was saved by one with rounding nearest)");
+  HG_CHECK(!has_stream || rounding_ != Rounding::Nearest, what, ": the state holds a rounding stream (rounding.seed, "
+           "rounding.offset) of an optimizer with stochastic or Kahan rounding, but this one rounds to nearest");
+  uint64_t seed = rounding_seed_, offset = rounding_offset_;
+  if (rounding_ != Rounding::Nearest) {
+    seed = uint64_t(state_dict::read_int(state, "rounding.seed", what, INT64_MIN, INT64_MAX));
+    offset = uint64_t(state_dict::read_int(state, "rounding.offset", what, INT64_MIN, INT64_MAX));
+    known.insert("rounding.seed");
+    known.insert("rounding.offset");
+  }
   // Every other key is a parameter's state: a key that is neither would be silently unused.
   for (const auto& [key, _] : state)
     HG_CHECK(known.count(key) || key.starts_with("state."), what, ": unexpected key ", quoted(key),
@@ -228,6 +300,8 @@ void Optimizer::load_state_dict(const std::map<std::string, Tensor>& state) {
   for (size_t g = 0; g < groups_.size(); ++g) groups_[g].lr = lrs[g];
   steps_applied_ = steps_applied;
   steps_applied_cuda_ = Tensor();
+  rounding_seed_ = seed;
+  rounding_offset_ = offset;
 }
 
 // A parameter's state is all there or not there at all: its step count, and once it has taken a
@@ -238,7 +312,7 @@ void Optimizer::check_param_state_complete(size_t index, const Tensor& param, co
   HG_CHECK(names.count("step"), what, ": parameter ", index, " has state (", *names.begin(),
            ") but no state.", index, ".step");
   if (state_.at(param.impl()).step == 0) return;  // (a GPU step that was skipped left no values yet)
-  std::vector<std::string_view> expected = state_names();
+  std::vector<std::string_view> expected = kept_state_names();
   if (has_master(param)) expected.push_back("master");
   for (std::string_view name : expected)
     HG_CHECK(names.count(std::string(name)), what, ": parameter ", index, " has taken ", state_.at(param.impl()).step,
@@ -266,7 +340,7 @@ std::pair<size_t, std::string> Optimizer::load_param_state(const std::map<std::s
     s.step = state_dict::read_int(state, key, what, 0, kMaxSteps);  // a CUDA step() re-creates its device count
     return {index, name};
   }
-  const std::vector<std::string_view> names = state_names();
+  const std::vector<std::string_view> names = kept_state_names();
   const bool known = std::find(names.begin(), names.end(), name) != names.end() || (name == "master" && has_master(param));
   HG_CHECK(known, what, ": unexpected state ", quoted(key), " for this ", kind(), " optimizer (it keeps ",
            names.empty() ? std::string("no tensors") : std::string(names.front()) + (names.size() > 1 ? ", ..." : ""),

@@ -9,6 +9,17 @@
 // master_weights: for f16/bf16 parameters, keep an f32 master copy and f32 optimizer state;
 // the update is applied to the master and rounded into the 16-bit parameter, so small updates
 // are not lost to 16-bit rounding.
+//
+// rounding (SGD, Adam, AdamW): pure 16-bit training, the other way to keep small updates -- bf16 (or
+// f16) parameters, optimizer state in the same dtype, no f32 copy. Each update is computed in f32
+// and written back with stochastic rounding (Rounding::Stochastic, unbiased on average; the
+// rounding stream's seed and position are part of the state dict, so a resumed run continues
+// bitwise) or with Kahan compensation of the weight (Rounding::Kahan: one more 16-bit tensor per
+// parameter). Adam in bf16: 8 bytes per parameter for weight + gradient + m + v, against 16 with
+// f32 masters (memory_use()).
+//
+//   model.to(hg::bf16);
+//   hg::optim::AdamW opt(model.parameters(), {.lr = 1e-3, .rounding = hg::optim::Rounding::Stochastic, .seed = 1});
 #pragma once
 #include <map>
 #include <optional>
@@ -20,7 +31,34 @@
 #include "amp/scalable.h"
 #include "core/tensor.h"
 
+namespace hg::kernels::cpu {
+struct RoundedStore;  // kernels/cpu/rounded_update.h: how the pure 16-bit loop writes back
+}
+
 namespace hg::optim {
+
+// How update() writes a 16-bit parameter and its state back (optimizers without master weights):
+//   Nearest:    round to nearest even (an update below half an ulp is lost: bf16 weights stall);
+//   Stochastic: round up with probability equal to the fraction of the way to the next value
+//               (hg::stochastic_round), the weight and every state tensor;
+//   Kahan:      the weight to nearest plus a 16-bit compensation tensor ("compensation" in the
+//               state: +2 bytes per bf16 parameter) that carries the lost part into the next
+//               step; the state stochastically.
+// Stochastic and Kahan need bf16 or f16 parameters and no master_weights (an hg::Error otherwise);
+// they run on the CPU (an hg::Error on CUDA for now).
+enum class Rounding { Nearest, Stochastic, Kahan };
+const char* rounding_name(Rounding rounding);  // "nearest", "stochastic", "kahan"
+
+// What an optimizer's parameters take in training, counted from dtypes and options (so before the
+// first step too): the parameter, its gradient (one in the parameter's dtype, as backward leaves
+// it), the f32 master of a 16-bit parameter with master_weights, and the optimizer's state tensors
+// (momentum, moments, Kahan compensation) in the dtype update() keeps them.
+struct MemoryUse {
+  int64_t parameters = 0;  // elements
+  int64_t weight_bytes = 0, gradient_bytes = 0, master_bytes = 0, state_bytes = 0;
+  int64_t total_bytes() const { return weight_bytes + gradient_bytes + master_bytes + state_bytes; }
+  double bytes_per_parameter() const { return parameters ? double(total_bytes()) / double(parameters) : 0.0; }
+};
 
 struct ParamGroup {
   std::vector<Tensor> params;
@@ -52,13 +90,16 @@ class Optimizer : public amp::Scalable {
   std::vector<Tensor> parameters() const override;
   bool master_weights() const override { return master_weights_; }
   int64_t steps_applied() const;  // steps that changed the parameters (reads the GPU's count on CUDA)
+  Rounding rounding() const { return rounding_; }
+  MemoryUse memory_use() const;
 
   // "SGD", "Adam", "AdamW", "RMSprop", ... (yours: any name): stored in the state dict, so a
   // checkpoint resumes only into the kind of optimizer that wrote it.
   virtual std::string_view kind() const = 0;
 
   // The kind, learning rates and per-parameter state ("state.<i>.<name>", i = position in
-  // parameters()). Loading checks every value with the constructor's rules, and every state
+  // parameters()); with Stochastic or Kahan rounding also "rounding.seed" and "rounding.offset",
+  // where the rounding stream stands. Loading checks every value with the constructor's rules, and every state
   // tensor against its parameter's shape and dtype.
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
@@ -70,6 +111,8 @@ class Optimizer : public amp::Scalable {
 
  protected:
   Optimizer(const std::vector<Tensor>& params, double lr, bool master_weights);
+  // SGD, Adam, AdamW: with a rounding mode and the seed of its random stream.
+  Optimizer(const std::vector<Tensor>& params, double lr, bool master_weights, Rounding rounding, uint64_t seed);
 
   // Per-parameter state: named tensors (momentum_buffer, exp_avg, ...) and a step count (on
   // CUDA the count lives on the device, as the 0-d i64 tensors["step"]).
@@ -121,10 +164,18 @@ class Optimizer : public amp::Scalable {
   void check_param_state_complete(size_t index, const Tensor& param, const std::set<std::string>& names,
                                   std::string_view what) const;
 
+  // state_names() and, with Rounding::Kahan, "compensation".
+  std::vector<std::string_view> kept_state_names() const;
+  // Stochastic/Kahan: how update() writes `weight` back -- the next ceil(numel / 2) counters of the
+  // rounding stream (the stream advances), and with Kahan the compensation tensor.
+  kernels::cpu::RoundedStore rounded_store(const Tensor& weight, ParamState& state);
+
   std::vector<ParamGroup> groups_;
   std::optional<double> initial_lr_;
   std::map<const TensorImpl*, ParamState> state_;
   bool master_weights_;
+  Rounding rounding_ = Rounding::Nearest;
+  uint64_t rounding_seed_ = 0, rounding_offset_ = 0;  // the rounding stream: Philox(seed, offset + ...)
   int64_t steps_applied_ = 0;   // CPU
   Tensor steps_applied_cuda_;   // CUDA: 0-d i64 counted by the kernels
 };

@@ -6,10 +6,12 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/optimizer_step.h"
 #include "kernels/cpu/optimizer_loop.h"
+#include "kernels/cpu/rounded_update.h"
 
 namespace hg::optim {
 
-SGD::SGD(const std::vector<Tensor>& params, SGDOptions opts) : Optimizer(params, opts.lr, opts.master_weights), options(opts) {
+SGD::SGD(const std::vector<Tensor>& params, SGDOptions opts)
+    : Optimizer(params, opts.lr, opts.master_weights, opts.rounding, opts.seed), options(opts) {
   HG_CHECK(opts.momentum >= 0 && opts.weight_decay >= 0, "SGD: momentum and weight_decay must be >= 0");
   HG_CHECK(!opts.nesterov || (opts.momentum > 0 && opts.dampening == 0),
            "SGD: Nesterov momentum requires a momentum and zero dampening");
@@ -22,17 +24,21 @@ void SGD::set_momentum(double momentum) {
 
 void SGD::update(const Tensor& weight, const Tensor& grad, ParamState& state, double lr) {
   const kernels::math::SgdStep rule{lr, options.momentum, options.dampening, options.weight_decay, options.nesterov};
+  const bool rounded = rounding() != Rounding::Nearest;
   if (rule.momentum == 0) {
-    kernels::cpu::for_each_element<2>({weight, grad}, [=](auto& v) {
+    const auto apply = [=](auto& v) {
       auto no_buffer = v[0];
       rule.apply(v[0], v[1], no_buffer, true);
-    });
-    return;
+    };
+    if (!rounded) return kernels::cpu::for_each_element<2>({weight, grad}, apply);
+    return kernels::cpu::for_each_element_rounded<2>({weight, grad}, apply, rounded_store(weight, state));
   }
   Tensor& buffer = state.tensors["momentum_buffer"];
   const bool first = !buffer.defined();
   if (first) buffer = zeros_like(weight);
-  kernels::cpu::for_each_element<3>({weight, grad, buffer}, [=](auto& v) { rule.apply(v[0], v[1], v[2], first); });
+  const auto apply = [=](auto& v) { rule.apply(v[0], v[1], v[2], first); };
+  if (!rounded) return kernels::cpu::for_each_element<3>({weight, grad, buffer}, apply);
+  kernels::cpu::for_each_element_rounded<3>({weight, grad, buffer}, apply, rounded_store(weight, state));
 }
 
 }  // namespace hg::optim

@@ -18,6 +18,10 @@ struct SGDOptions {
   double weight_decay = 0;
   bool nesterov = false;
   bool master_weights = false;
+  // Pure 16-bit training (optimizer.h): Stochastic or Kahan with bf16/f16 parameters, no masters;
+  // seed: the seed of the stochastic rounding's Philox stream.
+  Rounding rounding = Rounding::Nearest;
+  uint64_t seed = 0;
 };
 
 class SGD : public Optimizer {
