@@ -4,10 +4,14 @@
 #                         gradient histogram, memory, samples/s -- once per CPU level for the speeds)
 #   05_f16_underflow     (the toy whose gradients underflow f16: its gradient histogram)
 #   09_shadow_check      (per-op error of one CNN step, f16 and bf16, against f32)
-# then plots them with gnuplot into docs/img/amp_*.png. Needs only what scripts/run.sh installs.
+# then plots them with gnuplot into docs/img/amp_*.png, and writes every number the docs quote from
+# these runs into docs/generated/numbers.json (scripts/figure_numbers.py) and from there into the
+# pages' marked spans (tests/doc_numbers.py apply; the CTest docs.numbers_match_generated checks
+# them). Needs only what scripts/run.sh installs.
 #
 #   scripts/figures.sh                  # ~5-10 minutes on 2 cores: 1 epoch x 3 precisions + short runs
 #   scripts/figures.sh --quick          # a few hundred images per run: checks the pipeline in seconds
+#                                       # (plots and numbers stay in the data dir: the docs are not touched)
 #   scripts/figures.sh --data-only --quick --build-dir build --data-dir DIR   # what CTest runs (no plots)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,7 +29,8 @@ while [[ $# -gt 0 ]]; do
 done
 data=${data:-$build/figures}
 img=docs/img
-mkdir -p "$data"
+[[ $quick -eq 1 ]] && img=$data/img  # a quick run's figures are not the docs'
+mkdir -p "$data" "$img"
 start=$(date +%s)
 step() { echo "[figures $(( $(date +%s) - start ))s] $*"; }
 
@@ -74,106 +79,160 @@ for f in compare.csv steps_f32.csv steps_f16.csv steps_bf16.csv steps_f16_growth
          lesson05_gradient_histogram.csv shadow_f16.csv shadow_bf16.csv; do
   [[ -s $data/$f ]] || { echo "figures.sh: $data/$f was not written" >&2; exit 1; }
 done
+# Every number the docs quote, computed from the files above (the quick CTest runs this too).
+python3 scripts/figure_numbers.py "$data" "$data/numbers.json" --build-dir "$build" --seconds $(( $(date +%s) - start ))
 if [[ $data_only -eq 1 ]]; then step "data in $data (no plots: --data-only)"; exit 0; fi
 
-# ---- the plots --------------------------------------------------------------------------------
+# ---- the plots (numbered as docs/amp.md shows them) ---------------------------------------------
 # Tables gnuplot reads more easily than the programs' CSVs.
+# Shadow errors as relative errors: op, f16 max, f16 mean, bf16 max, bf16 mean (rows that ran).
 awk -F, 'NR > 1 && $10 != 0 { n[$1]++; label = $1 (n[$1] > 1 ? "-" n[$1] : "");
   print label, $11 * 2^-10, $12 * 2^-10 }' "$data/shadow_f16.csv" > "$data/shadow_f16.dat"
 awk -F, 'NR > 1 && $10 != 0 { print $11 * 2^-7, $12 * 2^-7 }' "$data/shadow_bf16.csv" > "$data/shadow_bf16.dat"
 paste -d' ' "$data/shadow_f16.dat" "$data/shadow_bf16.dat" > "$data/shadow.dat"
-awk -F, 'NR > 1 { print $1, $7 / 2^20, $8 / 2^20, $5 }' "$data/compare.csv" > "$data/memory.dat"
+# Memory in MiB: precision, live before the step (run peak - step peak: weights, gradients, optimizer
+# state, the batch), saved for backward, the rest of the step's peak (transient buffers).
+awk -F, 'NR > 1 { print $1, ($6 - $7) / 2^20, $8 / 2^20, ($7 - $8) / 2^20 }' "$data/compare.csv" > "$data/memory.dat"
 for p in f32 f16 bf16; do  # step, loss, the mean of the last 20 steps' losses (one batch is noisy), applied
   awk -F, 'NR > 1 { l[NR % 20] = $3; n++; s = 0; for (k in l) s += l[k]; print $1, $3, s / (n < 20 ? n : 20), $5 }' \
     "$data/steps_$p.csv" > "$data/loss_$p.dat"
 done
+paste -d' ' "$data/loss_f32.dat" "$data/loss_f16.dat" "$data/loss_bf16.dat" > "$data/loss_all.dat"
+# Speed: level, then best / slowest samples/s of the repeats for f32, f16, bf16 (a busy machine only
+# ever slows a run down: the best is the speed, the spread is the noise).
 : > "$data/speed.dat"
-for level in "${levels[@]}"; do  # the best of the repeats: a busy machine only ever slows a run down
+for level in "${levels[@]}"; do
   ls "$data"/speed_"$level"_*.csv > /dev/null 2>&1 || continue
-  awk -F, -v level="$level" 'FNR > 1 && $5 > s[$1] { s[$1] = $5 } END { print level, s["f32"], s["f16"], s["bf16"] }' \
+  awk -F, -v level="$level" 'FNR > 1 { if ($5 > hi[$1]) hi[$1] = $5; if (!($1 in lo) || $5 < lo[$1]) lo[$1] = $5 }
+    END { print level, hi["f32"], lo["f32"], hi["f16"], lo["f16"], hi["bf16"], lo["bf16"] }' \
     "$data"/speed_"$level"_*.csv >> "$data/speed.dat"
 done
+# The gradient histograms' shares per f16 zone (% of nonzero values): below 2^-24 (f16: 0),
+# subnormal, normal, 2^16 and up (f16: inf) -- before and after unscaling.
+zones() {
+  awk -F, 'NR > 2 { t += $2; u += $3; z = ($1 < -24 ? 1 : $1 < -14 ? 2 : $1 < 16 ? 3 : 4); b[z] += $2; a[z] += $3 }
+    END { for (z = 1; z <= 4; z++) printf "%.3g%% / %.3g%%%s", 100 * b[z] / t, 100 * a[z] / u, (z < 4 ? "|" : "\n") }' "$1"
+}
+IFS='|' read -r toy_zero toy_sub toy_normal toy_inf < <(zones "$data/lesson05_gradient_histogram.csv")
+IFS='|' read -r cnn_zero cnn_sub cnn_normal cnn_inf < <(zones "$data/gradient_histogram_f16.csv")
 cpu=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//' || echo "this CPU")
 
 step "plotting into $img/"
 gnuplot <<EOF
-set terminal png size 900,480 noenhanced font ",11"
-set datafile separator ","
+set terminal pngcairo size 900,480 noenhanced font ",10"
+set datafile separator " "
 set grid ytics
 
-# 1. loss per step
-set output "$img/amp_loss.png"
-set title "CNN on Fashion-MNIST, 1 epoch, batch 128: training loss (hg-train --compare --log-steps)"
-set xlabel "step"; set ylabel "loss (thick: mean of the last 20 steps)"; set logscale y
-set datafile separator " "
-plot "$data/loss_f16.dat" using 1:2 with lines lw 1 lc rgb "#f4c2c2" title "f16, each step's batch", \
-     "$data/loss_f32.dat" using 1:3 with lines lw 3 lc rgb "#1f77b4" title "f32", \
-     "$data/loss_f16.dat" using 1:3 with lines lw 3 dt 2 lc rgb "#d62728" title "f16 + GradScaler", \
-     "$data/loss_bf16.dat" using 1:3 with lines lw 3 dt 3 lc rgb "#2ca02c" title "bf16", \
-     "$data/loss_f16.dat" using 1:(\$4 == 0 ? \$2 : 1/0) with points pt 7 ps 1.5 lc rgb "black" title "f16 step skipped (inf/NaN gradient)"
-set datafile separator ","
-unset logscale y
+# Figure 1. per-op shadow error, one panel per format, each with its correctly-rounded line
+set output "$img/amp_shadow_error.png"
+set terminal pngcairo size 1000,480 noenhanced font ",10"
+set multiplot layout 1,2 title "One CNN forward (batch 64, 09_shadow_check): each op's error against its f32 re-run"
+set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8 border -1
+set ylabel "relative error |low - f32| / max(|f32|, RMS)"; set logscale y; set format y "%.0e"
+set yrange [1e-5:0.1]; set key top right; set xtics rotate by -30
+set title "f16 autocast (eps = 2^-10)"
+set arrow 1 from graph 0, first 2**-11 to graph 1, first 2**-11 nohead dt 2 lw 2 lc rgb "black" front
+set label 1 "eps/2: one correct rounding" at graph 0.02, first 2**-11 * 1.4 front
+plot "$data/shadow.dat" using 2:xtic(1) lc rgb "#f4a3a3" title "max", "" using 3 lc rgb "#d62728" title "mean", \
+     "" using 0:(2e-5):((\$2 == 0) ? "exact: 0" : "") with labels notitle
+set title "bf16 autocast (eps = 2^-7)"
+set arrow 1 from graph 0, first 2**-8 to graph 1, first 2**-8 nohead dt 2 lw 2 lc rgb "black" front
+set label 1 "eps/2: one correct rounding" at graph 0.02, first 2**-8 * 1.4 front
+plot "$data/shadow.dat" using 4:xtic(1) lc rgb "#a6dba0" title "max", "" using 5 lc rgb "#2ca02c" title "mean", \
+     "" using 0:(2e-5):((\$4 == 0) ? "exact: 0" : "") with labels notitle
+unset multiplot
+unset arrow 1; unset label 1; unset logscale y; set format y "%g"; set yrange [*:*]; set xtics norotate
+set style data lines
 
-# 2. the loss scale
+# Figure 2. gradient histograms, log scale so the tails show, with each zone's share printed
+set datafile separator ","
+stats "$data/lesson05_gradient_histogram.csv" every ::2 using 2 nooutput; t05 = STATS_sum  # (before the ranges:
+stats "$data/gradient_histogram_f16.csv" every ::2 using 2 nooutput; tcnn = STATS_sum     #  stats obeys them)
+set output "$img/amp_gradient_histogram.png"
+set terminal pngcairo size 1000,760 noenhanced font ",10"
+set multiplot layout 2,1
+set style fill transparent solid 0.6 noborder
+set xlabel "base-2 exponent e of |gradient| (bin: 2^e <= |g| < 2^(e+1))"; set ylabel "share of nonzero values (log)"
+set xrange [-50:20]; set logscale y; set yrange [1e-7:3]; set format y "%.0e"
+set object 1 rect from -50, graph 0 to -24, graph 1 fc rgb "#f4cccc" fs solid 0.5 noborder behind
+set object 2 rect from -24, graph 0 to -14, graph 1 fc rgb "#fce5cd" fs solid 0.5 noborder behind
+set object 3 rect from 16, graph 0 to 20, graph 1 fc rgb "#f4cccc" fs solid 0.5 noborder behind
+set key at graph 0.99, graph 0.55 right
+set label 1 "f16: 0\nscaled / true:\n$toy_zero" at -49, graph 0.9; set label 2 "f16 subnormal\n\n$toy_sub" at -23.5, graph 0.9
+set label 3 "f16 normal (bf16: all of it)\n\n$toy_normal" at -13, graph 0.9; set label 4 "f16 inf\n\n$toy_inf" at 16.3, graph 0.9
+set title "Lesson 05's toy (gradients ~1e-8), 100 steps at scale 2^16: before unscaling (scaled) vs after (true values)"
+plot "$data/lesson05_gradient_histogram.csv" every ::2 using 1:(\$2 > 0 ? \$2/t05 : 1/0) with boxes lc rgb "#d62728" title "before unscaling (x 2^16)", \
+     "" every ::2 using 1:(\$3 > 0 ? \$3/t05 : 1/0) with boxes lc rgb "#1f77b4" title "after unscaling (what the optimizer uses)"
+set label 1 "f16: 0\nscaled / true:\n$cnn_zero"; set label 2 "f16 subnormal\n\n$cnn_sub"
+set label 3 "f16 normal (bf16: all of it)\n\n$cnn_normal"; set label 4 "f16 inf\n\n$cnn_inf"
+set title "CNN, 1 epoch under f16 autocast with a GradScaler: every parameter gradient of every step"
+plot "$data/gradient_histogram_f16.csv" every ::2 using 1:(\$2 > 0 ? \$2/tcnn : 1/0) with boxes lc rgb "#d62728" title "before unscaling (x scale)", \
+     "" every ::2 using 1:(\$3 > 0 ? \$3/tcnn : 1/0) with boxes lc rgb "#1f77b4" title "after unscaling"
+unset multiplot
+unset object 1; unset object 2; unset object 3; unset label 1; unset label 2; unset label 3; unset label 4
+unset logscale y; set format y "%g"; set yrange [*:*]; set xrange [*:*]; set key default
+set terminal pngcairo size 900,480 noenhanced font ",10"
+
+# Figure 3. the loss scale (the two runs share their first steps: the second is dashed on top)
 set output "$img/amp_scale.png"
 set title "Loss scale of the f16 runs per step: x0.5 and skip on overflow, x2 after growth_interval clean steps"
-set ylabel "log2(loss scale)"; set ytics 1; set key top left; set offsets 0, 0, 1, 0.5
-plot "$data/steps_f16.csv" every ::1 using 1:(log(\$4)/log(2)) with steps lw 2 lc rgb "#d62728" title "growth_interval 2000 (default)", \
-     "$data/steps_f16_growth50.csv" every ::1 using 1:(log(\$4)/log(2)) with steps lw 2 lc rgb "#9467bd" title "growth_interval 50", \
+set xlabel "step"; set ylabel "log2(loss scale)"; set ytics 1; set key top left; set offsets 0, 0, 1, 0.5
+plot "$data/steps_f16.csv" every ::1 using 1:(log(\$4)/log(2)) with steps lw 4 lc rgb "#d62728" title "growth_interval 2000 (default)", \
+     "$data/steps_f16_growth50.csv" every ::1 using 1:(log(\$4)/log(2)) with steps lw 2 dt 2 lc rgb "#9467bd" title "growth_interval 50", \
      "$data/steps_f16.csv" every ::1 using 1:(\$5 == 0 ? log(\$4)/log(2) : 1/0) with points pt 7 ps 1.5 lc rgb "black" title "skipped step", \
      "$data/steps_f16_growth50.csv" every ::1 using 1:(\$5 == 0 ? log(\$4)/log(2) : 1/0) with points pt 7 ps 1.5 lc rgb "black" notitle
 set ytics autofreq; set key default; set offsets 0, 0, 0, 0
 
-# 3. gradient histograms
-set output "$img/amp_gradient_histogram.png"
-set terminal png size 1000,700 noenhanced font ",11"
-set multiplot layout 2,1
-set style fill transparent solid 0.6 noborder
-set xlabel "base-2 exponent e of |gradient| (bin: 2^e <= |g| < 2^(e+1))"; set ylabel "share of nonzero values"
-set xrange [-50:20]
-set object 1 rect from -50, graph 0 to -24, graph 1 fc rgb "#f4cccc" fs solid 0.5 noborder behind
-set object 2 rect from -24, graph 0 to -14, graph 1 fc rgb "#fce5cd" fs solid 0.5 noborder behind
-set object 3 rect from 16, graph 0 to 20, graph 1 fc rgb "#f4cccc" fs solid 0.5 noborder behind
-set label 1 "f16: 0" at -49, graph 0.92; set label 2 "f16 subnormal" at -23.5, graph 0.92
-set label 3 "f16 inf" at 16.5, graph 0.92; set label 4 "f16 normal (bf16: all of this chart)" at -13, graph 0.92
-set key at graph 0.97, graph 0.84 right; set offsets 0, 0, graph 0.5, 0
-stats "$data/lesson05_gradient_histogram.csv" every ::2 using 2 nooutput; t05 = STATS_sum
-set title "Lesson 05's toy (gradients ~1e-8), 100 steps at scale 2^16: before unscaling (scaled) vs after (true values)"
-plot "$data/lesson05_gradient_histogram.csv" every ::2 using 1:(\$2/t05) with boxes lc rgb "#d62728" title "before unscaling (x 2^16)", \
-     "" every ::2 using 1:(\$3/t05) with boxes lc rgb "#1f77b4" title "after unscaling (what the optimizer uses)"
-stats "$data/gradient_histogram_f16.csv" every ::2 using 2 nooutput; tcnn = STATS_sum
-set title "CNN, 1 epoch under f16 autocast with a GradScaler: every parameter gradient of every step"
-plot "$data/gradient_histogram_f16.csv" every ::2 using 1:(\$2/tcnn) with boxes lc rgb "#d62728" title "before unscaling (x scale)", \
-     "" every ::2 using 1:(\$3/tcnn) with boxes lc rgb "#1f77b4" title "after unscaling"
-unset multiplot
-unset object 1; unset object 2; unset object 3; unset label 1; unset label 2; unset label 3; unset label 4; set key default; set offsets 0, 0, 0, 0
-set xrange [*:*]
-set terminal png size 900,480 noenhanced font ",11"
-
-# 4. per-op shadow error
+# Figure 4. loss per step, f32 dashed on top; below, each 16-bit run's difference from f32
 set datafile separator " "
-set output "$img/amp_shadow_error.png"
-set title "One CNN forward (batch 64): each op's error against its f32 re-run (09_shadow_check)"
-set style data histograms; set style histogram clustered gap 1; set style fill solid 0.8 border -1
-set xlabel ""; set ylabel "relative error |low - f32| / max(|f32|, RMS)"; set logscale y; set format y "%.0e"
-set yrange [1e-5:0.1]; set key top right
-plot "$data/shadow.dat" using 3:xtic(1) lc rgb "#d62728" title "f16 mean", "" using 5 lc rgb "#2ca02c" title "bf16 mean", \
-     "" using 2 lc rgb "#f4a3a3" title "f16 max", "" using 4 lc rgb "#a6dba0" title "bf16 max", \
-     "" using 0:(2e-5):((\$2 == 0 && \$4 == 0) ? "exact: 0" : "") with labels notitle
-unset logscale y; set format y "%g"; set yrange [0:*]
+set output "$img/amp_loss.png"
+set terminal pngcairo size 900,640 noenhanced font ",10"
+set multiplot layout 2,1 margins 0.1, 0.97, 0.09, 0.93 spacing 0, 0.11
+set title "CNN on Fashion-MNIST, 1 epoch, batch 128: training loss (hg-train --compare --log-steps)"
+set xlabel ""; set ylabel "loss (thick: mean of last 20 steps)"; set logscale y
+plot "$data/loss_f16.dat" using 1:2 with lines lw 1 lc rgb "#f4c2c2" title "f16, each step's batch", \
+     "$data/loss_f16.dat" using 1:3 with lines lw 3 lc rgb "#d62728" title "f16 + GradScaler", \
+     "$data/loss_bf16.dat" using 1:3 with lines lw 3 lc rgb "#2ca02c" title "bf16", \
+     "$data/loss_f32.dat" using 1:3 with lines lw 2 dt 2 lc rgb "black" title "f32 (dashed, on top)", \
+     "$data/loss_f16.dat" using 1:(\$4 == 0 ? \$2 : 1/0) with points pt 7 ps 1.5 lc rgb "black" title "f16 step skipped (inf/NaN gradient)"
+unset logscale y
+set title "difference from f32 (means of the last 20 steps)"; set xlabel "step"; set ylabel "loss - f32's loss"
+plot 0 with lines lc rgb "black" dt 2 notitle, \
+     "$data/loss_all.dat" using 1:(\$7 - \$3) with lines lw 2 lc rgb "#d62728" title "f16 - f32", \
+     "" using 1:(\$11 - \$3) with lines lw 2 lc rgb "#2ca02c" title "bf16 - f32"
+unset multiplot
+set terminal pngcairo size 900,480 noenhanced font ",10"
 
-# 5. memory
+# Figure 5. memory: what the run holds, stacked
 set output "$img/amp_memory.png"
-set title "Memory of one CNN training step, batch 128 (hg-train --compare)"
-set ylabel "MiB"; set key below; set yrange [0:*]
-plot "$data/memory.dat" using 2:xtic(1) lc rgb "#1f77b4" title "step peak (above what was live before)", \
-     "" using 3 lc rgb "#ff7f0e" title "saved for backward (after the forward)"
+set title "Memory of the CNN training run, batch 128 (hg-train --compare): the run's peak, stacked"
+set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1; set boxwidth 0.6
+set xlabel "precision"; set ylabel "MiB"; set key below maxrows 3; set yrange [0:*]
+plot "$data/memory.dat" using 2:xtic(1) lc rgb "#bbbbbb" title "live before the step: dataset, weights, gradients, optimizer state", \
+     "" using 3 lc rgb "#ff7f0e" title "saved for backward: the activations (the step peak's part AMP halves)", \
+     "" using 4 lc rgb "#1f77b4" title "the rest of the step's peak: transient buffers"
+set key default; set boxwidth
 
-# 6. speed
+# Figure 6. speed: samples/s with the repeats' spread, and each precision's ratio to f32
 set output "$img/amp_speed.png"
-set title "CNN training speed, one thread, per precision and CPU level (HG_CPU_ISA) -- $cpu"
-set ylabel "samples/s (best of 3 runs)"; set key below; set yrange [0:*]
-plot "$data/speed.dat" using 2:xtic(1) lc rgb "#1f77b4" title "f32", "" using 3 lc rgb "#d62728" title "f16 + GradScaler", \
-     "" using 4 lc rgb "#2ca02c" title "bf16"
+set terminal pngcairo size 900,640 noenhanced font ",10"
+set multiplot layout 2,1 margins 0.1, 0.97, 0.1, 0.92 spacing 0, 0.1
+set title "CNN training speed, one thread, per precision and CPU level -- $cpu"
+set style histogram errorbars gap 2 lw 1; set style fill solid 0.8 border -1
+set xlabel ""; set ylabel "samples/s (bar: best; whisker: slowest)"; set key below; set yrange [0:*]
+plot "$data/speed.dat" using 2:3:2:xtic(1) lc rgb "#1f77b4" title "f32", "" using 4:5:4 lc rgb "#d62728" title "f16 + GradScaler", \
+     "" using 6:7:6 lc rgb "#2ca02c" title "bf16"
+set title ""; set style histogram clustered gap 2; set xlabel "CPU level (HG_CPU_ISA, best of the repeats)"
+set ylabel "x f32"; unset key; set yrange [0:*]
+set arrow 1 from graph 0, first 1 to graph 1, first 1 nohead dt 2 lw 2 lc rgb "#1f77b4" front
+plot "$data/speed.dat" using (\$4/\$2):xtic(1) lc rgb "#d62728", "" using (\$6/\$2) lc rgb "#2ca02c", \
+     "" using (\$0 - 0.17):(\$4/\$2):(sprintf("%.2f", \$4/\$2)) with labels offset 0,0.7 notitle, \
+     "" using (\$0 + 0.17):(\$6/\$2):(sprintf("%.2f", \$6/\$2)) with labels offset 0,0.7 notitle
+unset multiplot
 EOF
+if [[ $quick -eq 0 ]]; then  # the docs take their numbers from this run
+  mkdir -p docs/generated
+  cp "$data/numbers.json" docs/generated/numbers.json
+  python3 tests/doc_numbers.py apply .
+fi
 step "done: $(ls $img/amp_*.png | tr '\n' ' ')"

@@ -1,0 +1,1 @@
+int added() { return 3; }

@@ -1,0 +1,1 @@
+int kernel() { return 2; }  // changed since the numbers were generated
