@@ -6,11 +6,15 @@
 
 namespace hg {
 
-Tensor Tensor::to(DType dtype) const {
+Tensor Tensor::to(DType dtype) const { return to(dtype, Float8Overflow::Default); }
+
+Tensor Tensor::to(DType dtype, Float8Overflow overflow) const {
   if (dtype == this->dtype()) return *this;
   Tensor out = empty(shape(), {.dtype = dtype, .device = device()});
-  detail::copy_into(out, *this);
-  if (is_floating(dtype)) {
+  detail::copy_into(out, *this, overflow);
+  // NOTE: no node for an FP8 result: its gradient would be an FP8 tensor, which no op computes
+  // on. The FP8 recipes quantise inside their ops and keep gradients in f32 / 16-bit.
+  if (is_floating(dtype) && !is_float8(dtype)) {
     autograd::record("to", out, {*this}, [source = this->dtype()](const Tensor& g) -> std::vector<Tensor> {
       return {g.to(source)};
     });

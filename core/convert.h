@@ -3,7 +3,9 @@
 //   * floating -> floating: round to nearest even (16-bit targets go through float);
 //   * floating -> integer: truncate toward zero; NaN gives 0 and out-of-range values saturate
 //     to the target's min/max (C++ leaves both undefined);
-//   * integer -> integer: two's-complement wrap, as static_cast does since C++20.
+//   * integer -> integer: two's-complement wrap, as static_cast does since C++20;
+//   * to an 8-bit float: core/float8.h (overflow gives NaN or inf; copy_into can saturate).
+//     The 8-bit floats convert on the host only (no device code instantiates them).
 #pragma once
 #include <cmath>
 #include <limits>
@@ -34,6 +36,9 @@ HG_CONVERT_HD To convert_value_with(From from) {
     if (x >= double(std::numeric_limits<To>::max())) return std::numeric_limits<To>::max();
     if (x <= double(std::numeric_limits<To>::lowest())) return std::numeric_limits<To>::lowest();
     return To(trunc(x));
+  } else if constexpr (is_float8_type_v<To>) {
+    // Straight from the source value (an f64 is not rounded to f32 first: one rounding only).
+    return To(double(Io::widen(from)));
   } else if constexpr (std::is_same_v<To, half> || std::is_same_v<To, bfloat16>) {
     return Io::template narrow<To>(float(Io::widen(from)));
   } else {

@@ -2,10 +2,12 @@
 // with the rules of convert.h, between any strides and any two devices. The kernel behind
 // Tensor::to, contiguous(), clone() and copy_().
 #pragma once
+#include "core/float8.h"
 #include "core/tensor.h"
 
 namespace hg::detail {
-void copy_into(const Tensor& dst, const Tensor& src);
+// `overflow` matters only when dst is an 8-bit float (core/float8.h).
+void copy_into(const Tensor& dst, const Tensor& src, Float8Overflow overflow = Float8Overflow::Default);
 // Strides of `t` seen through broadcasting to `shape` (0 on broadcast dimensions).
 Shape broadcast_strides(const Tensor& t, const Shape& shape);
 // CUDA side (core/cuda/copy_kernel.cu): both tensors on the same CUDA device, same shape after broadcast.

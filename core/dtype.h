@@ -10,7 +10,7 @@
 
 namespace hg {
 
-enum class DType : uint8_t { F32, F64, F16, BF16, I32, I64, U8 };
+enum class DType : uint8_t { F32, F64, F16, BF16, I32, I64, U8, F8E4M3, F8E5M2 };
 
 struct DTypeInfo {
   DType dtype;
@@ -45,6 +45,10 @@ inline constexpr DTypeInfo kDTypeTable[] = {
     {DType::I32,  "i32",  "I32",       4,    false,    1,    DType::I32, DType::I64, /*R_32I*/ 10, /*INT32*/ 4},
     {DType::I64,  "i64",  "I64",       8,    false,    2,    DType::I64, DType::I64, /*R_64I*/ 24, /*INT64*/ 10},
     {DType::U8,   "u8",   "U8",        1,    false,    0,    DType::U8,  DType::I64, /*R_8U*/ 8,   /*UINT8*/ 6},
+    // FP8 (core/float8.h): storage only. Ops refuse them (visit_dtype) and promote_types does not
+    // mix them with other dtypes, as in PyTorch; Tensor::to converts, the FP8 recipes quantise.
+    {DType::F8E4M3, "f8e4m3", "F8_E4M3", 1, true,   3,    DType::F32, DType::F32, /*R_8F_E4M3*/ 28, /*FP8_E4M3*/ 12},
+    {DType::F8E5M2, "f8e5m2", "F8_E5M2", 1, true,   3,    DType::F32, DType::F32, /*R_8F_E5M2*/ 29, /*FP8_E5M2*/ 13},
 };
 // clang-format on
 inline constexpr size_t kNumDTypes = std::size(kDTypeTable);
@@ -54,6 +58,7 @@ constexpr std::string_view dtype_name(DType d) { return dtype_info(d).name; }
 constexpr size_t element_size(DType d) { return dtype_info(d).size; }
 constexpr bool is_floating(DType d) { return dtype_info(d).is_floating; }
 constexpr bool is_16bit_floating(DType d) { return is_floating(d) && element_size(d) == 2; }
+constexpr bool is_float8(DType d) { return is_floating(d) && element_size(d) == 1; }
 constexpr DType compute_dtype(DType d) { return dtype_info(d).compute; }
 constexpr DType accumulate_dtype(DType d) { return dtype_info(d).accumulate; }
 
@@ -72,9 +77,12 @@ inline constexpr DType bf16 = DType::BF16;
 inline constexpr DType i32 = DType::I32;
 inline constexpr DType i64 = DType::I64;
 inline constexpr DType u8 = DType::U8;
+inline constexpr DType f8e4m3 = DType::F8E4M3;
+inline constexpr DType f8e5m2 = DType::F8E5M2;
 
 // The dtype two tensors combine to, as in PyTorch: integers < 16-bit floats < f32 < f64,
-// u8 < i32 < i64, and f16 with bf16 gives f32 (neither holds the other's values).
+// u8 < i32 < i64, and f16 with bf16 gives f32 (neither holds the other's values). An FP8 dtype
+// promotes only with itself: mixing it with another dtype is an hg::Error (convert first).
 DType promote_types(DType a, DType b);
 
 std::ostream& operator<<(std::ostream& os, DType d);

@@ -17,6 +17,7 @@
 #include "core/device.h"
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/float8.h"
 #include "core/half.h"
 #include "core/shape.h"
 #include "core/storage.h"
@@ -76,6 +77,9 @@ class Tensor {
 
   // ---- conversions and views (ops; defined in autograd/cast.cpp and ops/shape.cpp) ----
   Tensor to(DType dtype) const;
+  // To an 8-bit float, choosing what overflow gives (core/float8.h): Float8Overflow::Saturate
+  // clamps to +-448 (e4m3) / +-57344 (e5m2) instead of NaN / inf. FP8 results carry no gradient.
+  Tensor to(DType dtype, Float8Overflow overflow) const;
   Tensor to(Device device) const;
   Tensor contiguous() const;
   Tensor reshape(Shape shape) const;

@@ -5,6 +5,10 @@
 //
 // Acc<T> is the type a kernel computes in: the table's compute dtype (float for the 16-bit
 // types, stored in 2 bytes and never used for arithmetic; T itself otherwise).
+//
+// The 8-bit floats are storage only: visit_dtype refuses them with an hg::Error that says to
+// convert first, so no kernel is instantiated for them. Copies and fills, which only convert,
+// use visit_any_dtype, which includes them.
 #pragma once
 #include <cstdint>
 #include <string_view>
@@ -13,12 +17,14 @@
 
 #include "core/dtype.h"
 #include "core/error.h"
+#include "core/float8.h"
 #include "core/half.h"
 
 namespace hg {
 
 // The C++ element type of each dtype, in DType's order: element_type<DType::F16> is half.
-using ElementTypes = std::tuple<float, double, half, bfloat16, int32_t, int64_t, uint8_t>;
+using ElementTypes =
+    std::tuple<float, double, half, bfloat16, int32_t, int64_t, uint8_t, float8_e4m3, float8_e5m2>;
 static_assert(std::tuple_size_v<ElementTypes> == kNumDTypes, "ElementTypes: one C++ type per dtype");
 template <DType D> using element_type = std::tuple_element_t<static_cast<size_t>(D), ElementTypes>;
 
@@ -49,14 +55,31 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
     case DType::I32: return f.template operator()<int32_t>();
     case DType::I64: return f.template operator()<int64_t>();
     case DType::U8: return f.template operator()<uint8_t>();
+    case DType::F8E4M3:
+    case DType::F8E5M2:
+      HG_FAIL("a ", dtype, " tensor is storage only: convert it with .to(hg::f32) (or f16, bf16) before computing on it");
   }
   HG_FAIL("visit_dtype: invalid dtype tag ", int(dtype));
+}
+
+template <class T> inline constexpr bool is_float8_type_v = is_float8(dtype_of<T>());
+
+// visit_dtype with the 8-bit floats too: for code that only converts elements (copy_into, fill).
+template <class F>
+decltype(auto) visit_any_dtype(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::F8E4M3: return f.template operator()<float8_e4m3>();
+    case DType::F8E5M2: return f.template operator()<float8_e5m2>();
+    default: return visit_dtype(dtype, f);
+  }
 }
 
 // visit_dtype restricted to floating types; an integer dtype is an hg::Error naming `op`.
 template <class F>
 decltype(auto) visit_floating(DType dtype, std::string_view op, F&& f) {
   using R = decltype(f.template operator()<float>());
+  HG_CHECK(!is_float8(dtype), op, ": a ", dtype,
+           " tensor is storage only: convert it with .to(hg::f32) (or f16, bf16) before computing on it");
   return visit_dtype(dtype, [&]<class T>() -> R {
     if constexpr (is_floating_type_v<T>) return f.template operator()<T>();
     else HG_FAIL(op, ": expected a floating tensor (f32, f64, f16, bf16), got ", dtype);

@@ -46,8 +46,11 @@ std::map<std::string, Tensor> every_dtype() {
   hg::manual_seed(0);
   std::map<std::string, Tensor> tensors;
   for (const hg::DTypeInfo& info : hg::kDTypeTable) {
+    // (8-bit floats are storage only: drawn in f32 and converted)
     tensors["t_" + std::string(info.name)] =
-        info.is_floating ? hg::randn({3, 5}, {.dtype = info.dtype}) : hg::randint(0, 100, {7}, {.dtype = info.dtype});
+        hg::is_float8(info.dtype) ? hg::randn({3, 5}).to(info.dtype)
+        : info.is_floating        ? hg::randn({3, 5}, {.dtype = info.dtype})
+                                  : hg::randint(0, 100, {7}, {.dtype = info.dtype});
   }
   tensors["scalar"] = hg::full({}, 3.25);
   tensors["empty"] = hg::empty({0, 4}, {.dtype = hg::bf16});
