@@ -5,6 +5,7 @@
 //   hg-train --model gpt --steps 300                    # on /usr/share/common-licenses/GPL-3
 //   hg-train --model lstm --steps 500
 //   hg-train --model mlp --compare --epochs 1          # f32 vs f16+GradScaler vs bf16, one table
+//   hg-train --model mlp --precision bf16-pure         # bf16 weights + optimizer state, stochastic rounding
 //   mpirun -np 2 hg-train --model cnn --batch-size 64  # data-parallel: 2 processes, global batch 128
 //
 // Prints a progress bar per epoch (on a terminal) and one line per epoch; with --out writes
@@ -136,10 +137,13 @@ int run_single(const TrainConfig& config, const hg::data::MNIST& train, const hg
   const std::string ranks =
       config.group ? " (" + std::to_string(world) + " ranks, global batch " + std::to_string(trainer.global_batch()) + ")" : "";
   if (speaker) {
+    const std::string precision = config.precision == "bf16-pure"
+        ? config.precision + " (" + hg::optim::rounding_name(config.rounding) + " rounding)" : config.precision;
     std::printf("hg-train: %s, %s, precision %s, lr %g, batch %s, %d epoch(s), %d thread(s)%s, %s, CPU level %s\n",
-                config.model.c_str(), config.optimizer.c_str(), config.precision.c_str(), config.lr, batch.c_str(),
+                config.model.c_str(), config.optimizer.c_str(), precision.c_str(), config.lr, batch.c_str(),
                 config.epochs, hg::get_num_threads(), config.group ? " per rank" : "", config.device.str().c_str(),
                 hg::cpu::isa_summary().c_str());
+    std::printf("memory: %s\n", hg_train::memory_per_parameter(trainer.optimizer()).c_str());
     if (config.normalize)
       std::printf("inputs normalised with the training set's pixel mean %.4f and std %.4f\n",
                   trainer.input_statistics().mean, trainer.input_statistics().std);
@@ -307,9 +311,15 @@ int run(int argc, char** argv) {
       ->check(CLI::IsMember({"cpu", "cuda", "auto"}))->capture_default_str();
   app.add_option("--precision", config.precision,
                  "f32, f16 (autocast + GradScaler), bf16 (autocast), amp (mixed precision on the device: f16 on "
-                 "CUDA, bf16 on a CPU), or auto (the fastest: f16 on CUDA; on a CPU bf16 where a bf16 GEMM is measured "
-                 "faster than f32, else f32)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "amp", "auto"}))->capture_default_str();
+                 "CUDA, bf16 on a CPU), auto (the fastest: f16 on CUDA; on a CPU bf16 where a bf16 GEMM is measured "
+                 "faster than f32, else f32), or bf16-pure (bf16 weights and optimizer state, no f32 masters, updates "
+                 "written back with --rounding)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "amp", "auto", "bf16-pure"}))->capture_default_str();
+  std::string rounding = "stochastic";
+  app.add_option("--rounding", rounding, "--precision bf16-pure: how updates are written into the bf16 weights and "
+                 "state: stochastic (unbiased on average), kahan (the weights with a bf16 compensation, 2 more bytes "
+                 "per parameter) or nearest (small updates are lost)")
+      ->check(CLI::IsMember({"stochastic", "kahan", "nearest"}))->capture_default_str();
   app.add_option("--out", out, "directory for the checkpoint (after every epoch), metrics.csv and the model");
   app.add_option("--checkpoint-every", config.checkpoint_every, "also write the checkpoint every N steps (0: per epoch only)")
       ->check(non_negative)->capture_default_str();
@@ -345,7 +355,10 @@ int run(int argc, char** argv) {
     HG_FAIL(e.what(), " (hg-train --help lists the options)");
   }
 
+  HG_CHECK(!app.count("--rounding") || config.precision == "bf16-pure", "--rounding is for --precision bf16-pure");
+  config.rounding = hg_train::rounding_from_name(rounding);
   if (hg_train::is_text_model(config.model)) {
+    HG_CHECK(config.precision != "bf16-pure", "--precision bf16-pure is for the image models for now");
     if (threads > 0) hg::set_num_threads(threads);
     return run_text_model(app, config, device, text_steps, checkpoint_activations, data_root, out, resume, compare);
   }

@@ -55,6 +55,7 @@ std::vector<hg::distributed::Setting> rank_settings(const TrainConfig& config, c
           {"--warmup-epochs", number(config.warmup_epochs)},
           {"--augment", config.augment ? "yes" : "no"},
           {"--precision", config.precision},  // as resolved ("amp" and "auto" may resolve per machine)
+          {"--rounding", hg::optim::rounding_name(config.rounding)},
           {"--batch-size", std::to_string(config.batch_size)},
           {"--seed", std::to_string(config.seed)},
           {"--epochs", std::to_string(config.epochs)},

@@ -1,8 +1,10 @@
 // Trainer: the training step, evaluation and checkpoints of hg-train.
 #include "train/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <numbers>
 
 #include "train/progress.h"
@@ -14,21 +16,42 @@ namespace sd = hg::state_dict;
 hg::DType precision_dtype(const std::string& precision) {
   if (precision == "f32") return hg::f32;
   if (precision == "f16") return hg::f16;
-  if (precision == "bf16") return hg::bf16;
-  HG_FAIL("unknown precision \"", precision, "\" (expected f32, f16 or bf16)");
+  if (precision == "bf16" || precision == "bf16-pure") return hg::bf16;
+  HG_FAIL("unknown precision \"", precision, "\" (expected f32, f16, bf16 or bf16-pure)");
+}
+
+hg::optim::Rounding rounding_from_name(const std::string& name) {
+  for (const hg::optim::Rounding r : {hg::optim::Rounding::Stochastic, hg::optim::Rounding::Kahan, hg::optim::Rounding::Nearest})
+    if (name == hg::optim::rounding_name(r)) return r;
+  HG_FAIL("unknown rounding \"", name, "\" (expected stochastic, kahan or nearest)");
+}
+
+std::string memory_per_parameter(const hg::optim::Optimizer& optimizer) {
+  const hg::optim::MemoryUse use = optimizer.memory_use();
+  const double n = double(std::max<int64_t>(use.parameters, 1));
+  char line[256];
+  std::snprintf(line, sizeof line, "%.2f bytes/parameter for weights + gradients + optimizer state (%lld parameters: "
+                "weight %.0f, gradient %.0f, f32 master %.0f, state %.0f)", use.bytes_per_parameter(),
+                (long long)use.parameters, double(use.weight_bytes) / n, double(use.gradient_bytes) / n,
+                double(use.master_bytes) / n, double(use.state_bytes) / n);
+  return line;
 }
 
 namespace {
 std::unique_ptr<hg::optim::Optimizer> make_optimizer(const TrainConfig& c, const std::vector<hg::Tensor>& params) {
   HG_CHECK(!c.nesterov || (c.optimizer == "sgd" && c.momentum > 0), "--nesterov needs --optimizer sgd and a momentum > 0");
+  // bf16-pure: the bf16 weights are updated in place, rounded as --rounding says, with the run's seed.
+  const hg::optim::Rounding rounding = c.precision == "bf16-pure" ? c.rounding : hg::optim::Rounding::Nearest;
   if (c.optimizer == "sgd")
     return std::make_unique<hg::optim::SGD>(params, hg::optim::SGDOptions{.lr = c.lr, .momentum = c.momentum,
                                                                           .weight_decay = c.weight_decay,
-                                                                          .nesterov = c.nesterov});
+                                                                          .nesterov = c.nesterov, .rounding = rounding,
+                                                                          .seed = c.seed});
   if (c.optimizer == "adam")
-    return std::make_unique<hg::optim::Adam>(params, hg::optim::AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay});
+    return std::make_unique<hg::optim::Adam>(params, hg::optim::AdamOptions{.lr = c.lr, .weight_decay = c.weight_decay,
+                                                                            .rounding = rounding, .seed = c.seed});
   if (c.optimizer == "adamw") {
-    hg::optim::AdamWOptions options{.lr = c.lr};
+    hg::optim::AdamWOptions options{.lr = c.lr, .rounding = rounding, .seed = c.seed};
     if (c.weight_decay > 0) options.weight_decay = c.weight_decay;  // (else AdamW's own default, 0.01)
     return std::make_unique<hg::optim::AdamW>(params, options);
   }
@@ -72,6 +95,11 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
       autocast_(config_.precision != "f32"),
       autocast_dtype_(autocast_ ? precision_dtype(config_.precision) : hg::f16) {
   precision_dtype(config_.precision);  // validates the name
+  if (config_.precision == "bf16-pure") {
+    HG_CHECK(config_.device.is_cpu() || config_.rounding == hg::optim::Rounding::Nearest,
+             "--precision bf16-pure rounds stochastically on the CPU only for now (--device cpu, or --rounding nearest)");
+    model_.to(hg::bf16);  // weights (and so gradients and optimizer state) in bf16: no f32 copy anywhere
+  }
   model_.to(config_.device);
   if (config_.group) {  // rank 0's initial weights everywhere; gradients averaged across ranks
     ddp_ = std::make_unique<hg::distributed::DataParallel>(model_, config_.group);

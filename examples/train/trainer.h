@@ -3,6 +3,9 @@
 //   f32:  no autocast, no scaling
 //   f16:  Autocast(f16) around forward + loss, GradScaler (dynamic loss scaling)
 //   bf16: Autocast(bf16), no scaling (bf16 has f32's exponent range)
+//   bf16-pure: bf16 weights and bf16 optimizer state, no f32 copy at all: each update computed in
+//              f32 and written back with stochastic rounding (or --rounding kahan / nearest), under
+//              Autocast(bf16) so the loss is still computed in f32
 #pragma once
 #include <fstream>
 #include <memory>
@@ -17,6 +20,8 @@ struct TrainConfig {
   std::string model = "mlp";
   std::string optimizer = "sgd";
   std::string precision = "f32";
+  // bf16-pure: how the optimizer writes bf16 weights and state back (hg::optim::Rounding).
+  hg::optim::Rounding rounding = hg::optim::Rounding::Stochastic;
   double lr = 0.05;
   double momentum = 0.9;
   double weight_decay = 0;  // SGD: L2 added to the gradient; AdamW: decoupled (Adam: L2)
@@ -80,6 +85,7 @@ class Trainer {
   int64_t epoch_steps_done() const { return counters_.epoch_step; }
 
   hg::nn::Sequential& model() { return model_; }
+  const hg::optim::Optimizer& optimizer() const { return *optimizer_; }
   int64_t global_batch() const { return config_.batch_size * (config_.group ? config_.group->world_size() : 1); }
   hg::amp::GradScaler& scaler() { return scaler_; }
   // The learning rate the schedule gives step `step` (0-based, counted over the whole run).
@@ -126,5 +132,9 @@ class Trainer {
 };
 
 hg::DType precision_dtype(const std::string& precision);
+// "stochastic", "kahan", "nearest" -> hg::optim::Rounding (an hg::Error for another name).
+hg::optim::Rounding rounding_from_name(const std::string& name);
+// One line: the bytes per parameter of weights + gradients + optimizer state, and of what.
+std::string memory_per_parameter(const hg::optim::Optimizer& optimizer);
 
 }  // namespace hg_train

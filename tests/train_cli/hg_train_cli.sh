@@ -284,6 +284,34 @@ CASES
     head -c 900 /usr/share/common-licenses/GPL-3 > short.txt
     expect_error "900 bytes give [0-9]+ training blocks of 64 tokens, fewer than one batch of 32" --model gpt --data short.txt
     expect_error "No such file|cannot open|cannot access" --model gpt --data missing.txt ;;
+  # ---- issue 31: pure bf16 (bf16 weights and optimizer state, no f32 masters) ----------------
+  bf16_pure_trains_and_resumes_bitwise)
+    # 8 bytes per parameter with Adam (bf16 weight, gradient, m, v), 10 with Kahan's compensation;
+    # a run resumed from its first epoch's checkpoint ends with the uninterrupted run's model, bit
+    # for bit: the stochastic rounding's stream is in the checkpoint.
+    for rounding in stochastic kahan; do
+      train=("${quick[@]}" --precision bf16-pure --rounding $rounding --optimizer adam --lr 0.001 --max-steps 6)
+      expect_success "${train[@]}" --epochs 2 --out reference_$rounding
+      bytes=$([[ $rounding == stochastic ]] && echo 8.00 || echo 10.00)
+      grep -q "precision bf16-pure ($rounding rounding)" stdout || fail "the header does not name the rounding"
+      grep -q "^memory: $bytes bytes/parameter" stdout || fail "expected $bytes bytes/parameter ($rounding)"
+      expect_success "${train[@]}" --epochs 1 --out resumed_$rounding
+      expect_success "${train[@]}" --epochs 2 --out resumed_$rounding --resume resumed_$rounding/checkpoint.safetensors
+      cmp resumed_$rounding/model.safetensors reference_$rounding/model.safetensors || fail "the resumed model differs ($rounding)"
+    done
+    expect_success "${quick[@]}" --precision bf16-pure --optimizer sgd --epochs 1 --max-steps 2
+    grep -q "^memory: 6.00 bytes/parameter" stdout || fail "SGD with momentum: expected 6 bytes/parameter"
+    expect_success "${quick[@]}" --precision bf16 --optimizer adam --epochs 1 --max-steps 2
+    grep -q "^memory: 16.00 bytes/parameter" stdout || fail "bf16 autocast (f32 weights): expected 16 bytes/parameter" ;;
+  bf16_pure_refuses_misuse)
+    expect_error "--rounding is for --precision bf16-pure" "${quick[@]}" --rounding kahan
+    expect_error "--precision bf16-pure is for the image models" --model gpt --precision bf16-pure
+    # A checkpoint of an f32-master run does not resume as pure bf16, nor the other way round.
+    make_checkpoint --precision bf16 --optimizer adam
+    expect_error "rounding\.seed|bf16" "${quick[@]}" --precision bf16-pure --optimizer adam --epochs 2 --resume ck/checkpoint.safetensors
+    rm -rf ck
+    make_checkpoint --precision bf16-pure --optimizer adam
+    expect_error "rounding|bf16" "${quick[@]}" --precision bf16 --optimizer adam --epochs 2 --resume ck/checkpoint.safetensors ;;
   *)
     fail "unknown case" ;;
 esac
