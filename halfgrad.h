@@ -67,6 +67,7 @@
 #include "ops/softmax.h"
 
 #include "amp/autocast.h"
+#include "amp/fp8.h"
 #include "amp_tools/grad_scaler.h"
 #include "amp_tools/gradient_histogram.h"
 #include "amp/precision_report.h"

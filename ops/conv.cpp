@@ -5,6 +5,7 @@
 #include "ops/conv.h"
 
 #include "amp/autocast.h"
+#include "amp/fp8.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/copy.h"
@@ -70,6 +71,9 @@ Operands same_device_and_dtype(std::string_view name, const Tensor& x0, const Te
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dFuncOptions options) {
   const std::string_view name = amp::op_name(amp::Op::Conv2d);  // the report row, even with an epilogue
   const bool relu = options.epilogue == Epilogue::Relu;
+  if (amp::fp8_enabled())  // (amp/fp8.h)
+    return amp::detail::fp8_conv2d(x_in, w_in, b_in, options.stride, options.padding, options.dilation,
+                                   options.groups, relu);
   auto [x0, w0, b0] = amp::prepare(amp::Op::Conv2d, x_in, w_in, b_in);
   const ConvGeometry g = check_conv(x0, w0, b0, options);
   const auto [x, w, b] = same_device_and_dtype(name, x0, w0, b0);

@@ -1,0 +1,307 @@
+// The FP8 recipes (amp/fp8.h): the state and its guard, the quantiser, and the FP8 versions of
+// linear, matmul and conv2d, composed from the ordinary ops around two small graph nodes:
+//
+//   x --quantise--> x^ --+
+//                        +-- linear / matmul / conv2d (f32) --quantise gradient--> (+ bias) --> y
+//   w --quantise--> w^ --+
+//
+// The quantise nodes pass the gradient straight through (x^ is x to FP8 precision); the
+// gradient node is the identity forward and quantises the incoming gradient backward, so the
+// op's own backward sees FP8 gradients, as an FP8 backward GEMM does.
+#include "amp/fp8.h"
+
+#include <bit>
+#include <cmath>
+#include <string>
+
+#include "amp/autocast.h"
+#include "autograd/grad_mode.h"
+#include "autograd/node.h"
+#include "core/float8.h"
+#include "core/parallel.h"
+#include "ops/conv.h"
+#include "ops/elementwise.h"
+#include "ops/activation.h"
+#include "ops/linalg.h"
+
+namespace hg::amp {
+
+namespace {
+
+thread_local Fp8State* t_state = nullptr;
+thread_local int t_backward_depth = 0;  // the backward depth the region was opened at
+thread_local int t_inside_fp8_op = 0;   // the ops an FP8 op is made of run unquantised
+
+struct InsideFp8Op {
+  InsideFp8Op() { ++t_inside_fp8_op; }
+  ~InsideFp8Op() { --t_inside_fp8_op; }
+};
+
+const hg::detail::Float8Format& format_of(DType format) {
+  HG_CHECK(is_float8(format), "FP8: expected f8e4m3 or f8e5m2 as the format, got ", format);
+  return format == f8e4m3 ? hg::detail::kE4M3 : hg::detail::kE5M2;
+}
+
+float largest_of(DType format) { return format == f8e4m3 ? kFloat8E4M3Max : kFloat8E5M2Max; }
+
+// The FP8 value nearest v (ties to even), saturating at +-largest, as a float: what
+// float(float8(v, Saturate)) gives, without going through the code (this is the hot loop).
+// Above the format's smallest normal, rounding is the f32 mantissa cut to M bits; below it the
+// spacing is fixed (the subnormals), and adding and subtracting a power of two rounds to it.
+float nearest_fp8_value(float v, const hg::detail::Float8Format& format, float largest) {
+  if (std::isnan(v)) return v;
+  const int M = format.mantissa_bits;
+  const float smallest_normal = std::ldexp(1.0f, 1 - format.bias);
+  const float magnitude = std::fabs(v);
+  float rounded;
+  if (magnitude >= smallest_normal) {
+    if (magnitude > largest * 2) return std::copysign(largest, v);  // (also catches inf)
+    uint32_t bits = std::bit_cast<uint32_t>(magnitude);
+    const uint32_t dropped = 23 - uint32_t(M);
+    bits += (1u << (dropped - 1)) - 1 + ((bits >> dropped) & 1u);  // round to nearest even
+    bits &= ~((1u << dropped) - 1);
+    rounded = std::bit_cast<float>(bits);
+  } else {
+    // (magnitude + C) - C with C = 2^23 * spacing rounds magnitude to a multiple of the spacing
+    // 2^(1 - bias - M), ties to even, in f32's own rounding.
+    const float C = std::ldexp(1.0f, 23 + 1 - format.bias - M);
+    const volatile float shifted = magnitude + C;  // (volatile: keep the two roundings apart)
+    rounded = shifted - C;
+  }
+  return std::copysign(std::fmin(rounded, largest), v);
+}
+
+// Appends this step's amax to a delayed-scaling history and keeps the newest `length`. A
+// non-finite amax (an overflowed step) is not recorded: it would pin the scale at 1.
+void record_amax(Fp8TensorScaling& scaling, float amax, int64_t length) {
+  if (!std::isfinite(amax)) return;
+  scaling.amax_history.push_back(amax);
+  if (int64_t(scaling.amax_history.size()) > length)
+    scaling.amax_history.erase(scaling.amax_history.begin(),
+                               scaling.amax_history.end() - length);
+}
+
+DType forward_format(const Fp8Recipe&) { return f8e4m3; }
+DType gradient_format(const Fp8Recipe& recipe) { return recipe.formats == Fp8Formats::Hybrid ? f8e5m2 : f8e4m3; }
+
+// Quantises one operand by the recipe and returns it as a graph node whose gradient passes
+// straight through to t.
+Tensor quantise_operand(const Tensor& t, Fp8TensorScaling& scaling, const Fp8Recipe& recipe, bool is_weight,
+                        bool block_allowed) {
+  const bool block = recipe.scaling == Fp8Scaling::Block && block_allowed;
+  const bool delayed = recipe.scaling == Fp8Scaling::Delayed;
+  const int64_t rows = block ? (is_weight ? recipe.block : 1) : 0, cols = block ? recipe.block : 0;
+  Fp8Quantised q = fp8_quantise(t, forward_format(recipe), rows, cols, recipe.margin, delayed ? &scaling.scale : nullptr);
+  if (delayed) record_amax(scaling, q.amaxes[0], recipe.amax_history_len);
+  else if (!block) scaling.scale = q.scales[0];  // (kept for reports)
+  Tensor values = q.values;
+  autograd::record("fp8_quantise", values, {t}, [dtype = t.dtype()](const Tensor& g) -> std::vector<Tensor> {
+    return {g.to(dtype)};
+  });
+  return values;
+}
+
+// The identity forward; backward quantises the incoming gradient by the recipe.
+Tensor quantise_gradient(const Tensor& y, const std::shared_ptr<Fp8Slot>& slot, const Fp8Recipe& recipe,
+                         bool block_allowed) {
+  Tensor out = ::hg::detail::alias(y, y.shape(), y.strides(), y.storage_offset());
+  autograd::record("fp8_quantise_gradient", out, {y},
+                   [slot, recipe, block_allowed](const Tensor& g) -> std::vector<Tensor> {
+                     const bool block = recipe.scaling == Fp8Scaling::Block && block_allowed;
+                     const bool delayed = recipe.scaling == Fp8Scaling::Delayed;
+                     Fp8Quantised q = fp8_quantise(g, gradient_format(recipe), block ? 1 : 0, block ? recipe.block : 0,
+                                                   recipe.margin, delayed ? &slot->grad.scale : nullptr);
+                     if (delayed) record_amax(slot->grad, q.amaxes[0], recipe.amax_history_len);
+                     else if (!block) slot->grad.scale = q.scales[0];
+                     return {q.values.to(g.dtype())};
+                   });
+  return out;
+}
+
+// What every FP8 op does around its f32 product: a slot, autocast off inside, and the gradient
+// quantiser on the product.
+template <class Product>
+Tensor run_fp8_op(const Tensor& x, const Tensor& w, bool block_allowed, const Product& product) {
+  Fp8State& state = *t_state;
+  const Fp8Recipe& recipe = state.recipe();
+  const std::shared_ptr<Fp8Slot> slot = state.next_slot();
+  const InsideFp8Op inside;
+  const Autocast autocast_off(autocast_dtype(), false);  // f16 might not hold x^ = FP8 value * 2^k
+  const Tensor xq = quantise_operand(x, slot->input, recipe, false, block_allowed);
+  const Tensor wq = quantise_operand(w, slot->weight, recipe, true, block_allowed);
+  return quantise_gradient(product(xq, wq), slot, recipe, block_allowed);
+}
+
+Tensor add_bias_and_relu(Tensor y, const Tensor& b, const Shape& bias_shape, bool relu) {
+  const InsideFp8Op inside;
+  if (b.defined()) y = y + b.reshape(bias_shape);
+  return relu ? hg::relu(y) : y;
+}
+
+}  // namespace
+
+// ---- the state and the guard -------------------------------------------------------------------
+
+Fp8State::Fp8State(Fp8Recipe recipe) : recipe_(std::move(recipe)) {
+  HG_CHECK(recipe_.amax_history_len >= 1, "Fp8Recipe: amax_history_len must be at least 1, got ",
+           recipe_.amax_history_len);
+  HG_CHECK(recipe_.amax_compute_algo == "max" || recipe_.amax_compute_algo == "most_recent",
+           "Fp8Recipe: amax_compute_algo must be \"max\" or \"most_recent\", got \"", recipe_.amax_compute_algo, "\"");
+  HG_CHECK(recipe_.block >= 1, "Fp8Recipe: block must be at least 1, got ", recipe_.block);
+  HG_CHECK(recipe_.margin >= 0, "Fp8Recipe: margin must be >= 0, got ", recipe_.margin);
+}
+
+void Fp8State::begin_region() {
+  next_ = 0;
+  if (recipe_.scaling != Fp8Scaling::Delayed) return;
+  const auto update = [&](Fp8TensorScaling& scaling, DType format) {
+    const std::vector<float>& history = scaling.amax_history;
+    if (history.empty()) return;
+    float amax = history.back();
+    if (recipe_.amax_compute_algo == "max")
+      for (const float a : history) amax = std::max(amax, a);
+    if (amax > 0) scaling.scale = fp8_scale_for(amax, format, recipe_.margin);  // else keep the last scale
+  };
+  for (const std::shared_ptr<Fp8Slot>& slot : slots_) {
+    update(slot->input, forward_format(recipe_));
+    update(slot->weight, forward_format(recipe_));
+    update(slot->grad, gradient_format(recipe_));
+  }
+}
+
+std::shared_ptr<Fp8Slot> Fp8State::next_slot() {
+  if (next_ == slots_.size()) slots_.push_back(std::make_shared<Fp8Slot>());
+  return slots_[next_++];
+}
+
+namespace {
+const char* const kRoles[] = {"input", "weight", "grad"};
+Fp8TensorScaling& role(Fp8Slot& slot, int r) { return r == 0 ? slot.input : r == 1 ? slot.weight : slot.grad; }
+}  // namespace
+
+std::map<std::string, Tensor> Fp8State::state_dict() const {
+  std::map<std::string, Tensor> state;
+  state["scaling"] = full({}, double(int(recipe_.scaling)), {.dtype = i64});
+  for (size_t k = 0; k < slots_.size(); ++k)
+    for (int r = 0; r < 3; ++r) {
+      const Fp8TensorScaling& s = role(*slots_[k], r);
+      const std::string prefix = "slot" + std::to_string(k) + "." + kRoles[r] + ".";
+      state[prefix + "amax_history"] = from_vector(s.amax_history, {int64_t(s.amax_history.size())});
+      state[prefix + "scale"] = full({}, double(s.scale));
+    }
+  return state;
+}
+
+void Fp8State::load_state_dict(const std::map<std::string, Tensor>& state) {
+  const auto find = [&](const std::string& key) -> const Tensor& {
+    const auto it = state.find(key);
+    HG_CHECK(it != state.end(), "Fp8State::load_state_dict: missing \"", key, "\"");
+    return it->second;
+  };
+  const int64_t scaling = find("scaling").item<int64_t>();
+  HG_CHECK(scaling == int64_t(recipe_.scaling), "Fp8State::load_state_dict: the state was saved with scaling ",
+           scaling, " but this recipe has ", int(recipe_.scaling), " (0 delayed, 1 current, 2 block)");
+  const size_t count = (state.size() - 1) / 6;
+  HG_CHECK(state.size() == 1 + 6 * count, "Fp8State::load_state_dict: ", state.size(),
+           " entries: expected \"scaling\" and 6 per slot");
+  std::vector<std::shared_ptr<Fp8Slot>> slots;
+  for (size_t k = 0; k < count; ++k) {
+    auto slot = std::make_shared<Fp8Slot>();
+    for (int r = 0; r < 3; ++r) {
+      const std::string prefix = "slot" + std::to_string(k) + "." + kRoles[r] + ".";
+      role(*slot, r).amax_history = find(prefix + "amax_history").to_vector<float>();
+      role(*slot, r).scale = find(prefix + "scale").item<float>();
+    }
+    slots.push_back(std::move(slot));
+  }
+  slots_ = std::move(slots);
+  next_ = 0;
+}
+
+Fp8Autocast::Fp8Autocast(Fp8State& state, bool enabled) : previous_(t_state) {
+  if (enabled) state.begin_region();
+  t_state = enabled ? &state : nullptr;
+  t_backward_depth = autograd::backward_depth();
+}
+
+Fp8Autocast::~Fp8Autocast() { t_state = previous_; }
+
+bool fp8_enabled() {
+  return t_state != nullptr && t_inside_fp8_op == 0 && autograd::backward_depth() == t_backward_depth;
+}
+
+// ---- the quantiser -----------------------------------------------------------------------------
+
+float fp8_scale_for(float amax, DType format, int margin) {
+  if (!(amax > 0) || !std::isfinite(amax)) return 1.0f;
+  int exponent = 0;
+  std::frexp(double(largest_of(format)) / double(amax), &exponent);  // ratio = f * 2^exponent, f in [0.5, 1)
+  return std::ldexp(1.0f, std::clamp(exponent - 1 - margin, -126, 127));
+}
+
+Fp8Quantised fp8_quantise(const Tensor& t, DType format, int64_t tile_rows, int64_t tile_cols, int margin,
+                          const float* fixed_scale) {
+  HG_CHECK(is_floating(t.dtype()) && !is_float8(t.dtype()), "fp8_quantise: expected an f32, f64, f16 or bf16 tensor, got ",
+           t.dtype());
+  const hg::detail::Float8Format& f = format_of(format);
+  const float largest = largest_of(format);
+  const Tensor source = ::hg::detail::to_cpu_contiguous(t, f32);
+  const int64_t cols = t.dim() == 0 ? 1 : t.shape()[t.dim() - 1];
+  const int64_t rows = cols == 0 ? 0 : t.numel() / cols;
+  const int64_t tr = tile_rows > 0 ? std::min(tile_rows, std::max<int64_t>(rows, 1)) : std::max<int64_t>(rows, 1);
+  const int64_t tc = tile_cols > 0 ? std::min(tile_cols, std::max<int64_t>(cols, 1)) : std::max<int64_t>(cols, 1);
+  const int64_t tiles_down = (rows + tr - 1) / tr, tiles_across = (cols + tc - 1) / tc;
+  Fp8Quantised q;
+  q.values = empty(t.shape());
+  q.amaxes.assign(size_t(std::max<int64_t>(tiles_down * tiles_across, 1)), 0.0f);
+  q.scales.assign(q.amaxes.size(), fixed_scale ? *fixed_scale : 1.0f);
+  const float* in = source.data_ptr<float>();
+  float* out = q.values.data_ptr<float>();
+  parallel_for(0, tiles_down, 1, [&](int64_t begin, int64_t end) {
+    for (int64_t td = begin; td < end; ++td)
+      for (int64_t ta = 0; ta < tiles_across; ++ta) {
+        const int64_t r0 = td * tr, r1 = std::min(rows, r0 + tr), c0 = ta * tc, c1 = std::min(cols, c0 + tc);
+        float amax = 0;
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = c0; c < c1; ++c) {
+            const float a = std::fabs(in[r * cols + c]);
+            if (!(a <= amax)) amax = a;  // (NaN wins: the tile then keeps scale 1)
+          }
+        const size_t tile = size_t(td * tiles_across + ta);
+        q.amaxes[tile] = amax;
+        const float scale = fixed_scale ? *fixed_scale : fp8_scale_for(amax, format, margin);
+        q.scales[tile] = scale;
+        for (int64_t r = r0; r < r1; ++r)
+          for (int64_t c = c0; c < c1; ++c)
+            out[r * cols + c] = nearest_fp8_value(in[r * cols + c] * scale, f, largest) / scale;  // exact: scale = 2^k
+      }
+  });
+  if (t.device().is_cuda()) q.values = q.values.to(t.device());
+  return q;
+}
+
+// ---- the FP8 ops -------------------------------------------------------------------------------
+
+namespace detail {
+
+Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool relu) {
+  const Tensor y = run_fp8_op(x, w, true, [](const Tensor& xq, const Tensor& wq) { return linear(xq, wq); });
+  return add_bias_and_relu(y, b, Shape{b.defined() ? b.numel() : 0}, relu);
+}
+
+Tensor fp8_matmul(const Tensor& a, const Tensor& b) {
+  return run_fp8_op(a, b, true, [](const Tensor& aq, const Tensor& bq) { return matmul(aq, bq); });
+}
+
+Tensor fp8_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
+                  int64_t dilation, int64_t groups, bool relu) {
+  // Block scaling needs the GEMM's operands, which the convolution never materialises: per tensor.
+  const Tensor y = run_fp8_op(x, w, false, [&](const Tensor& xq, const Tensor& wq) {
+    return conv2d(xq, wq, {}, {.stride = stride, .padding = padding, .dilation = dilation, .groups = groups});
+  });
+  return add_bias_and_relu(y, b, Shape{1, b.defined() ? b.numel() : 0, 1, 1}, relu);
+}
+
+}  // namespace detail
+
+}  // namespace hg::amp
