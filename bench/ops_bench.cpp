@@ -1,15 +1,18 @@
 // ops_bench: forward+backward time of the ops that dominate training (linear, conv2d,
 // softmax + cross_entropy) at the MLP and CNN sizes of hg-train, in f32, f16 and bf16; and GEMM
 // throughput at 256/512/1024 next to the fp32 FMA peak of the CPU level in use (an AVX-512 loop
-// for avx512*, an AVX2 loop for avx2), measured here with a register-resident FMA loop.
+// for avx512*, an AVX2 loop for avx2), measured here with a register-resident FMA loop; and the
+// 3x3 stride-1 convolutions of ResNet-20 on both CPU algorithms, im2col + GEMM and Winograd.
 //
-//   build/bench/ops_bench [--threads N]          HG_CPU_ISA=avx2 build/bench/ops_bench
+//   build/bench/ops_bench [--threads N] [--conv3x3]   HG_CPU_ISA=avx2 build/bench/ops_bench
+//   (--conv3x3: that last table alone)
 #include <cstring>
 #include <vector>
 
 #include "bench_util.h"
 #include "core/simd_target.h"
 #include "halfgrad.h"
+#include "kernels/cpu/winograd_conv.h"
 
 #if HG_X86
 #include <immintrin.h>
@@ -161,17 +164,58 @@ void gemm_table(double& peak_per_core) {
               5 + 3 * int(rows.size()), peak_per_core, hg::cpu::has_native_bf16() ? "yes" : "no");
 }
 
+// ResNet-20's 3x3 stride-1 convolutions (batch 128, Fashion-MNIST's 28x28) and the CNN's second,
+// forward and input gradient, on im2col + GEMM and on Winograd F(2x2, 3x3)
+// (kernels/cpu/winograd_conv.h): the measurements behind kernels/conv.cpp's choice. Best of the
+// runs (the machine may be shared), and im2col / Winograd (above 1: Winograd is faster).
+void conv3x3_table() {
+  using hg::kernels::cpu::ConvAlgorithm;
+  struct Layer {
+    int64_t c, hw, o;
+  };
+  const Layer layers[] = {{16, 28, 16}, {32, 14, 32}, {64, 7, 64}, {16, 14, 32}, {3, 28, 16}, {8, 28, 8}};
+  std::printf("\n| conv2d 3x3 p1, batch 128 | dtype | forward im2col ms | forward Winograd ms | ratio | input grad im2col ms "
+              "| input grad Winograd ms | ratio |\n|---|---|---|---|---|---|---|---|\n");
+  hg::manual_seed(0);
+  for (const Layer& l : layers)
+    for (hg::DType d : {hg::f32, hg::bf16}) {
+      const hg::kernels::ConvGeometry g{128, l.c, l.hw, l.hw, l.o, 3, 3, 1, 1, l.hw, l.hw};
+      const hg::Tensor x = hg::randn({128, l.c, l.hw, l.hw}).to(d), w = (hg::randn({l.o, l.c, 3, 3}) * 0.1).to(d);
+      const hg::Tensor dy = hg::randn({128, l.o, l.hw, l.hw}).to(d);
+      double ms[4];
+      int k = 0;
+      for (ConvAlgorithm a : {ConvAlgorithm::Im2col, ConvAlgorithm::Winograd}) {
+        ms[k++] = 1e3 * hg_bench::time_runs([&] { hg::kernels::cpu::conv2d_with(a, x, w, hg::Tensor(), g, false); }).best;
+        ms[k++] = 1e3 * hg_bench::time_runs([&] {
+                    hg::kernels::cpu::conv2d_backward_with(a, x, w, dy, hg::Tensor(), g, true, false, false);
+                  }).best;
+      }
+      std::printf("| %lldx%lldx%lld -> %lld | %s | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx |\n", (long long)l.c,
+                  (long long)l.hw, (long long)l.hw, (long long)l.o, std::string(hg::dtype_name(d)).c_str(), ms[0], ms[2], ms[0] / ms[2], ms[1],
+                  ms[3], ms[1] / ms[3]);
+    }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) try {
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::strcmp(argv[i], "--threads") == 0) hg::set_num_threads(std::atoi(argv[i + 1]));
+  bool conv3x3_only = false;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) hg::set_num_threads(std::atoi(argv[i + 1]));
+    if (std::strcmp(argv[i], "--conv3x3") == 0) conv3x3_only = true;
+  }
+  if (conv3x3_only) {
+    std::printf("ops_bench: CPU level %s, %d thread(s)\n", hg::cpu::isa_summary().c_str(), hg::get_num_threads());
+    conv3x3_table();
+    return 0;
+  }
   double peak_per_core = fma_peak_gflops(5);
   std::printf("ops_bench: CPU level %s, %d thread(s); measured fp32 FMA peak at this level %.1f GFLOP/s per core "
               "(register-resident loop, best of 5 runs)\n",
               hg::cpu::isa_summary().c_str(), hg::get_num_threads(), peak_per_core);
   gemm_table(peak_per_core);
   op_table();
+  conv3x3_table();
   return 0;
 } catch (const hg::Error& e) {
   std::fprintf(stderr, "ops_bench: %s\n", e.what());

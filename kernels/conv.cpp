@@ -9,8 +9,9 @@
 // recomputing cols_n instead of saving it (memory); db = sum of g over n, h, w. 16-bit tensors
 // are widened to f32 as they are laid out, so the GEMM always runs in f32 (or natively in bf16
 // where the CPU has AVX512-BF16). Grouped convolutions run one such GEMM per group; depthwise ones
-// (one input channel per group) have their own direct loops (kernels/cpu/depthwise_conv.h). On a
-// GPU: cuDNN (kernels/cuda/conv.cpp).
+// (one input channel per group) have their own direct loops (kernels/cpu/depthwise_conv.h), and
+// 3x3 stride-1 ones with enough channels run as Winograd F(2x2, 3x3), forward and input gradient
+// (kernels/cpu/winograd_conv.h; use_winograd says where). On a GPU: cuDNN (kernels/cuda/conv.cpp).
 #include "kernels/conv.h"
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "kernels/cpu/depthwise_conv.h"
 #include "kernels/cpu/elementwise_loop.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/winograd_conv.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/activation.h"
 
@@ -399,9 +401,40 @@ void with_panel_type(const Body& body) {
   body.template operator()<T, Acc<T>>();
 }
 
+// Whether the CPU computes this convolution (and its input gradient) with Winograd F(2x2, 3x3)
+// (kernels/cpu/winograd_conv.h) rather than im2col + GEMM. Auto's rule, from bench/ops_bench
+// --conv3x3 (batch 128, 1 thread, Zen 4, best of runs; im2col time / Winograd time, forward and
+// input gradient):
+//
+//   layer            avx512bf16 f32   avx512 f32 (bf16)       avx2 f32 (bf16)         generic f32
+//   16x28x28 -> 16   1.18x / 1.09x    (not measured)          (not measured)          1.12 / 1.45
+//   32x14x14 -> 32   1.45x / 1.45x    1.40 / 1.43 (1.33/1.27)  1.27 / 1.69 (1.18/1.47)  1.27 / 1.83
+//   64x7x7   -> 64   1.45x / 1.45x    1.44 / 1.44 (1.37/1.35)  1.39 / 1.58 (1.33/1.49)  1.13 / 1.43
+//   16x14x14 -> 32   1.24x / 1.00x    1.19 / 0.97 (1.03/0.93)  1.02 / 1.15 (0.92/1.10)  1.07 / 1.50
+//   8x28x28  -> 8    0.98x / 1.05x
+//   3x28x28  -> 16   0.65x / 0.35x
+//
+// so: both channel counts at least 16 (the transforms cost per channel, the GEMM per pair of
+// channels, and a GEMM with fewer than 16 rows or a depth under 16 runs mostly padding); f32 and
+// f16 (widened to f32 either way); bf16 only where the CPU has no native bf16 products: with
+// AVX512-BF16 im2col's GEMM multiplies bf16 pairs at twice the f32 rate and wins (0.63x-0.86x for
+// Winograd in f32). f64 stays on im2col (gradcheck's reference path).
+bool use_winograd(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
+  switch (algorithm) {
+    case cpu::ConvAlgorithm::Im2col: return false;
+    case cpu::ConvAlgorithm::Winograd:
+      HG_CHECK(cpu::winograd_applies(g, dtype), "conv2d: Winograd asked for a convolution it cannot compute");
+      return true;
+    case cpu::ConvAlgorithm::Auto: break;
+  }
+  if (dtype == bf16 && hg::cpu::has_native_bf16()) return false;
+  return cpu::winograd_applies(g, dtype) && g.C >= 16 && g.O >= 16;
+}
+
 }  // namespace
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g, bool relu) {
+Tensor cpu::conv2d_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& w, const Tensor& b,
+                        const ConvGeometry& g, bool relu) {
   Tensor out = empty({g.N, g.O, g.OH, g.OW}, x.options());
   if (out.numel() == 0) return out;
   if (out.device().is_cuda()) {
@@ -410,6 +443,8 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeome
     if (relu) kernels::map_into<1>(out, {out}, math::Forward<math::Relu>{});
   } else if (cpu::is_depthwise(g)) {
     cpu::depthwise_conv2d(x, w, b, out, g, relu);
+  } else if (use_winograd(algorithm, g, x.dtype())) {
+    cpu::winograd_conv2d(x, w, b, out, g, relu);
   } else {
     visit_floating(x.dtype(), "conv2d", [&]<class T> {
       with_panel_type<T>([&]<class U, class P> { conv_forward<U, P>(x, w, b, out, g, relu); });
@@ -418,18 +453,20 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeome
   return out;
 }
 
-Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const Tensor& y,
-                            const ConvGeometry& g, bool need_x, bool need_w, bool need_b) {
+Conv2dGrads cpu::conv2d_backward_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& w, const Tensor& grad,
+                                      const Tensor& y, const ConvGeometry& g, bool need_x, bool need_w, bool need_b) {
   Conv2dGrads r;
   if (need_x) r.x = empty(x.shape(), x.options());
   if (need_w) r.w = empty({g.O, g.group_in(), g.kh, g.kw}, x.options());
   if (need_b) r.b = empty({g.O}, x.options());
   Tensor gy = detail::dense(grad);
-  // The ReLU epilogue's derivative: cuDNN and the depthwise kernel take the masked gradient; the
-  // GEMM path masks each image's gradient as it lays it out (conv_backward).
-  if (y.defined() && (x.device().is_cuda() || cpu::is_depthwise(g)))
-    gy = kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
-  if (x.device().is_cuda()) {
+  const bool on_cpu = !x.device().is_cuda();
+  const bool winograd_x = on_cpu && need_x && r.x.numel() > 0 && use_winograd(algorithm, g, x.dtype());
+  // The ReLU epilogue's derivative: cuDNN, the depthwise and the Winograd kernels take the masked
+  // gradient; the GEMM path masks each image's gradient as it lays it out (conv_backward).
+  const bool mask_first = !on_cpu || cpu::is_depthwise(g) || winograd_x;
+  if (y.defined() && mask_first) gy = kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
+  if (!on_cpu) {
     kernels::cuda::conv2d_backward(x, w, gy, g, r.x, r.w, r.b);
     return r;
   }
@@ -438,13 +475,28 @@ Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad
                                    need_b ? &r.b : nullptr);
     return r;
   }
+  if (winograd_x) {  // the input gradient here; the weight's and bias's (if asked) below
+    cpu::winograd_conv2d_input_grad(w, gy, g, r.x);
+    need_x = false;
+    if (!need_w && !need_b) return r;
+  }
   visit_floating(x.dtype(), "conv2d", [&]<class T> {
     with_panel_type<T>([&]<class U, class P> {
-      conv_backward<U, P>(x, need_x ? w : Tensor(), gy, y.defined() ? y.data_ptr<U>() : nullptr, g,
-                          need_x ? &r.x : nullptr, need_w ? &r.w : nullptr, need_b ? &r.b : nullptr);
+      const U* relu_output = y.defined() && !mask_first ? y.data_ptr<U>() : nullptr;
+      conv_backward<U, P>(x, need_x ? w : Tensor(), gy, relu_output, g, need_x ? &r.x : nullptr,
+                          need_w ? &r.w : nullptr, need_b ? &r.b : nullptr);
     });
   });
   return r;
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g, bool relu) {
+  return cpu::conv2d_with(cpu::ConvAlgorithm::Auto, x, w, b, g, relu);
+}
+
+Conv2dGrads conv2d_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const Tensor& y,
+                            const ConvGeometry& g, bool need_x, bool need_w, bool need_b) {
+  return cpu::conv2d_backward_with(cpu::ConvAlgorithm::Auto, x, w, grad, y, g, need_x, need_w, need_b);
 }
 
 Tensor conv2d_input_grad(const Tensor& w, const Tensor& grad, const Tensor& bias, const ConvGeometry& g) {

@@ -1,0 +1,193 @@
+// The Winograd F(2x2, 3x3) convolution (kernels/cpu/winograd_conv.h) against the naive f64
+// reference and against im2col + GEMM, at every CPU level this machine has: forward with and
+// without bias and relu, the input gradient (with the relu epilogue's mask), 16-bit data, and the
+// shapes where tiles are cut (odd sizes, 1x1 maps), where blocks of 16 tiles are partial, and
+// where channel counts are not multiples of the vector width or the GEMM's register tiles.
+#include "kernels/cpu/winograd_conv.h"
+
+#include "core/cpu_features.h"
+#include "ops_test_helpers.h"
+
+using hg::cpu::Isa;
+using hg::kernels::ConvGeometry;
+using hg::kernels::cpu::ConvAlgorithm;
+
+namespace {
+
+// The CPU levels this machine has, up to the one in use; each test sets them in turn with a
+// LevelCap, which restores the level in use when it goes (an exception included).
+std::vector<Isa> levels_available() {
+  std::vector<Isa> levels;
+  for (Isa level : {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Neon, Isa::NeonBf16})
+    if (hg::cpu::level_includes(hg::cpu::isa(), level)) levels.push_back(level);
+  return levels;
+}
+
+struct LevelCap {
+  explicit LevelCap(Isa level) : previous(hg::cpu::set_isa(level)) {}
+  ~LevelCap() { hg::cpu::set_isa(previous); }
+  Isa previous;
+};
+
+struct Shape {
+  int64_t N, C, O, H, W, pad;
+};
+
+// 1x1 and 2x2 maps (one cut tile), odd sizes (cut last tile row and column), 14x14 (49 tiles: a
+// partial block of 16), 7x7 (16 tiles: several images per GEMM), channel counts around 16, 32,
+// 64 and the 12-row GEMM tile, padding 0 and 2, a map wider than tall.
+const Shape kShapes[] = {{1, 1, 1, 1, 1, 1},   {2, 3, 5, 2, 2, 1},    {2, 3, 5, 7, 9, 1},    {1, 17, 13, 13, 11, 1},
+                         {3, 16, 16, 14, 14, 1}, {2, 33, 31, 14, 14, 1}, {5, 64, 64, 7, 7, 1}, {1, 5, 3, 6, 5, 0},
+                         {2, 4, 6, 3, 4, 2},   {1, 2, 3, 5, 37, 1},   {1, 12, 25, 28, 28, 1}};
+
+std::string describe(const Shape& s) {
+  return std::to_string(s.N) + "x" + std::to_string(s.C) + "x" + std::to_string(s.H) + "x" + std::to_string(s.W) + " -> " +
+         std::to_string(s.O) + ", pad " + std::to_string(s.pad);
+}
+
+ConvGeometry geometry(const Shape& s) {
+  const int64_t OH = s.H + 2 * s.pad - 2, OW = s.W + 2 * s.pad - 2;
+  return {s.N, s.C, s.H, s.W, s.O, 3, 3, 1, s.pad, OH, OW};
+}
+
+// conv2d's tolerance against the f64 truth (gemm_tolerance, K = C * 9 products per output). NOTE:
+// Winograd's transforms add and subtract up to 9 rounded terms on each side of the GEMM, so its
+// error is a few times im2col's; the tests hold it to the same documented conv2d tolerance.
+Tolerance conv_tolerance(int64_t channels) { return gemm_tolerance(channels * 9); }
+
+// The input gradient the obvious way: dx[n][c][h][w] = sum over o, i, j of dy[n][o][h + pad - i][w + pad - j] * w[o][c][i][j].
+ref::Array input_grad(const ref::Array& dy, const ref::Array& w, const ConvGeometry& g) {
+  ref::Array dx{{g.N, g.C, g.H, g.W}, std::vector<double>(size_t(g.N * g.C * g.H * g.W), 0.0)};
+  for (int64_t n = 0; n < g.N; ++n)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t h = 0; h < g.H; ++h)
+        for (int64_t x = 0; x < g.W; ++x) {
+          double total = 0;
+          for (int64_t o = 0; o < g.O; ++o)
+            for (int64_t i = 0; i < 3; ++i)
+              for (int64_t j = 0; j < 3; ++j) {
+                const int64_t oh = h + g.pad - i, ow = x + g.pad - j;
+                if (oh < 0 || oh >= g.OH || ow < 0 || ow >= g.OW) continue;
+                total += dy.v[size_t(((n * g.O + o) * g.OH + oh) * g.OW + ow)] * w.v[size_t(((o * g.C + c) * 3 + i) * 3 + j)];
+              }
+          dx.v[size_t(((n * g.C + c) * g.H + h) * g.W + x)] = total;
+        }
+  return dx;
+}
+
+}  // namespace
+
+TEST_CASE("winograd.forward_matches_the_reference_and_im2col") {
+  hg::manual_seed(11);
+  for (const Shape& s : kShapes) {
+    const std::string shape = describe(s);
+    CAPTURE(shape);
+    const ConvGeometry g = geometry(s);
+    const Tensor x = normal({s.N, s.C, s.H, s.W}), w = normal({s.O, s.C, 3, 3}), b = normal({s.O});
+    for (bool with_bias : {false, true}) {
+      const Tensor bias = with_bias ? b : Tensor();
+      const ref::Array truth = ref::conv2d(ref::of(x), ref::of(w), with_bias ? b.to_vector<double>() : std::vector<double>(), 1, s.pad);
+      for (bool relu : {false, true}) {
+        CAPTURE(with_bias);
+        CAPTURE(relu);
+        const Tensor expected = relu ? hg::relu(ref::tensor(truth)) : ref::tensor(truth);
+        for (Isa level : levels_available()) {
+          const LevelCap cap(level);
+          const std::string name = hg::cpu::isa_name(level);
+          CAPTURE(name);
+          const Tensor winograd = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Winograd, x, w, bias, g, relu);
+          const Tensor im2col = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, bias, g, relu);
+          CHECK_CLOSE_WITH(winograd.to(hg::f64), expected, conv_tolerance(s.C));
+          CHECK_CLOSE_WITH(winograd, im2col, conv_tolerance(s.C));
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("winograd.input_grad_matches_the_reference_and_im2col") {
+  hg::manual_seed(12);
+  for (const Shape& s : kShapes) {
+    const std::string shape = describe(s);
+    CAPTURE(shape);
+    const ConvGeometry g = geometry(s);
+    const Tensor x = normal({s.N, s.C, s.H, s.W}), w = normal({s.O, s.C, 3, 3}), dy = normal({s.N, s.O, g.OH, g.OW});
+    const Tensor truth = ref::tensor(input_grad(ref::of(dy), ref::of(w), g));
+    // With the relu epilogue, the gradient passes where the forward's output y is positive.
+    const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
+    const Tensor masked_truth = ref::tensor(input_grad(ref::of(dy * hg::gt(y, hg::zeros_like(y))), ref::of(w), g));
+    for (Isa level : levels_available()) {
+      const LevelCap cap(level);
+      const std::string name = hg::cpu::isa_name(level);
+      CAPTURE(name);
+      for (bool relu : {false, true}) {
+        CAPTURE(relu);
+        const Tensor y_or_none = relu ? y : Tensor();
+        const auto winograd = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Winograd, x, w, dy, y_or_none, g, true, true, true);
+        const auto im2col = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, y_or_none, g, true, true, true);
+        CHECK_CLOSE_WITH(winograd.x.to(hg::f64), relu ? masked_truth : truth, conv_tolerance(s.O));
+        CHECK_CLOSE_WITH(winograd.x, im2col.x, conv_tolerance(s.O));
+        // The weight's and bias's gradients stay on im2col + GEMM, whichever computes the input's.
+        CHECK_CLOSE_WITH(winograd.w, im2col.w, kExact);
+        CHECK_CLOSE_WITH(winograd.b, im2col.b, kExact);
+      }
+    }
+  }
+}
+
+TEST_CASE("winograd.sixteen_bit_data_is_computed_in_f32_and_rounded_once") {
+  hg::manual_seed(13);
+  const Shape s{2, 20, 24, 9, 10, 1};
+  const ConvGeometry g = geometry(s);
+  const Tensor x = normal({s.N, s.C, s.H, s.W}), w = normal({s.O, s.C, 3, 3}), b = normal({s.O});
+  const Tensor dy = normal({s.N, s.O, g.OH, g.OW});
+  for (hg::DType dtype : {hg::f16, hg::bf16}) {
+    CAPTURE(dtype);
+    // All three from the same 16-bit-rounded inputs (scenario 3).
+    const Tensor x16 = x.to(dtype), w16 = w.to(dtype), b16 = b.to(dtype), dy16 = dy.to(dtype);
+    const Tensor x32 = x16.to(hg::f32), w32 = w16.to(hg::f32), b32 = b16.to(hg::f32), dy32 = dy16.to(hg::f32);
+    const Tensor truth = ref::tensor(ref::conv2d(ref::of(x32), ref::of(w32), b32.to_vector<double>(), 1, s.pad));
+    const Tensor grad_truth = ref::tensor(input_grad(ref::of(dy32), ref::of(w32), g));
+    for (Isa level : levels_available()) {
+      const LevelCap cap(level);
+      const std::string name = hg::cpu::isa_name(level);
+      CAPTURE(name);
+      const Tensor out = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Winograd, x16, w16, b16, g, false);
+      CHECK(out.dtype() == dtype);
+      CHECK_LOW_PRECISION(out, hg::kernels::cpu::conv2d_with(ConvAlgorithm::Winograd, x32, w32, b32, g, false), truth);
+      const auto grads = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Winograd, x16, w16, dy16, Tensor(), g, true, false, false);
+      const auto grads32 = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Winograd, x32, w32, dy32, Tensor(), g, true, false, false);
+      CHECK(grads.x.dtype() == dtype);
+      CHECK_LOW_PRECISION(grads.x, grads32.x, grad_truth);
+    }
+  }
+}
+
+TEST_CASE("winograd.nan_stays_in_the_outputs_that_read_it") {
+  // A NaN input pixel reaches, through B^T d B and A^T M A, exactly the outputs whose 3x3 window
+  // covers it, as with im2col: no other output of its tiles turns NaN.
+  const Shape s{1, 2, 3, 6, 6, 1};
+  const ConvGeometry g = geometry(s);
+  hg::manual_seed(14);
+  Tensor x = normal({s.N, s.C, s.H, s.W});
+  x.data_ptr<float>()[1 * 36 + 2 * 6 + 3] = float(kNaN);  // channel 1, row 2, column 3
+  const Tensor w = normal({s.O, s.C, 3, 3});
+  const Tensor winograd = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Winograd, x, w, Tensor(), g, false);
+  const Tensor im2col = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, false);
+  const auto report = hg_test::compare(winograd, im2col, conv_tolerance(s.C), /*equal_nan=*/true);
+  CHECK_MESSAGE(!report.has_value(), report.value_or(""));
+}
+
+TEST_CASE("winograd.only_3x3_stride_1_single_group_convolutions") {
+  const ConvGeometry strided{1, 4, 8, 8, 4, 3, 3, 2, 1, 4, 4};
+  const ConvGeometry five{1, 4, 8, 8, 4, 5, 5, 1, 2, 8, 8};
+  ConvGeometry grouped{1, 4, 8, 8, 4, 3, 3, 1, 1, 8, 8};
+  grouped.groups = 2;
+  for (const ConvGeometry& g : {strided, five, grouped}) CHECK_FALSE(hg::kernels::cpu::winograd_applies(g, hg::f32));
+  const ConvGeometry plain{1, 4, 8, 8, 4, 3, 3, 1, 1, 8, 8};
+  CHECK(hg::kernels::cpu::winograd_applies(plain, hg::f32));
+  CHECK_FALSE(hg::kernels::cpu::winograd_applies(plain, hg::f64));  // f64 stays on im2col (gradcheck)
+  const Tensor x = normal({1, 4, 8, 8}), w = normal({4, 4, 3, 3});
+  CHECK_THROWS_HG(hg::kernels::cpu::conv2d_with(ConvAlgorithm::Winograd, x, w, Tensor(), strided, false),
+                  "Winograd asked for a convolution it cannot compute");
+}
