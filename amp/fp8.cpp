@@ -48,28 +48,35 @@ float largest_of(DType format) { return format == f8e4m3 ? kFloat8E4M3Max : kFlo
 // float(float8(v, Saturate)) gives, without going through the code (this is the hot loop).
 // Above the format's smallest normal, rounding is the f32 mantissa cut to M bits; below it the
 // spacing is fixed (the subnormals), and adding and subtracting a power of two rounds to it.
-float nearest_fp8_value(float v, const hg::detail::Float8Format& format, float largest) {
-  if (std::isnan(v)) return v;
-  const int M = format.mantissa_bits;
-  const float smallest_normal = std::ldexp(1.0f, 1 - format.bias);
-  const float magnitude = std::fabs(v);
-  float rounded;
-  if (magnitude >= smallest_normal) {
-    if (magnitude > largest * 2) return std::copysign(largest, v);  // (also catches inf)
-    uint32_t bits = std::bit_cast<uint32_t>(magnitude);
-    const uint32_t dropped = 23 - uint32_t(M);
-    bits += (1u << (dropped - 1)) - 1 + ((bits >> dropped) & 1u);  // round to nearest even
-    bits &= ~((1u << dropped) - 1);
-    rounded = std::bit_cast<float>(bits);
-  } else {
-    // (magnitude + C) - C with C = 2^23 * spacing rounds magnitude to a multiple of the spacing
-    // 2^(1 - bias - M), ties to even, in f32's own rounding.
-    const float C = std::ldexp(1.0f, 23 + 1 - format.bias - M);
-    const volatile float shifted = magnitude + C;  // (volatile: keep the two roundings apart)
-    rounded = shifted - C;
+struct NearestFp8 {
+  explicit NearestFp8(DType format)
+      : dropped(23 - uint32_t(format_of(format).mantissa_bits)),
+        smallest_normal(std::ldexp(1.0f, 1 - format_of(format).bias)),
+        // C = 2^23 * spacing: (magnitude + C) - C rounds magnitude to a multiple of the spacing
+        // 2^(1 - bias - M), ties to even, in f32's own rounding.
+        subnormal_shift(std::ldexp(1.0f, 23 + 1 - format_of(format).bias - format_of(format).mantissa_bits)),
+        largest(largest_of(format)) {}
+
+  float operator()(float v) const {
+    if (std::isnan(v)) return v;
+    const float magnitude = std::fabs(v);
+    float rounded;
+    if (magnitude >= smallest_normal) {
+      if (magnitude > largest * 2) return std::copysign(largest, v);  // (also catches inf)
+      uint32_t bits = std::bit_cast<uint32_t>(magnitude);
+      bits += (1u << (dropped - 1)) - 1 + ((bits >> dropped) & 1u);  // round to nearest even
+      bits &= ~((1u << dropped) - 1);
+      rounded = std::bit_cast<float>(bits);
+    } else {
+      const volatile float shifted = magnitude + subnormal_shift;  // (volatile: keep the two roundings apart)
+      rounded = shifted - subnormal_shift;
+    }
+    return std::copysign(std::fmin(rounded, largest), v);
   }
-  return std::copysign(std::fmin(rounded, largest), v);
-}
+
+  uint32_t dropped;
+  float smallest_normal, subnormal_shift, largest;
+};
 
 // Appends this step's amax to a delayed-scaling history and keeps the newest `length`. A
 // non-finite amax (an overflowed step) is not recorded: it would pin the scale at 1.
@@ -125,10 +132,14 @@ Tensor run_fp8_op(const Tensor& x, const Tensor& w, bool block_allowed, const Pr
   Fp8State& state = *t_state;
   const Fp8Recipe& recipe = state.recipe();
   const std::shared_ptr<Fp8Slot> slot = state.next_slot();
+  // bf16 holds every FP8 value times a power of two exactly (f16's range does not): under a bf16
+  // autocast the product runs in bf16 -- the same products, summed in f32, rounded to bf16 at the
+  // end, as Transformer Engine's bf16 output -- where native bf16 dot products make it faster.
+  const DType compute = is_enabled() && autocast_dtype() == bf16 ? bf16 : f32;
   const InsideFp8Op inside;
-  const Autocast autocast_off(autocast_dtype(), false);  // f16 might not hold x^ = FP8 value * 2^k
-  const Tensor xq = quantise_operand(x, slot->input, recipe, false, block_allowed);
-  const Tensor wq = quantise_operand(w, slot->weight, recipe, true, block_allowed);
+  const Autocast autocast_off(autocast_dtype(), false);
+  const Tensor xq = quantise_operand(x, slot->input, recipe, false, block_allowed).to(compute);
+  const Tensor wq = quantise_operand(w, slot->weight, recipe, true, block_allowed).to(compute);
   return quantise_gradient(product(xq, wq), slot, recipe, block_allowed);
 }
 
@@ -243,37 +254,47 @@ Fp8Quantised fp8_quantise(const Tensor& t, DType format, int64_t tile_rows, int6
                           const float* fixed_scale) {
   HG_CHECK(is_floating(t.dtype()) && !is_float8(t.dtype()), "fp8_quantise: expected an f32, f64, f16 or bf16 tensor, got ",
            t.dtype());
-  const hg::detail::Float8Format& f = format_of(format);
-  const float largest = largest_of(format);
+  const NearestFp8 nearest(format);
   const Tensor source = ::hg::detail::to_cpu_contiguous(t, f32);
   const int64_t cols = t.dim() == 0 ? 1 : t.shape()[t.dim() - 1];
   const int64_t rows = cols == 0 ? 0 : t.numel() / cols;
   const int64_t tr = tile_rows > 0 ? std::min(tile_rows, std::max<int64_t>(rows, 1)) : std::max<int64_t>(rows, 1);
   const int64_t tc = tile_cols > 0 ? std::min(tile_cols, std::max<int64_t>(cols, 1)) : std::max<int64_t>(cols, 1);
-  const int64_t tiles_down = (rows + tr - 1) / tr, tiles_across = (cols + tc - 1) / tc;
-  Fp8Quantised q;
-  q.values = empty(t.shape());
-  q.amaxes.assign(size_t(std::max<int64_t>(tiles_down * tiles_across, 1)), 0.0f);
-  q.scales.assign(q.amaxes.size(), fixed_scale ? *fixed_scale : 1.0f);
+  const int64_t tiles_down = std::max<int64_t>((rows + tr - 1) / tr, 1), tiles_across = (cols + tc - 1) / tc;
   const float* in = source.data_ptr<float>();
-  float* out = q.values.data_ptr<float>();
-  parallel_for(0, tiles_down, 1, [&](int64_t begin, int64_t end) {
-    for (int64_t td = begin; td < end; ++td)
+  // Pass 1, rows in parallel: each row's amax in each tile column; then the tiles' amaxes.
+  std::vector<float> row_amax(size_t(rows * tiles_across), 0.0f);
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
       for (int64_t ta = 0; ta < tiles_across; ++ta) {
-        const int64_t r0 = td * tr, r1 = std::min(rows, r0 + tr), c0 = ta * tc, c1 = std::min(cols, c0 + tc);
         float amax = 0;
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = c0; c < c1; ++c) {
-            const float a = std::fabs(in[r * cols + c]);
-            if (!(a <= amax)) amax = a;  // (NaN wins: the tile then keeps scale 1)
-          }
-        const size_t tile = size_t(td * tiles_across + ta);
-        q.amaxes[tile] = amax;
-        const float scale = fixed_scale ? *fixed_scale : fp8_scale_for(amax, format, margin);
-        q.scales[tile] = scale;
-        for (int64_t r = r0; r < r1; ++r)
-          for (int64_t c = c0; c < c1; ++c)
-            out[r * cols + c] = nearest_fp8_value(in[r * cols + c] * scale, f, largest) / scale;  // exact: scale = 2^k
+        for (int64_t c = ta * tc, c1 = std::min(cols, c + tc); c < c1; ++c) {
+          const float a = std::fabs(in[r * cols + c]);
+          if (!(a <= amax)) amax = a;  // (NaN wins: the tile then keeps scale 1)
+        }
+        row_amax[size_t(r * tiles_across + ta)] = amax;
+      }
+  });
+  Fp8Quantised q;
+  q.amaxes.assign(size_t(std::max<int64_t>(tiles_down * tiles_across, 1)), 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t ta = 0; ta < tiles_across; ++ta) {
+      float& amax = q.amaxes[size_t((r / tr) * tiles_across + ta)];
+      const float a = row_amax[size_t(r * tiles_across + ta)];
+      if (!(a <= amax)) amax = a;
+    }
+  q.scales.resize(q.amaxes.size());
+  for (size_t tile = 0; tile < q.amaxes.size(); ++tile)
+    q.scales[tile] = fixed_scale ? *fixed_scale : fp8_scale_for(q.amaxes[tile], format, margin);
+  // Pass 2, rows in parallel: every element to its tile's FP8 grid. x^ = Q(x s) / s is exact: s = 2^k.
+  q.values = empty(t.shape());
+  float* out = q.values.data_ptr<float>();
+  parallel_for(0, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(cols, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t r = begin; r < end; ++r)
+      for (int64_t ta = 0; ta < tiles_across; ++ta) {
+        const float scale = q.scales[size_t((r / tr) * tiles_across + ta)];
+        for (int64_t c = ta * tc, c1 = std::min(cols, c + tc); c < c1; ++c)
+          out[r * cols + c] = nearest(in[r * cols + c] * scale) / scale;
       }
   });
   if (t.device().is_cuda()) q.values = q.values.to(t.device());

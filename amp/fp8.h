@@ -28,7 +28,8 @@
 //   Block    per tile, from its own amax: activations and gradients in 1 x block tiles along
 //            their last dimension, weights in block x block tiles (DeepSeek-V3's scheme). conv2d
 //            under Block scales per tensor (Current): its GEMM operands are not materialised.
-// FP8 ops return f32 (the accumulator); under Autocast the next op casts by its own policy.
+// FP8 ops return f32 (the accumulator); inside Autocast(bf16) they multiply the quantised
+// operands in bf16, which holds them exactly, and return bf16 (Transformer Engine's bf16 output).
 #pragma once
 #include <cstdint>
 #include <map>

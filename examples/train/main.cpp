@@ -6,6 +6,7 @@
 //   hg-train --model lstm --steps 500
 //   hg-train --model mlp --compare --epochs 1          # f32 vs f16+GradScaler vs bf16, one table
 //   hg-train --model mlp --precision bf16-pure         # bf16 weights + optimizer state, stochastic rounding
+//   hg-train --model cnn --precision fp8               # FP8 linear/conv2d (delayed scaling), emulated on a CPU
 //   mpirun -np 2 hg-train --model cnn --batch-size 64  # data-parallel: 2 processes, global batch 128
 //
 // Prints a progress bar per epoch (on a terminal) and one line per epoch; with --out writes
@@ -312,9 +313,11 @@ int run(int argc, char** argv) {
   app.add_option("--precision", config.precision,
                  "f32, f16 (autocast + GradScaler), bf16 (autocast), amp (mixed precision on the device: f16 on "
                  "CUDA, bf16 on a CPU), auto (the fastest: f16 on CUDA; on a CPU bf16 where a bf16 GEMM is measured "
-                 "faster than f32, else f32), or bf16-pure (bf16 weights and optimizer state, no f32 masters, updates "
-                 "written back with --rounding)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "amp", "auto", "bf16-pure"}))->capture_default_str();
+                 "faster than f32, else f32), bf16-pure (bf16 weights and optimizer state, no f32 masters, updates "
+                 "written back with --rounding), fp8 (linear/conv2d in FP8, E4M3 forward and E5M2 gradients with "
+                 "delayed per-tensor scaling, the rest bf16 autocast; emulated exactly on a CPU) or fp8-block (the "
+                 "same with 1x128 / 128x128 block scales)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "amp", "auto", "bf16-pure", "fp8", "fp8-block"}))->capture_default_str();
   std::string rounding = "stochastic";
   app.add_option("--rounding", rounding, "--precision bf16-pure: how updates are written into the bf16 weights and "
                  "state: stochastic (unbiased on average), kahan (the weights with a bf16 compensation, 2 more bytes "
@@ -359,6 +362,7 @@ int run(int argc, char** argv) {
   config.rounding = hg_train::rounding_from_name(rounding);
   if (hg_train::is_text_model(config.model)) {
     HG_CHECK(config.precision != "bf16-pure", "--precision bf16-pure is for the image models for now");
+    HG_CHECK(config.precision.rfind("fp8", 0) != 0, "--precision ", config.precision, " is for the image models for now");
     if (threads > 0) hg::set_num_threads(threads);
     return run_text_model(app, config, device, text_steps, checkpoint_activations, data_root, out, resume, compare);
   }

@@ -16,8 +16,16 @@ namespace sd = hg::state_dict;
 hg::DType precision_dtype(const std::string& precision) {
   if (precision == "f32") return hg::f32;
   if (precision == "f16") return hg::f16;
-  if (precision == "bf16" || precision == "bf16-pure") return hg::bf16;
-  HG_FAIL("unknown precision \"", precision, "\" (expected f32, f16, bf16 or bf16-pure)");
+  // fp8, fp8-block: linear/conv2d in FP8 (amp/fp8.h), the other ops under bf16 autocast.
+  if (precision == "bf16" || precision == "bf16-pure" || precision == "fp8" || precision == "fp8-block") return hg::bf16;
+  HG_FAIL("unknown precision \"", precision, "\" (expected f32, f16, bf16, bf16-pure, fp8 or fp8-block)");
+}
+
+hg::amp::Fp8Recipe fp8_recipe(const std::string& precision) {
+  // Transformer Engine's defaults (HYBRID formats, an amax history of 1024 steps, its max) for
+  // fp8; DeepSeek-V3's tiles (1 x 128 activations and gradients, 128 x 128 weights) for fp8-block.
+  if (precision == "fp8-block") return {.scaling = hg::amp::Fp8Scaling::Block};
+  return {.scaling = hg::amp::Fp8Scaling::Delayed};
 }
 
 hg::optim::Rounding rounding_from_name(const std::string& name) {
@@ -93,7 +101,9 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
                            .std = stats_.std, .num_replicas = world_size(config_), .rank = rank(config_),
                            .transform = augmentation(config_)}),
       autocast_(config_.precision != "f32"),
-      autocast_dtype_(autocast_ ? precision_dtype(config_.precision) : hg::f16) {
+      autocast_dtype_(autocast_ ? precision_dtype(config_.precision) : hg::f16),
+      fp8_enabled_(config_.precision.rfind("fp8", 0) == 0),
+      fp8_(fp8_recipe(config_.precision)) {
   precision_dtype(config_.precision);  // validates the name
   if (config_.precision == "bf16-pure") {
     HG_CHECK(config_.device.is_cpu() || config_.rounding == hg::optim::Rounding::Nearest,
@@ -111,6 +121,7 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
   counters_.batches_per_epoch = loader_.num_batches();
   checkpoint_.add("model", model_).add("optimizer", *optimizer_).add("scaler", scaler_).add("loader", loader_)
       .add("trainer", counters_);
+  if (fp8_enabled_) checkpoint_.add("fp8", fp8_);  // the amax histories: a resumed run scales as before
   checkpoint_.set_metadata("written_by", "hg-train").set_metadata("precision", config_.precision);
   checkpoint_.require_metadata("model", config_.model);
   if (!config_.step_log.empty() && writes_diagnostics()) {
@@ -158,6 +169,7 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     hg::Tensor loss;
     {
       hg::amp::Autocast autocast(autocast_dtype_, autocast_);
+      hg::amp::Fp8Autocast fp8(fp8_, fp8_enabled_);
       loss = hg::cross_entropy(ddp_ ? (*ddp_)(x) : model_(x), y);
     }
     if (m.steps == 1) m.activation_bytes = hg::memory::allocated(device) - before;  // step 0 warms caches
@@ -238,8 +250,14 @@ double Trainer::evaluate() {
   hg::data::DataLoader test_loader(test_set_, {.batch_size = 1000, .shuffle = false, .mean = stats_.mean, .std = stats_.std,
                                                .num_replicas = world_size(config_), .rank = rank(config_)});
   int64_t correct = 0, seen = 0;
+  // FP8 inference scales each batch by its own amax (current scaling; block: its tiles), so the
+  // test set leaves the training's delayed-scaling histories alone.
+  hg::amp::Fp8Recipe inference = fp8_.recipe();
+  if (inference.scaling == hg::amp::Fp8Scaling::Delayed) inference.scaling = hg::amp::Fp8Scaling::Current;
+  hg::amp::Fp8State inference_fp8(inference);
   for (auto [x, y] : test_loader) {
     hg::amp::Autocast autocast(autocast_dtype_, autocast_);
+    hg::amp::Fp8Autocast fp8(inference_fp8, fp8_enabled_);
     const hg::Tensor predicted = hg::argmax(model_(x.to(config_.device)), 1);
     correct += hg::sum(hg::eq(predicted, y.to(config_.device))).item<int64_t>();
     seen += y.numel();

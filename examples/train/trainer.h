@@ -114,6 +114,8 @@ class Trainer {
   bool writes_files() const { return !config_.checkpoint_path.empty() && (!config_.group || config_.group->rank() == 0); }
   bool autocast_;
   hg::DType autocast_dtype_;
+  bool fp8_enabled_;       // --precision fp8 / fp8-block
+  hg::amp::Fp8State fp8_;  // their recipe and delayed-scaling state
   // The trainer's own part of the checkpoint ("trainer.*"): where the run is.
   struct Counters {
     int64_t epoch = 0;       // epochs completed
@@ -132,6 +134,8 @@ class Trainer {
 };
 
 hg::DType precision_dtype(const std::string& precision);
+// --precision fp8 -> delayed scaling (Transformer Engine's defaults), fp8-block -> block scaling.
+hg::amp::Fp8Recipe fp8_recipe(const std::string& precision);
 // "stochastic", "kahan", "nearest" -> hg::optim::Rounding (an hg::Error for another name).
 hg::optim::Rounding rounding_from_name(const std::string& name);
 // One line: the bytes per parameter of weights + gradients + optimizer state, and of what.

@@ -312,6 +312,21 @@ CASES
     rm -rf ck
     make_checkpoint --precision bf16-pure --optimizer adam
     expect_error "rounding|bf16" "${quick[@]}" --precision bf16 --optimizer adam --epochs 2 --resume ck/checkpoint.safetensors ;;
+  # ---- issue 31: FP8 (linear/conv2d quantised, emulated on the CPU) ----------------------------
+  fp8_trains_and_resumes_bitwise)
+    # Delayed scaling keeps amax histories: a run resumed from its first epoch's checkpoint must
+    # scale as the uninterrupted run did, so its model is the same bit for bit.
+    train=("${quick[@]}" --precision fp8 --optimizer adam --lr 0.001 --max-steps 6)
+    expect_success "${train[@]}" --epochs 2 --out reference
+    grep -q "precision fp8," stdout || fail "the header does not name fp8"
+    expect_success "${train[@]}" --epochs 1 --out resumed
+    expect_success "${train[@]}" --epochs 2 --out resumed --resume resumed/checkpoint.safetensors
+    cmp resumed/model.safetensors reference/model.safetensors || fail "the resumed fp8 model differs"
+    expect_success "${quick[@]}" --precision fp8-block --epochs 1 --max-steps 3
+    expect_success "${quick[@]}" --model cnn --precision fp8 --epochs 1 --max-steps 2
+    # An fp8 checkpoint holds the fp8 part; a bf16 run does not resume from it.
+    expect_error "fp8" "${quick[@]}" --precision bf16 --optimizer adam --epochs 2 --resume resumed/checkpoint.safetensors
+    expect_error "--precision fp8 is for the image models" --model gpt --precision fp8 ;;
   *)
     fail "unknown case" ;;
 esac
