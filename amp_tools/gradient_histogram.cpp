@@ -24,6 +24,25 @@ const char* f16_region(int e) { return e >= 16 ? "overflow" : e >= -14 ? "normal
 // bf16: f32's 8 exponent bits, 7 mantissa bits: normals 2^-126 .. ~2^128, subnormals to 2^-133.
 const char* bf16_region(int e) { return e >= 128 ? "overflow" : e >= -126 ? "normal" : e >= -133 ? "subnormal" : "zero"; }
 
+// FP8, unscaled (the recipes scale per tensor: see fp8_flushed_fraction). e4m3fn: normals
+// 2^-6 .. 448, subnormals to 2^-9, no inf (overflow is NaN or saturation). e5m2: normals 2^-14 ..
+// 57344, subnormals to 2^-16.
+const char* e4m3_region(int e) { return e >= 9 ? "overflow" : e >= -6 ? "normal" : e >= -9 ? "subnormal" : "zero"; }
+const char* e5m2_region(int e) { return e >= 16 ? "overflow" : e >= -14 ? "normal" : e >= -16 ? "subnormal" : "zero"; }
+
+double GradientHistogram::fp8_flushed_fraction(Stage stage, DType format) const {
+  HG_CHECK(is_float8(format), "GradientHistogram::fp8_flushed_fraction: expected f8e4m3 or f8e5m2, got ", format);
+  int top = kMinExponent - 1;
+  for (int e = kMaxExponent; e >= kMinExponent && top < kMinExponent; --e)
+    if (count(stage, e) > 0) top = e;
+  if (top < kMinExponent) return 0.0;
+  // amax < 2^(top+1): the recipe's scale 2^floor(log2(largest / amax)) is at least
+  // 2^(floor(log2 largest) - top - 1), and a scaled value below half the smallest subnormal
+  // (2^-10 in e4m3, 2^-17 in e5m2) rounds to 0.
+  const int floor_log2_largest = format == f8e4m3 ? 8 : 15, below_half_subnormal = format == f8e4m3 ? -10 : -17;
+  return nonzero_fraction_below(stage, below_half_subnormal - (floor_log2_largest - top - 1));
+}
+
 void GradientHistogram::add(const Scalable& optimizer, const GradScaler& scaler) {
   std::vector<Tensor> gradients;
   for (const Tensor& p : optimizer.parameters())
@@ -120,7 +139,10 @@ void GradientHistogram::print(std::ostream& os) const {
                                          nonzero_fraction_below(Stage::BeforeUnscale, -24))
     << "% before, " << 100 * (nonzero_fraction_below(Stage::AfterUnscale, -14) - nonzero_fraction_below(Stage::AfterUnscale, -24))
     << "% after; >= 2^16 (f16 inf): " << 100 * fraction_at_or_above(Stage::BeforeUnscale, 16) << "% of all before; "
-    << "below 2^-133 (bf16 flushes them to 0): " << 100 * nonzero_fraction_below(Stage::AfterUnscale, -133) << "% after\n";
+    << "below 2^-133 (bf16 flushes them to 0): " << 100 * nonzero_fraction_below(Stage::AfterUnscale, -133) << "% after\n"
+    << "FP8 with one power-of-two scale per tensor fitted to the largest value: "
+    << 100 * fp8_flushed_fraction(Stage::AfterUnscale, f8e5m2) << "% of the nonzero values flush to 0 in E5M2, "
+    << 100 * fp8_flushed_fraction(Stage::AfterUnscale, f8e4m3) << "% in E4M3 (range: 2^31 and 2^17 below the top)\n";
   os << t.str();
 }
 
@@ -128,10 +150,10 @@ void GradientHistogram::write_csv(const std::string& path) const {
   std::ostringstream out;
   out << "# zeros before/after: " << zeros(Stage::BeforeUnscale) << ' ' << zeros(Stage::AfterUnscale)
       << "; inf/NaN before/after: " << nonfinite(Stage::BeforeUnscale) << ' ' << nonfinite(Stage::AfterUnscale) << '\n';
-  out << "exponent,before,after,f16_region,bf16_region\n";
+  out << "exponent,before,after,f16_region,bf16_region,e4m3_region,e5m2_region\n";
   for (int e = kMinExponent; e <= kMaxExponent; ++e)
     out << e << ',' << count(Stage::BeforeUnscale, e) << ',' << count(Stage::AfterUnscale, e) << ',' << f16_region(e)
-        << ',' << bf16_region(e) << '\n';
+        << ',' << bf16_region(e) << ',' << e4m3_region(e) << ',' << e5m2_region(e) << '\n';
   write_text_file(path, out.str(), "GradientHistogram::write_csv(\"" + path + "\")");
 }
 

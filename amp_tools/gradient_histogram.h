@@ -1,5 +1,5 @@
 // GradientHistogram: where gradient values sit on the base-2 exponent line, before and after
-// unscaling, beside what f16 and bf16 can hold -- the picture that explains loss scaling. In f16
+// unscaling, beside what f16, bf16 and the FP8 formats can hold -- the picture that explains loss scaling. In f16
 // nothing exists below 2^-24 (it rounds to 0) and nothing at or above 2^16 (inf); a GradScaler
 // multiplies the loss, and so every gradient, by S = 2^k, sliding the whole histogram k bins
 // to the right, out of the zero zone (and, with too large an S, into the inf zone).
@@ -47,6 +47,11 @@ class GradientHistogram {
   // The share of the nonzero finite values with |g| < 2^exponent. (Exact zeros are often
   // structural -- the gradient of a weight that met a ReLU's zeros -- and zero in f32 too.)
   double nonzero_fraction_below(Stage stage, int exponent) const;
+  // The share of the nonzero finite values an FP8 format (f8e4m3, f8e5m2) would flush to 0 even
+  // with the FP8 recipes' per-tensor scale fitted to the largest value binned (amp/fp8.h): what
+  // the format's range, 2^17 (E4M3) or 2^31 (E5M2) below its top, leaves out. Over several
+  // steps' additions it is measured against the largest value of all of them.
+  double fp8_flushed_fraction(Stage stage, DType format) const;
   int64_t additions() const { return additions_; }
 
   void print(std::ostream& os) const;  // bins with counts and bars, ranges marked, then a summary
@@ -66,5 +71,7 @@ class GradientHistogram {
 // What a format does to a value of exponent e: "overflow", "normal", "subnormal" or "zero".
 const char* f16_region(int exponent);
 const char* bf16_region(int exponent);
+const char* e4m3_region(int exponent);  // unscaled
+const char* e5m2_region(int exponent);
 
 }  // namespace hg::amp

@@ -49,6 +49,35 @@ TEST_CASE("amp.gradient_histogram.regions_of_f16_and_bf16") {
   CHECK(std::string(hg::amp::bf16_region(128)) == "overflow");
 }
 
+TEST_CASE("amp.gradient_histogram.fp8_regions_and_what_a_per_tensor_scale_flushes") {
+  CHECK(std::string(hg::amp::e4m3_region(8)) == "normal");      // 256 .. 448
+  CHECK(std::string(hg::amp::e4m3_region(9)) == "overflow");
+  CHECK(std::string(hg::amp::e4m3_region(-7)) == "subnormal");
+  CHECK(std::string(hg::amp::e4m3_region(-10)) == "zero");
+  CHECK(std::string(hg::amp::e5m2_region(15)) == "normal");     // 32768 .. 57344
+  CHECK(std::string(hg::amp::e5m2_region(-16)) == "subnormal");
+  CHECK(std::string(hg::amp::e5m2_region(-17)) == "zero");
+  // 2^0, 2^-1, ..., 2^-60: the recipes' quantiser scales the top (1) to 2^8 (E4M3) / 2^15 (E5M2);
+  // what it then flushes is what the histogram predicts from the bins alone.
+  std::vector<float> values;
+  for (int k = 0; k >= -60; --k) values.push_back(std::ldexp(1.0f, k));
+  const Tensor g = hg::from_vector(values, {int64_t(values.size())});
+  hg::amp::GradientHistogram h;
+  h.add({g}, 1.0);
+  for (const hg::DType format : {hg::f8e4m3, hg::f8e5m2}) {
+    CAPTURE(format);
+    const Tensor q = hg::amp::fp8_quantise(g, format, 0, 0).values;
+    const double flushed = hg::mean(hg::eq(q, hg::zeros({int64_t(values.size())})).to(hg::f32)).item<double>();
+    CHECK(h.fp8_flushed_fraction(Stage::AfterUnscale, format) == doctest::Approx(flushed));
+  }
+  CHECK(h.fp8_flushed_fraction(Stage::AfterUnscale, hg::f8e4m3) == doctest::Approx(43.0 / 61));  // 2^-18 and below
+  CHECK(h.fp8_flushed_fraction(Stage::AfterUnscale, hg::f8e5m2) == doctest::Approx(29.0 / 61));  // 2^-32 and below
+  CHECK_THROWS_HG(h.fp8_flushed_fraction(Stage::AfterUnscale, hg::bf16), "expected f8e4m3 or f8e5m2");
+  std::ostringstream printed;
+  h.print(printed);
+  CHECK(printed.str().find("flush to 0 in E5M2") != std::string::npos);
+}
+
 TEST_CASE("amp.gradient_histogram.scaling_lifts_tiny_gradients_out_of_the_f16_zero_zone") {
   // Lesson 05's toy: a Linear(64, 1) on features ~1e-3 whose gradients are ~1e-8.
   hg::manual_seed(5);
@@ -83,8 +112,8 @@ TEST_CASE("amp.gradient_histogram.scaling_lifts_tiny_gradients_out_of_the_f16_ze
   std::ifstream in(path);
   std::string comment, header, first;
   std::getline(in, comment), std::getline(in, header), std::getline(in, first);
-  CHECK(header == "exponent,before,after,f16_region,bf16_region");
-  CHECK(first == "-160,0,0,zero,zero");
+  CHECK(header == "exponent,before,after,f16_region,bf16_region,e4m3_region,e5m2_region");
+  CHECK(first == "-160,0,0,zero,zero,zero,zero");
 }
 
 TEST_CASE("amp.gradient_histogram.a_disabled_scaler_means_scale_1") {
