@@ -86,6 +86,8 @@ bool activation_vectorised(const Tensor& x) {
 }
 
 Tensor gelu_forward_cpu(const Tensor& x) { return map_cpu(cpu::gelu_f32, x); }
+Tensor log_forward_cpu(const Tensor& x) { return map_cpu(cpu::log_f32, x); }
+Tensor softplus_forward_cpu(const Tensor& x) { return map_cpu(cpu::softplus_f32, x); }
 Tensor sigmoid_forward_cpu(const Tensor& x) { return map_cpu(cpu::sigmoid_f32, x); }
 Tensor tanh_forward_cpu(const Tensor& x) { return map_cpu(cpu::tanh_f32, x); }
 
@@ -106,5 +108,8 @@ Tensor backward_cpu(void (*f)(const float*, const float*, float*, int64_t), cons
 Tensor gelu_backward_cpu(const Tensor& x, const Tensor& grad) { return backward_cpu(cpu::gelu_backward_f32, x, grad); }
 Tensor silu_forward_cpu(const Tensor& x) { return map_cpu(cpu::silu_f32, x); }
 Tensor silu_backward_cpu(const Tensor& x, const Tensor& grad) { return backward_cpu(cpu::silu_backward_f32, x, grad); }
+Tensor softplus_backward_cpu(const Tensor& x, const Tensor& grad) {
+  return backward_cpu(cpu::softplus_backward_f32, x, grad);
+}
 
 }  // namespace hg::kernels

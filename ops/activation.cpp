@@ -84,6 +84,9 @@ Tensor sigmoid(const Tensor& x) {
 }
 Tensor softplus(const Tensor& x, double beta, double threshold) {
   HG_CHECK(beta != 0 && std::isfinite(beta), "softplus: beta must be finite and nonzero, got ", beta);
+  if (beta == 1 && threshold == 20)  // PyTorch's defaults: the vectorised kernels on the CPU
+    return vectorised_from_input<kernels::math::Softplus>(amp::Op::Softplus, x, kernels::softplus_forward_cpu,
+                                                          kernels::softplus_backward_cpu);
   return activation_from_input(amp::Op::Softplus, x, kernels::math::Softplus{beta, threshold});
 }
 Tensor tanh(const Tensor& x) { return activation_from_output<kernels::math::Tanh>(amp::Op::Tanh, x, kernels::tanh_forward_cpu); }

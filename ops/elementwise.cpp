@@ -9,6 +9,7 @@
 #include "autograd/node.h"
 #include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/elementwise.h"
+#include "kernels/vectorised_activation.h"
 #include "ops/reduce.h"
 #include "ops/record.h"
 
@@ -145,7 +146,9 @@ Tensor exp(const Tensor& x_in) {
 Tensor log(const Tensor& x_in) {
   auto [x] = amp::prepare(amp::Op::Log, x_in);
   HG_CHECK(is_floating(x.dtype()), "log: expected a floating tensor, got ", x.dtype());
-  Tensor out = map_to_new<1>(x.shape(), {x}, kernels::math::Log{});
+  // CPU f32/f16/bf16: the vectorised log (kernels/cpu/vector_math.h, within 1 ulp of logf measured).
+  Tensor out = kernels::activation_vectorised(x) ? kernels::log_forward_cpu(x)
+                                                 : map_to_new<1>(x.shape(), {x}, kernels::math::Log{});
   record(amp::Op::Log, out, {x}, [sx = SavedTensor(x)](const Tensor& g) -> std::vector<Tensor> {
     return {g / sx.get()};
   });

@@ -331,6 +331,55 @@ TEST_CASE("cpu.silu_f32_at_every_level_is_within_3_ulp_and_the_same_bits_everywh
                      }, 3);
 }
 
+TEST_CASE("cpu.log_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_everywhere") {
+  // 10^7 inputs: bit patterns uniform over the positive finite floats (every binade, subnormals
+  // included), a tenth in [0.5, 2) around log's zero, and the edge cases.
+  std::mt19937 random(2027);
+  std::uniform_int_distribution<uint32_t> positive(1u, 0x7f7fffffu);
+  std::uniform_real_distribution<float> near_one(0.5f, 2.0f);
+  std::vector<float> x;
+  for (int i = 0; i < 9'000'000; ++i) x.push_back(std::bit_cast<float>(positive(random)));
+  for (int i = 0; i < 1'000'000; ++i) x.push_back(near_one(random));
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float e : {std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(), 1.f, 0.99999994f,
+                  1.0000001f, 0.70710677f, 0.7071068f, 2.f, std::numeric_limits<float>::max()})
+    x.push_back(e);
+  check_against_libm(x, [](float v) { return std::log(v); }, hg::kernels::cpu::log_f32, [inf] {
+    float edge[] = {0.f, -0.f, -1.f, -inf, inf, std::numeric_limits<float>::quiet_NaN(), 1.f};
+    hg::kernels::cpu::log_f32(edge, edge, 7);
+    CHECK(edge[0] == -inf);
+    CHECK(edge[1] == -inf);
+    CHECK(std::isnan(edge[2]));
+    CHECK(std::isnan(edge[3]));
+    CHECK(edge[4] == inf);
+    CHECK(std::isnan(edge[5]));
+    CHECK((edge[6] == 0.f && !std::signbit(edge[6])));
+  });
+}
+
+TEST_CASE("cpu.softplus_f32_at_every_level_is_within_4_ulp_and_the_same_bits_everywhere") {
+  // log1p(exp(x)) against the correctly rounded value: exp's 2 ulp pass through log1p almost
+  // whole where exp(x) is small (there log1p(u) ~ u), plus log1p's own rounding.
+  std::vector<float> x = sigmoid_tanh_inputs();
+  for (float e : {-150.f, -103.f, -87.f, 19.999998f, 20.f, 20.000002f, 100.f}) x.push_back(e);
+  check_against_libm(x, [](float v) {
+    return v > 20.f ? v : float(std::log1p(std::exp(double(v))));
+  }, hg::kernels::cpu::softplus_f32, [] {
+    const float inf = std::numeric_limits<float>::infinity();
+    float edge[] = {-inf, inf, std::numeric_limits<float>::quiet_NaN(), 0.f};
+    hg::kernels::cpu::softplus_f32(edge, edge, 4);
+    CHECK(edge[0] == 0.f);
+    CHECK(edge[1] == inf);
+    CHECK(std::isnan(edge[2]));
+    CHECK(edge[3] == doctest::Approx(std::log(2.0)).epsilon(1e-7));
+  }, 4);
+  // The backward is g * sigmoid(x) (g above the threshold), on sigmoid's 2-ulp lanes.
+  std::vector<float> xs{-30.f, -1.f, 0.f, 2.5f, 19.f, 21.f}, g(6, 3.f), dx(6);
+  hg::kernels::cpu::softplus_backward_f32(xs.data(), g.data(), dx.data(), 6);
+  for (size_t i = 0; i < xs.size(); ++i)
+    CHECK(dx[i] == doctest::Approx(xs[i] > 20.f ? 3.0 : 3.0 / (1.0 + std::exp(-double(xs[i])))).epsilon(1e-6));
+}
+
 TEST_CASE("parallel.every_index_once_for_any_split") {
   const int saved = hg::get_num_threads();
   for (int threads : {1, 2, 3}) {

@@ -46,6 +46,11 @@ HG_TARGET_END
 
 void exp_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(exp_f32, x, y, n); }
 void erf_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(erf_f32, x, y, n); }
+void log_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(log_f32, x, y, n); }
+void softplus_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(softplus_f32, x, y, n); }
+void softplus_backward_f32(const float* x, const float* g, float* dx, int64_t n) {
+  HG_AT_LEVEL(softplus_backward_f32, x, g, dx, n);
+}
 void sigmoid_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(sigmoid_f32, x, y, n); }
 void tanh_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(tanh_f32, x, y, n); }
 void silu_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(silu_f32, x, y, n); }

@@ -6,6 +6,11 @@
 //                      +inf above ln(FLT_MAX), subnormal results and underflow to +0 as expf.
 //                      x and y may be the same array.
 //   erf_f32(x, y, n)   y[i] = erf(x[i]), within 2 ulp of libm's erff; +-0, +-1 at +-inf, NaN.
+//   log_f32(x, y, n)   y[i] = log(x[i]), within 2 ulp of libm's logf; subnormals, -inf at +-0,
+//                      NaN below 0, +inf, NaN.
+//   softplus_f32(x, y, n), softplus_backward_f32(x, g, dx, n)
+//                      log(1 + exp(x)) (x above 20, PyTorch's default threshold) and g sigmoid(x)
+//                      (g above 20), within 4 ulp of the correctly rounded value.
 //   sigmoid_f32(x, y, n), tanh_f32(x, y, n)
 //                      1 / (1 + exp(-x)) and tanh(x), within 2 ulp of the correctly rounded
 //                      value; 0 and 1 (-1 and 1) at -inf and +inf, +-0 kept by tanh, NaN.
@@ -24,6 +29,9 @@ namespace hg::kernels::cpu {
 
 void exp_f32(const float* x, float* y, int64_t n);
 void erf_f32(const float* x, float* y, int64_t n);
+void log_f32(const float* x, float* y, int64_t n);
+void softplus_f32(const float* x, float* y, int64_t n);
+void softplus_backward_f32(const float* x, const float* g, float* dx, int64_t n);
 void sigmoid_f32(const float* x, float* y, int64_t n);
 void tanh_f32(const float* x, float* y, int64_t n);
 void silu_f32(const float* x, float* y, int64_t n);
