@@ -30,6 +30,15 @@
 //            under Block scales per tensor (Current): its GEMM operands are not materialised.
 // FP8 ops return f32 (the accumulator); inside Autocast(bf16) they multiply the quantised
 // operands in bf16, which holds them exactly, and return bf16 (Transformer Engine's bf16 output).
+//
+// On a GPU: the quantiser runs on the device (kernels/cuda/fp8.h; the same codes as the CPU's, bit
+// for bit). Where the GPU has FP8 tensor cores (compute capability 8.9+: Ada, Hopper), linear and
+// 2-D matmul under Delayed or Current scaling with M, N and K multiples of 16 store the operands
+// as real FP8 tensors and multiply them with cuBLASLt's FP8 GEMM, forward and both backward
+// GEMMs (E5M2 gradients x E4M3 operands under Hybrid): the emulation's result up to the order of
+// the f32 sums. Everything else (Block scaling, conv2d, other shapes, older GPUs) is emulated on
+// the device. Each quantisation reads its amax back to the host (one wait): the histories are
+// host state.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -109,7 +118,8 @@ float fp8_scale_for(float amax, DType format, int margin = 0);
 // The FP8 value nearest x * scale (saturating), divided by scale again, for every element of t,
 // with one scale per tile of tile_rows x tile_cols elements of t seen as a matrix (rows: all
 // dims but the last); a tile side of 0 means the whole extent (per-tensor). Returns f32; the
-// amax of each tile goes to `amaxes` if given. Not differentiable: a kernel.
+// amax of each tile goes to `amaxes` if given. Not differentiable: a kernel. A CUDA t with one tile
+// is quantised on the device (the same values, bit for bit); tiles of a CUDA t on a host copy.
 struct Fp8Quantised {
   Tensor values;              // f32, each an FP8 value times 2^k, on t's device
   std::vector<float> amaxes;  // one per tile, row-major over tiles

@@ -1,6 +1,10 @@
 // gpu_bench: halfgrad on one CUDA device.
 //   1. GEMM TFLOP/s of hg::matmul at n x n x n, n = 4096 and 8192, for f32 (TF32 off), f32 with
 //      TF32 allowed (hg::cuda::allow_tf32), f16 and bf16.
+//   1b. FP8 (sm_89+): TFLOP/s of cuBLASLt's FP8 GEMM (kernels/cuda/fp8.h, E4M3 x E4M3 -> bf16,
+//      operands quantised once: the GEMM alone) beside bf16 hg::matmul at the same n, and of an
+//      FP8 linear under amp::Fp8Autocast (current scaling: both quantisations and their amax
+//      reads included) -- CSV section "gemm", precisions "fp8" and "fp8_linear".
 //   2. Training: samples/s and the step's peak memory of
 //        mlp_wide: Linear 784->4096, ReLU, Linear 4096->4096, ReLU, Linear 4096->10, batch 4096
 //        cnn:      hg-train's CNN (Conv 1->16 3x3 p1, ReLU, MaxPool 2, Conv 16->32 3x3 p1, ReLU,
@@ -11,7 +15,7 @@
 //        bf16_amp  Autocast(bf16), no scaler
 //      on synthetic data made on the GPU once (hg::randn / hg::randint with a CUDA device).
 //
-//   build/bench/gpu_bench [--csv FILE] [--seconds S] [--only gemm|train]
+//   build/bench/gpu_bench [--csv FILE] [--seconds S] [--only gemm|fp8|train]
 //
 // "Step peak" is the most memory a training step held above what was live before it (parameters,
 // momentum buffers, the batch): hg::memory::peak_allocated(cuda) - allocated(cuda) after a
@@ -35,6 +39,7 @@
 #include <vector>
 
 #include "halfgrad.h"
+#include "kernels/cuda/fp8.h"
 
 namespace {
 
@@ -152,6 +157,52 @@ void gemm_table(Csv& csv, double budget) {
     std::fflush(stdout);
   }
   hg::cuda::allow_tf32(false);
+}
+
+// ---- FP8 GEMM -------------------------------------------------------------------------------------
+
+void fp8_table(Csv& csv, double budget) {
+  const hg::Device gpu = hg::Device::cuda();
+  std::printf("\n## halfgrad FP8 GEMM (cuBLASLt on %s, TFLOP/s = 2n^3 / time; best of 3 rounds)\n\n", gpu.str().c_str());
+  if (!hg::kernels::cuda::fp8_gemm_supported(gpu)) {
+    std::printf("(no FP8 tensor cores: compute capability below 8.9)\n");
+    return;
+  }
+  std::printf("| n x n x n | bf16 matmul | FP8 GEMM (E4M3 -> bf16) | FP8 / bf16 | FP8 linear (quantise + GEMM) |\n"
+              "|---|---|---|---|---|\n");
+  std::fflush(stdout);
+  hg::NoGradGuard no_grad;
+  for (int64_t n : {4096, 8192}) {
+    const auto tflops = [&](double s) { return 2.0 * double(n) * double(n) * double(n) / s / 1e12; };
+    double bf16 = std::nan(""), fp8 = std::nan(""), linear = std::nan("");
+    try {
+      hg::manual_seed(0);
+      const hg::Tensor a = hg::randn({n, n}, {.device = gpu}), b = hg::randn({n, n}, {.device = gpu});
+      const hg::Tensor a16 = a.to(hg::bf16), b16 = b.to(hg::bf16);
+      bf16 = tflops(seconds_per_call([&] { hg::Tensor c = hg::matmul(a16, b16); }, budget));
+      const auto a8 = hg::kernels::cuda::fp8_quantise(a, hg::f8e4m3, 0, nullptr, false);
+      const auto b8 = hg::kernels::cuda::fp8_quantise(b, hg::f8e4m3, 0, nullptr, false);  // (b as (N, K): b^T's rows)
+      const hg::Tensor out = hg::empty({n, n}, {.dtype = hg::bf16, .device = gpu});
+      fp8 = tflops(seconds_per_call([&] { hg::kernels::cuda::fp8_gemm(a8.codes, a8.scale_inv, b8.codes, b8.scale_inv, out, {}); },
+                                    budget));
+      hg::amp::Fp8State state({.scaling = hg::amp::Fp8Scaling::Current});
+      linear = tflops(seconds_per_call(
+          [&] {
+            hg::amp::Fp8Autocast guard(state);
+            hg::amp::Autocast autocast(hg::bf16);
+            hg::Tensor c = hg::linear(a, b);
+          },
+          budget));
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpu_bench: FP8 GEMM %lld: %s\n", (long long)n, short_error(e).c_str());
+    }
+    csv.row("gemm", std::to_string(n), "fp8", "tflops", fp8);
+    csv.row("gemm", std::to_string(n), "fp8_linear", "tflops", linear);
+    char ratio[32] = "-";
+    if (std::isfinite(fp8 / bf16)) std::snprintf(ratio, sizeof ratio, "%.2fx", fp8 / bf16);
+    std::printf("| %lld | %.1f | %.1f | %s | %.1f |\n", (long long)n, bf16, fp8, ratio, linear);
+    std::fflush(stdout);
+  }
 }
 
 // ---- training -------------------------------------------------------------------------------------
@@ -295,7 +346,7 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--seconds") == 0 && has_value) budget = std::max(0.05, std::atof(argv[++i]));
     else if (std::strcmp(argv[i], "--only") == 0 && has_value) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: gpu_bench [--csv FILE] [--seconds S] [--only gemm|train]\n");
+      std::fprintf(stderr, "usage: gpu_bench [--csv FILE] [--seconds S] [--only gemm|fp8|train]\n");
       return 2;
     }
   }
@@ -308,6 +359,7 @@ int main(int argc, char** argv) {
   try {
     std::printf("gpu_bench: halfgrad on %s, %d CUDA device(s)\n", hg::Device::cuda().str().c_str(), hg::cuda::device_count());
     if (only.empty() || only == "gemm") gemm_table(csv, budget / 2);
+    if (only.empty() || only == "fp8") fp8_table(csv, budget / 2);
     if (only.empty() || only == "train") train_table(csv, budget);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_bench: %s\n", e.what());

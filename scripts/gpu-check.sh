@@ -15,7 +15,7 @@
 # and the version the library itself reports (cudnnGetVersion); (c) configure a Release build in
 # build-gpu/ (-DHG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DHG_NATIVE=ON, tests and benchmarks on,
 # examples off), using .carry/ for every package the system lacks, and build gpu_bench, then
-# test_cuda and test_op_db; (d) ctest -R '^(cuda\.|op_db\.cpu_matches_cuda)' -- only when the
+# test_cuda, test_fp8_cuda and test_op_db; (d) ctest -R '^(cuda\.|op_db\.cpu_matches_cuda)' -- only when the
 # library and those tests built completely, so
 # no test runs against a stale or missing binary; (e) both benchmarks; (f) compute-sanitizer
 # --tool memcheck over the CUDA suite (without the cuda.large.* sizes) and --tool racecheck over
@@ -274,7 +274,8 @@ if ((configured)); then
     # shellcheck disable=SC2086
     build_targets build-targets "$build_cap" "$logs/build.log" $HG_CHECK_TARGETS
   else
-    build_targets build-test_cuda "$build_cap" "$logs/build-test_cuda.log" test_cuda test_op_db && built_cuda_tests=1
+    build_targets build-test_cuda "$build_cap" "$logs/build-test_cuda.log" test_cuda test_fp8_cuda test_op_db &&
+      built_cuda_tests=1
   fi
 else
   record build "skipped (configure failed)" 0
@@ -433,7 +434,7 @@ def fmt(v, digits=1):
 def ratio(a, b):
     return a / b if ok(a) and ok(b) and b != 0 else nan
 
-order_prec = {"f32": 0, "tf32": 1, "f16": 2, "bf16": 3, "f16_amp": 4, "bf16_amp": 5}
+order_prec = {"f32": 0, "tf32": 1, "f16": 2, "bf16": 3, "fp8": 4, "fp8_linear": 5, "f16_amp": 6, "bf16_amp": 7}
 order_case = {"4096": 0, "8192": 1, "mlp_wide": 2, "cnn": 3}
 order_metric = {"tflops": 0, "samples_per_s": 1, "step_peak_mib": 2, "reserved_mib": 3, "syncs_per_step": 4}
 keys = sorted(set(hg) | set(pt), key=lambda k: (k[0] != "gemm", order_case.get(k[1], 9), k[1],
@@ -465,6 +466,9 @@ def check(text, value, target, higher=True, fmt_value="%.2f"):
 
 print("\n| target (H200) | measured | target | verdict |\n|---|---|---|---|")
 check("f16 GEMM at 8192^3, TFLOP/s", hg.get(("gemm", "8192", "f16", "tflops"), nan), 600, fmt_value="%.1f")
+gemm = lambda n, p: hg.get(("gemm", n, p, "tflops"), nan)
+check("FP8 GEMM (cuBLASLt, E4M3) / bf16 GEMM at 4096^3", ratio(gemm("4096", "fp8"), gemm("4096", "bf16")), 1.5)
+check("FP8 GEMM (cuBLASLt, E4M3) / bf16 GEMM at 8192^3", ratio(gemm("8192", "fp8"), gemm("8192", "bf16")), 1.5)
 sps = lambda src, model, p: src.get(("train", model, p, "samples_per_s"), nan)
 mem = lambda src, model, p: src.get(("train", model, p, "step_peak_mib"), nan)
 check("mlp_wide: f16 AMP step speed / f32 step speed", ratio(sps(hg, "mlp_wide", "f16_amp"), sps(hg, "mlp_wide", "f32")), 2)

@@ -123,7 +123,9 @@ static_assert(dtype_info(f32).cudnn_data_type == CUDNN_DATA_FLOAT &&
               dtype_info(f16).cudnn_data_type == CUDNN_DATA_HALF &&
               dtype_info(bf16).cudnn_data_type == CUDNN_DATA_BFLOAT16 &&
               dtype_info(i32).cudnn_data_type == CUDNN_DATA_INT32 &&
-              dtype_info(i64).cudnn_data_type == CUDNN_DATA_INT64 && dtype_info(u8).cudnn_data_type == CUDNN_DATA_UINT8,
+              dtype_info(i64).cudnn_data_type == CUDNN_DATA_INT64 && dtype_info(u8).cudnn_data_type == CUDNN_DATA_UINT8 &&
+              dtype_info(f8e4m3).cudnn_data_type == CUDNN_DATA_FP8_E4M3 &&
+              dtype_info(f8e5m2).cudnn_data_type == CUDNN_DATA_FP8_E5M2,
               "kDTypeTable's cudnn_data_type column is not cuDNN's");
 
 cudnnDataType_t cudnn_data_type(DType dtype) { return static_cast<cudnnDataType_t>(dtype_info(dtype).cudnn_data_type); }

@@ -27,6 +27,7 @@
 #include "core/cuda/cuda_check.h"
 #include "core/cuda/cuda_copy.h"
 #include "core/cuda/gemm_settings.h"
+#include "kernels/cuda/cublaslt.h"
 #include "kernels/cuda/library_check.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/gemm_layout.h"
@@ -45,18 +46,7 @@ bool tf32_allowed() { return tf32_flag.load(); }
 
 namespace kernels::cuda {
 
-namespace {
-
-// NOTE: 32 MiB is what cuBLAS itself recommends for Hopper; the heuristic then offers split-K and
-// stream-K kernels that need scratch space.
-constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-
-// ---- per-device state -----------------------------------------------------------------------------
-
-struct LtDevice {
-  cublasLtHandle_t handle = nullptr;
-  void* workspace = nullptr;  // kWorkspaceBytes, cudaMalloc'ed once (see allocate_library_workspace)
-};
+// ---- per-device state (declared in kernels/cuda/cublaslt.h) ---------------------------------------
 
 std::mutex& lt_mutex() {
   static std::mutex mutex;
@@ -64,8 +54,7 @@ std::mutex& lt_mutex() {
 }
 
 // Created on first use and never destroyed: at process exit the CUDA runtime may already be gone,
-// and the driver reclaims everything anyway. The workspace is shared by every GEMM on the device;
-// that is safe because they all run in order on the one default stream.
+// and the driver reclaims everything anyway.
 LtDevice& lt_device(int index) {
   static std::map<int, LtDevice> devices;
   std::lock_guard<std::mutex> lock(lt_mutex());
@@ -74,6 +63,8 @@ LtDevice& lt_device(int index) {
   if (device.handle == nullptr) HG_CUBLAS_CHECK(cublasLtCreate(&device.handle));
   return device;
 }
+
+namespace {
 
 // ---- operands -------------------------------------------------------------------------------------
 
@@ -141,7 +132,8 @@ struct LtTypes {
 static_assert(dtype_info(f32).cuda_data_type == CUDA_R_32F && dtype_info(f64).cuda_data_type == CUDA_R_64F &&
               dtype_info(f16).cuda_data_type == CUDA_R_16F && dtype_info(bf16).cuda_data_type == CUDA_R_16BF &&
               dtype_info(i32).cuda_data_type == CUDA_R_32I && dtype_info(i64).cuda_data_type == CUDA_R_64I &&
-              dtype_info(u8).cuda_data_type == CUDA_R_8U, "kDTypeTable's cuda_data_type column is not cuBLAS's");
+              dtype_info(u8).cuda_data_type == CUDA_R_8U && dtype_info(f8e4m3).cuda_data_type == CUDA_R_8F_E4M3 &&
+              dtype_info(f8e5m2).cuda_data_type == CUDA_R_8F_E5M2, "kDTypeTable's cuda_data_type column is not cuBLAS's");
 
 cudaDataType_t cuda_data_type(DType dtype) { return static_cast<cudaDataType_t>(dtype_info(dtype).cuda_data_type); }
 
@@ -155,59 +147,6 @@ LtTypes lt_types(DType dtype) {
   if (dtype == f32 && ::hg::cuda::tf32_allowed()) compute = CUBLAS_COMPUTE_32F_FAST_TF32;
   return {cuda_data_type(dtype), compute, cuda_data_type(accumulate)};
 }
-
-// The largest power of two, up to 256, that divides the address. Kernels that use vector loads
-// need aligned pointers, and the heuristic assumes 256 unless told otherwise (a view with an
-// offset is less aligned).
-uint32_t alignment_of(const void* p) {
-  const auto address = reinterpret_cast<uintptr_t>(p);
-  uint32_t alignment = 256;
-  while (alignment > 1 && address % alignment != 0) alignment /= 2;
-  return alignment;
-}
-
-// RAII owners: constructors only create (so a throw leaks nothing); attributes are set after.
-struct MatmulDesc {
-  cublasLtMatmulDesc_t desc = nullptr;
-  MatmulDesc(cublasComputeType_t compute, cudaDataType_t scale) {
-    HG_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc, compute, scale));
-  }
-  ~MatmulDesc() { cublasLtMatmulDescDestroy(desc); }
-  MatmulDesc(const MatmulDesc&) = delete;
-  MatmulDesc& operator=(const MatmulDesc&) = delete;
-  template <class V>
-  void set(cublasLtMatmulDescAttributes_t attribute, const V& value) {
-    HG_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)));
-  }
-};
-
-struct MatrixLayout {
-  cublasLtMatrixLayout_t layout = nullptr;
-  MatrixLayout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {  // column-major
-    HG_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&layout, type, uint64_t(rows), uint64_t(cols), ld));
-  }
-  ~MatrixLayout() { cublasLtMatrixLayoutDestroy(layout); }
-  MatrixLayout(const MatrixLayout&) = delete;
-  MatrixLayout& operator=(const MatrixLayout&) = delete;
-  void set_batch(int64_t batch, int64_t stride) {
-    const int32_t count = int32_t(batch);
-    HG_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-    HG_CUBLAS_CHECK(
-        cublasLtMatrixLayoutSetAttribute(layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride, sizeof(stride)));
-  }
-};
-
-struct Preference {
-  cublasLtMatmulPreference_t pref = nullptr;
-  Preference() { HG_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref)); }
-  ~Preference() { cublasLtMatmulPreferenceDestroy(pref); }
-  Preference(const Preference&) = delete;
-  Preference& operator=(const Preference&) = delete;
-  template <class V>
-  void set(cublasLtMatmulPreferenceAttributes_t attribute, const V& value) {
-    HG_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attribute, &value, sizeof(value)));
-  }
-};
 
 // cuBLASLt's A is our b: its op(A) must be b^T (n, k). A row-major matrix X has the bytes of a
 // column-major X^T, so it goes in untransposed with X^T's shape; a column-major one goes in as is
