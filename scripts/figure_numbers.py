@@ -3,7 +3,7 @@
 
   scripts/figure_numbers.py DATA_DIR OUT.json --build-dir DIR --seconds S
 
-DATA_DIR holds hg-train's CSVs and lessons 05 and 09's output (scripts/figures.sh names each file).
+DATA_DIR holds hg-train's CSVs and lessons 05, 09 and 16's output (scripts/figures.sh names each file).
 OUT.json gets the commit, the CPU, its level, the build flags, the hash of every measured source
 file (tests/doc_numbers.py: which files, and how docs.numbers_match_generated uses them) and one
 entry per number: its value, the text the pages print, and what it is. Standard library only.
@@ -212,6 +212,29 @@ def lesson09_numbers(n, data):
     n.add("step.linear_cast_bytes_f32", cast["3a"], "spaced", "linear moved to f32: bytes its casts allocated")
 
 
+# ---- lesson 16: AMP recipes, debugging, memory end to end ---------------------------------------------
+# Its --csv file holds key,value for every number it checks; the pages print them in these formats
+# (first match wins). "d": an integer.
+LESSON16_FORMATS = [
+    (r"clip\.(scaled_norm|ratio)$", ".0f"), (r"clip\.applied_wrong$", ".3g"), (r"clip\.true_norm$", ".3f"),
+    (r"clip\.", ".2f"),
+    (r"accum\.micro_batches$", "d"), (r"accum\.undivided_ratio$", ".2f"), (r"accum\.", ".2g"),
+    (r"two\.difference$", ".2g"), (r"two\.", "d"),
+    (r"infer\.(memory_growth_bytes|test_samples)$", "d"), (r"infer\..*max_logit_difference$", ".2g"),
+    (r"infer\..*peak_mib$", ".1f"), (r"infer\.", ".2f"),
+    (r"hunt\.fixed_(first_)?loss$", ".3g"), (r"hunt\.", "d"),
+    (r"nan\.", "d"),
+    (r"mem\..*ratio$", ".2f"), (r"mem\.(budget_mib|largest_batch\..*)$", "d"), (r"mem\.", ".1f"),
+]
+
+
+def lesson16_numbers(n, data):
+    for r in rows(data / "lesson16.csv"):
+        key, value = r["key"], float(r["value"])
+        fmt = next(f for pattern, f in LESSON16_FORMATS if re.match(pattern, key))
+        n.add(f"l16.{key}", round(value) if fmt == "d" else value, fmt, f"lesson 16: {key}")
+
+
 # ---- speed at every CPU level ------------------------------------------------------------------------
 def speed_numbers(n, data):
     runs = {}  # (level, precision) -> samples/s of each repeat
@@ -266,6 +289,7 @@ def main(argv):
     histogram_numbers(n, data)
     lesson05_numbers(n, data)
     lesson09_numbers(n, data)
+    lesson16_numbers(n, data)
     speed_numbers(n, data)
     seconds = int(opts.get("--seconds", 0))
     n.add("run.minutes", max(1, round(seconds / 60)), "d", "scripts/figures.sh's runs, minutes")

@@ -4,6 +4,8 @@
 #                         gradient histogram, memory, samples/s -- once per CPU level for the speeds)
 #   05_f16_underflow     (the toy whose gradients underflow f16: its gradient histogram)
 #   09_shadow_check      (per-op error of one CNN step, f16 and bf16, against f32)
+#   16_amp_recipes       (clipping, accumulation, two optimizers, inference, an overflow hunted, memory
+#                         end to end: numbers only, no figure)
 # then plots them with gnuplot into docs/img/amp_*.png, and writes every number the docs quote from
 # these runs into docs/generated/numbers.json (scripts/figure_numbers.py) and from there into the
 # pages' marked spans (tests/doc_numbers.py apply; the CTest docs.numbers_match_generated checks
@@ -38,8 +40,8 @@ if [[ $data_only -eq 0 ]]; then
   source scripts/deps.sh
   hg_install_missing gnuplot-nox
   [[ -f $build/CMakeCache.txt ]] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHG_CUDA=AUTO
-  step "building hg-train and lessons 05, 09"
-  cmake --build "$build" -j "$(nproc)" --target hg-train 05_f16_underflow 09_shadow_check
+  step "building hg-train and lessons 05, 09, 16"
+  cmake --build "$build" -j "$(nproc)" --target hg-train 05_f16_underflow 09_shadow_check 16_amp_recipes
 fi
 train="$build/examples/hg-train"
 # One training thread: the speeds are then comparable between machines and CPU levels, and the
@@ -74,9 +76,11 @@ step "4/4 lesson 05 (gradient histogram of the underflowing toy)"
 "$build/examples/05_f16_underflow" --csv "$data" > "$data/lesson05.txt"
 step "4/4 lesson 09 (shadow check of one CNN step)"
 "$build/examples/09_shadow_check" --csv "$data" > "$data/lesson09.txt"
+step "4/4 lesson 16 (AMP recipes and memory end to end: it checks its own numbers)"
+"$build/examples/16_amp_recipes" --csv "$data" > "$data/lesson16.txt"
 
 for f in compare.csv steps_f32.csv steps_f16.csv steps_bf16.csv steps_f16_growth50.csv gradient_histogram_f16.csv \
-         lesson05_gradient_histogram.csv shadow_f16.csv shadow_bf16.csv; do
+         lesson05_gradient_histogram.csv shadow_f16.csv shadow_bf16.csv lesson16.csv; do
   [[ -s $data/$f ]] || { echo "figures.sh: $data/$f was not written" >&2; exit 1; }
 done
 # Every number the docs quote, computed from the files above (the quick CTest runs this too).
