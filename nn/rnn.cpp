@@ -3,10 +3,12 @@
 #include "nn/rnn.h"
 
 #include <cmath>
+#include <optional>
 #include <string>
 
 #include "amp/autocast.h"
 #include "autograd/grad_mode.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vector_math.h"
 #include "nn/init.h"
 #include "ops/activation.h"
@@ -124,6 +126,40 @@ void visit_compute(DType dtype, F&& f) {
 }
 Tensor as_compute(const Tensor& t, DType dtype) { return t.to(dtype).contiguous(); }
 
+// h @ W, step after step, with the same W [K, N] (gemm dtype, contiguous or a transposed view)
+// for the whole sequence, returned in the compute dtype. On the CPU's packed GEMM W is packed once
+// (kernels/cpu/gemm.h's pack_rhs) instead of at every step -- for [32, 256] x [256, 1024] that
+// packing cost about as much as the product -- and the f32 result is rounded to the GEMM dtype
+// as matmul would, so the numbers are matmul's bit for bit. Elsewhere (CUDA, f64): matmul.
+class RecurrentProduct {
+ public:
+  RecurrentProduct(Tensor w, DType compute) : w_(std::move(w)), compute_(compute) {
+    if (!w_.device().is_cpu() || !kernels::cpu::has_packed_gemm() || w_.dtype() == f64 || w_.numel() == 0) return;
+    visit_floating(w_.dtype(), "lstm", [&]<class T> {
+      if constexpr (!std::is_same_v<T, double>) packed_ = kernels::cpu::pack_rhs<T>(kernels::cpu::matrix_view(w_));
+    });
+  }
+
+  Tensor operator()(const Tensor& h) const {
+    if (!packed_) return as_compute(matmul(h.to(w_.dtype()), w_), compute_);
+    const Tensor a = h.to(w_.dtype()).contiguous();
+    Tensor product = empty({a.shape()[0], w_.shape()[1]});  // f32
+    visit_floating(w_.dtype(), "lstm", [&]<class T> {
+      if constexpr (!std::is_same_v<T, double>)
+        kernels::cpu::packed_gemm<T>(kernels::cpu::matrix_view(a), *packed_, product.data_ptr<float>(), w_.shape()[1],
+                                     false);
+    });
+    if (w_.dtype() != f32) product = product.to(w_.dtype());  // matmul's one rounding
+    return as_compute(product, compute_);
+  }
+
+ private:
+  Tensor w_;
+  DType compute_;
+  std::optional<kernels::cpu::PackedRhs> packed_;
+};
+
+
 // The dtype of the GEMMs: autocast's inside a region (the 16-bit copy of W_hh made once per
 // call, not once per step), else W_hh's own.
 DType gemm_dtype(const Tensor& w_hh) { return amp::is_enabled() ? amp::autocast_dtype() : w_hh.dtype(); }
@@ -203,11 +239,11 @@ struct LstmLayer : autograd::Function<LstmLayer> {
     Tensor out = empty({T, B, H}, options), cells = empty({T, B, H}, options), acts = empty({T, B, 4 * H}, options);
     std::vector<double> scratch(static_cast<size_t>(2 * H));
     const DType gemm = gemm_dtype(w_hh);
-    const Tensor w_t = w_hh.to(gemm).transpose(0, 1).contiguous();  // [H, 4H]
+    const RecurrentProduct recurrent(w_hh.to(gemm).transpose(0, 1).contiguous(), dtype);  // W_hh^T [H, 4H]
     for (int64_t s = 0; s < T; ++s) {
       const int64_t t = time_of(s, T, reverse), p = before(t, T, reverse);
       const Tensor h = p < 0 ? h0 : squeeze(narrow(out, 0, p, 1), 0);
-      const Tensor rec = as_compute(matmul(h.to(gemm), w_t), dtype);  // [B, 4H]
+      const Tensor rec = recurrent(h);  // [B, 4H]
       visit_compute(dtype, [&]<class V> {
         lstm_forward_step<V>(projected.data_ptr<V>() + t * B * 4 * H, rec.data_ptr<V>(), row_or<V>(cells, c0, p, B * H),
                              acts.data_ptr<V>() + t * B * 4 * H, cells.data_ptr<V>() + t * B * H,
@@ -237,7 +273,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
     Tensor dgates = empty({T, B, 4 * H}, {.dtype = dtype, .device = out.device()});
     std::vector<double> scratch(static_cast<size_t>(2 * H));
     const DType gemm = gemm_dtype(w_hh);
-    const Tensor w = w_hh.to(gemm).contiguous();
+    const RecurrentProduct recurrent(w_hh.to(gemm).contiguous(), dtype);  // W_hh [4H, H]
     for (int64_t s = T - 1; s >= 0; --s) {
       const int64_t t = time_of(s, T, reverse), p = before(t, T, reverse);
       dh = dh + squeeze(narrow(g_out, 0, t, 1), 0);
@@ -246,7 +282,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
                               cells.data_ptr<V>() + t * B * H, dh.data_ptr<V>(), dc.data_ptr<V>(),
                               dgates.data_ptr<V>() + t * B * 4 * H, B, H, reinterpret_cast<V*>(scratch.data()));
       });
-      dh = as_compute(matmul(squeeze(narrow(dgates, 0, t, 1), 0).to(gemm), w), dtype);  // [B, H]
+      dh = recurrent(squeeze(narrow(dgates, 0, t, 1), 0));  // [B, H]
     }
     Tensor dw_hh;
     if (ctx.needs_input_grad(1))
@@ -315,12 +351,12 @@ struct GruLayer : autograd::Function<GruLayer> {
     Tensor out = empty({T, B, H}, options), acts = empty({T, B, 4 * H}, options);
     std::vector<double> scratch(static_cast<size_t>(H));
     const DType gemm = gemm_dtype(w_hh);
-    const Tensor w_t = w_hh.to(gemm).transpose(0, 1).contiguous();  // [H, 3H]
+    const RecurrentProduct recurrent(w_hh.to(gemm).transpose(0, 1).contiguous(), dtype);  // W_hh^T [H, 3H]
     const Tensor bias = b_hh.defined() ? as_compute(b_hh, dtype) : Tensor();
     for (int64_t s = 0; s < T; ++s) {
       const int64_t t = time_of(s, T, reverse), p = before(t, T, reverse);
       const Tensor h = p < 0 ? h0 : squeeze(narrow(out, 0, p, 1), 0);
-      const Tensor rec = as_compute(matmul(h.to(gemm), w_t), dtype).clone();  // [B, 3H], the kernel adds b_hh
+      const Tensor rec = recurrent(h).clone();  // [B, 3H], the kernel adds b_hh (in place)
       visit_compute(dtype, [&]<class V> {
         gru_forward_step<V>(projected.data_ptr<V>() + t * B * 3 * H, rec.data_ptr<V>(),
                             bias.defined() ? bias.data_ptr<V>() : nullptr, row_or<V>(out, h0, p, B * H),
@@ -348,7 +384,7 @@ struct GruLayer : autograd::Function<GruLayer> {
     const TensorOptions options{.dtype = dtype, .device = out.device()};
     Tensor dx = empty({T, B, 3 * H}, options), dhg = empty({T, B, 3 * H}, options);
     const DType gemm = gemm_dtype(w_hh);
-    const Tensor w = w_hh.to(gemm).contiguous();
+    const RecurrentProduct recurrent(w_hh.to(gemm).contiguous(), dtype);  // W_hh [3H, H]
     for (int64_t s = T - 1; s >= 0; --s) {
       const int64_t t = time_of(s, T, reverse), p = before(t, T, reverse);
       dh = (dh + squeeze(narrow(g_out, 0, t, 1), 0)).contiguous();
@@ -356,7 +392,7 @@ struct GruLayer : autograd::Function<GruLayer> {
         gru_backward_step<V>(acts.data_ptr<V>() + t * B * 4 * H, row_or<V>(out, h0, p, B * H), dh.data_ptr<V>(),
                              dx.data_ptr<V>() + t * B * 3 * H, dhg.data_ptr<V>() + t * B * 3 * H, B, H);
       });
-      dh = dh + as_compute(matmul(squeeze(narrow(dhg, 0, t, 1), 0).to(gemm), w), dtype);  // [B, H]
+      dh = dh + recurrent(squeeze(narrow(dhg, 0, t, 1), 0));  // [B, H]
     }
     const Tensor dhg_rows = dhg.reshape({-1, 3 * H});
     Tensor dw_hh, db_hh;

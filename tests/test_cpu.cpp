@@ -12,6 +12,7 @@
 #include <cstring>
 #include <random>
 
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vector_math.h"
 #include "ops_test_helpers.h"
 
@@ -329,6 +330,36 @@ TEST_CASE("cpu.silu_f32_at_every_level_is_within_3_ulp_and_the_same_bits_everywh
                        CHECK(std::isnan(edge[3]));
                        CHECK(edge[4] == 0.f);
                      }, 3);
+}
+
+TEST_CASE("cpu.gemm_with_a_prepacked_right_operand_is_bitwise_the_packed_gemm") {
+  // pack_rhs once, then products with many left operands (an RNN's recurrent weight): the same
+  // bits as packed_gemm packing B itself, for K in several slices, N not a multiple of the tile,
+  // small M (split by columns) and large M (split by rows), f32 and both 16-bit types.
+  using namespace hg::kernels::cpu;
+  at_every_level([&](Isa) {
+    if (!has_packed_gemm()) return;
+    for (const hg::DType dtype : {hg::f32, hg::bf16, hg::f16})
+      for (const int64_t K : {7, 256, 700})
+        for (const int64_t N : {33, 1024})
+          for (const int64_t M : {1, 32, 300}) {
+            CAPTURE(dtype);
+            CAPTURE(K);
+            CAPTURE(N);
+            CAPTURE(M);
+            hg::manual_seed(uint64_t(K * N + M));
+            const Tensor a = hg::randn({M, K}).to(dtype), b = hg::randn({N, K}).to(dtype).t();  // B column-major
+            std::vector<float> direct(size_t(M * N)), prepacked(size_t(M * N));
+            hg::visit_floating(dtype, "test", [&]<class T> {
+              if constexpr (!std::is_same_v<T, double>) {
+                packed_gemm<T>(matrix_view(a), matrix_view(b), direct.data(), N, false);
+                const PackedRhs packed = pack_rhs<T>(matrix_view(b));
+                packed_gemm<T>(matrix_view(a), packed, prepacked.data(), N, false);
+              }
+            });
+            CHECK(std::memcmp(direct.data(), prepacked.data(), direct.size() * sizeof(float)) == 0);
+          }
+  });
 }
 
 TEST_CASE("cpu.log_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_everywhere") {

@@ -133,30 +133,55 @@ struct Scratch {
 
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
-// The rows [i_begin, i_end) x columns [j_begin, j_end) of C, for every k: one task's share.
+// K in equal slices of at most kernel.kc (784 = 4 x 196, not 3 x 256 + 16): a thin last slice
+// would pay a whole pass of C loads and stores for a few multiply-adds.
+int64_t slice_depth_for(const PackedGemmKernel& kernel, int64_t K) {
+  const int64_t slices = std::max<int64_t>(1, (K + kernel.kc - 1) / kernel.kc);
+  return round_up((K + slices - 1) / slices, 8);
+}
+
+// With native bf16 products (AVX512-BF16) bf16 panels stay bf16, in k pairs: half the bytes.
 template <class T>
-void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const MatrixView& b, float* c, int64_t ldc,
-                  bool accumulate, const GemmEpilogue& epilogue, int64_t i_begin, int64_t i_end, int64_t j_begin,
-                  int64_t j_end) {
+bool native_bf16_for(const PackedGemmKernel& kernel) {
+  return std::is_same_v<T, bfloat16> && kernel.tile_bf16 != nullptr;
+}
+
+// Packs B's rows [k0, k0 + kc) x columns [j0, j0 + nc) into nr-wide panels at `out` (panel j at
+// out + j * depth).
+template <class T>
+void pack_b_block(const PackedGemmKernel& kernel, const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
+                  float* out) {
+  thread_local std::vector<float> wide;  // a 16-bit block widened to f32 before packing
+  if (native_bf16_for<T>(kernel)) kernel.pack_b_bf16(b, k0, kc, j0, nc, reinterpret_cast<uint16_t*>(out));
+  else if constexpr (std::is_same_v<T, float>) kernel.pack_b(b, k0, kc, j0, nc, out);
+  else kernel.pack_b(widen_block<T>(b, k0, kc, j0, nc, wide), 0, kc, 0, nc, out);
+}
+
+// The rows [i_begin, i_end) x columns [j_begin, j_end) of C, for every k: one task's share. B's
+// panels come from `prepacked` when given (pack_rhs), else are packed here.
+template <class T>
+void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const MatrixView& b, const PackedRhs* prepacked,
+                  float* c, int64_t ldc, bool accumulate, const GemmEpilogue& epilogue, int64_t i_begin, int64_t i_end,
+                  int64_t j_begin, int64_t j_end) {
   thread_local Scratch a_scratch, b_scratch;
   thread_local std::vector<float> wide;  // a 16-bit block widened to f32 before packing
   const int64_t K = a.cols, mr = kernel.mr, nr = kernel.nr;
-  // With native bf16 products (AVX512-BF16) bf16 panels stay bf16, in k pairs: half the bytes.
-  const bool native_bf16 = std::is_same_v<T, bfloat16> && kernel.tile_bf16 != nullptr;
-  // K in equal slices of at most kernel.kc (784 = 4 x 196, not 3 x 256 + 16): a thin last slice
-  // would pay a whole pass of C loads and stores for a few multiply-adds.
-  const int64_t slices = std::max<int64_t>(1, (K + kernel.kc - 1) / kernel.kc);
-  const int64_t slice_depth = round_up((K + slices - 1) / slices, 8);
+  const bool native_bf16 = native_bf16_for<T>(kernel);
+  const int64_t slice_depth = slice_depth_for(kernel, K);
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kernel.nc) {
     const int64_t nc = std::min(kernel.nc, j_end - j0), nc_padded = round_up(nc, nr);
     for (int64_t k0 = 0; k0 < K; k0 += slice_depth) {
       const int64_t kc = std::min(slice_depth, K - k0);
       // A panel's lane holds kc f32 values, or (kc + 1) / 2 bf16 pairs: 4-byte units either way.
       const int64_t depth = native_bf16 ? (kc + 1) / 2 : kc;
-      float* packed_b = b_scratch.get(size_t(depth * nc_padded + kernel.slack));
-      if (native_bf16) kernel.pack_b_bf16(b, k0, kc, j0, nc, reinterpret_cast<uint16_t*>(packed_b));
-      else if constexpr (std::is_same_v<T, float>) kernel.pack_b(b, k0, kc, j0, nc, packed_b);
-      else kernel.pack_b(widen_block<T>(b, k0, kc, j0, nc, wide), 0, kc, 0, nc, packed_b);
+      const float* packed_b;
+      if (prepacked != nullptr) {
+        packed_b = prepacked->slice(k0) + j0 * depth;  // (j0 is a multiple of nr: panel j0 / nr)
+      } else {
+        float* panels = b_scratch.get(size_t(depth * nc_padded + kernel.slack));
+        pack_b_block<T>(kernel, b, k0, kc, j0, nc, panels);
+        packed_b = panels;
+      }
       // The bias goes in with the first slice, relu on the last: each tile adds its columns' bias.
       const auto* bias = k0 == 0 ? static_cast<const float*>(epilogue.column_bias) : nullptr;
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kernel.mc) {
@@ -208,9 +233,11 @@ bool prefer_transposed_product(int64_t M, int64_t N) {
   return kernel != nullptr && padded_tile_work(*kernel, N, M) < padded_tile_work(*kernel, M, N);
 }
 
+namespace {
+
 template <class T>
-void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate,
-                 const GemmEpilogue& epilogue) {
+void packed_gemm_driver(const MatrixView& a, const MatrixView& b, const PackedRhs* prepacked, float* c, int64_t ldc,
+                        bool accumulate, const GemmEpilogue& epilogue) {
   const PackedGemmKernel& kernel = *packed_kernel();
   const int64_t M = a.rows, N = b.cols, K = a.cols;
   // NOTE: one parallel region per GEMM, with independent tasks: each task owns a range of rows or
@@ -223,14 +250,58 @@ void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc
   parallel_for(0, tasks, 1, [&](int64_t first, int64_t last) {
     for (int64_t task = first; task < last; ++task) {
       if (split_columns)
-        packed_block<T>(kernel, a, b, c, ldc, accumulate, epilogue, 0, M,
+        packed_block<T>(kernel, a, b, prepacked, c, ldc, accumulate, epilogue, 0, M,
                         std::min(N, panels * task / tasks * kernel.nr), std::min(N, panels * (task + 1) / tasks * kernel.nr));
       else
-        packed_block<T>(kernel, a, b, c, ldc, accumulate, epilogue, std::min(M, row_blocks * task / tasks * kernel.mc),
+        packed_block<T>(kernel, a, b, prepacked, c, ldc, accumulate, epilogue,
+                        std::min(M, row_blocks * task / tasks * kernel.mc),
                         std::min(M, row_blocks * (task + 1) / tasks * kernel.mc), 0, N);
     }
   });
 }
+
+}  // namespace
+
+template <class T>
+void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate,
+                 const GemmEpilogue& epilogue) {
+  packed_gemm_driver<T>(a, b, nullptr, c, ldc, accumulate, epilogue);
+}
+
+template <class T>
+PackedRhs pack_rhs(const MatrixView& b) {
+  const PackedGemmKernel& kernel = *packed_kernel();
+  PackedRhs packed;
+  packed.dtype = dtype_of<T>();
+  packed.K = b.rows, packed.N = b.cols;
+  packed.slice_depth = slice_depth_for(kernel, std::max<int64_t>(b.rows, 1));
+  const int64_t depth = native_bf16_for<T>(kernel) ? (packed.slice_depth + 1) / 2 : packed.slice_depth;
+  packed.slice_floats = size_t(round_up(depth * round_up(b.cols, kernel.nr) + kernel.slack, 16));
+  const int64_t slices = (b.rows + packed.slice_depth - 1) / packed.slice_depth;
+  packed.storage.resize(size_t(slices) * packed.slice_floats + 16);
+  packed.offset = size_t((64 - reinterpret_cast<uintptr_t>(packed.storage.data()) % 64) % 64 / sizeof(float));
+  for (int64_t k0 = 0; k0 < b.rows; k0 += packed.slice_depth)
+    pack_b_block<T>(kernel, b, k0, std::min(packed.slice_depth, b.rows - k0), 0, b.cols,
+                    packed.storage.data() + packed.offset + size_t(k0 / packed.slice_depth) * packed.slice_floats);
+  return packed;
+}
+
+template <class T>
+void packed_gemm(const MatrixView& a, const PackedRhs& b, float* c, int64_t ldc, bool accumulate,
+                 const GemmEpilogue& epilogue) {
+  HG_CHECK(b.dtype == dtype_of<T>() && a.cols == b.K, "internal error: packed_gemm of a ", a.rows, "x", a.cols, " ",
+           dtype_of<T>(), " operand with a packed ", b.K, "x", b.N, " ", b.dtype, " one");
+  if (a.rows * b.N == 0 || b.K == 0) return;
+  // (B's view carries only its shape here: every panel comes from b)
+  packed_gemm_driver<T>(a, MatrixView{nullptr, b.K, b.N, b.N, 1}, &b, c, ldc, accumulate, epilogue);
+}
+
+template PackedRhs pack_rhs<float>(const MatrixView&);
+template PackedRhs pack_rhs<half>(const MatrixView&);
+template PackedRhs pack_rhs<bfloat16>(const MatrixView&);
+template void packed_gemm<float>(const MatrixView&, const PackedRhs&, float*, int64_t, bool, const GemmEpilogue&);
+template void packed_gemm<half>(const MatrixView&, const PackedRhs&, float*, int64_t, bool, const GemmEpilogue&);
+template void packed_gemm<bfloat16>(const MatrixView&, const PackedRhs&, float*, int64_t, bool, const GemmEpilogue&);
 
 template void packed_gemm<float>(const MatrixView&, const MatrixView&, float*, int64_t, bool, const GemmEpilogue&);
 template void packed_gemm<half>(const MatrixView&, const MatrixView&, float*, int64_t, bool, const GemmEpilogue&);

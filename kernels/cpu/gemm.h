@@ -6,6 +6,7 @@
 // operands are multiplied in f32 (or natively as bf16 pairs on AVX512-BF16) and rounded once.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -47,6 +48,27 @@ template <class T>
 void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate,
                  const GemmEpilogue& epilogue = {});
 bool has_packed_gemm();
+
+// A right operand B (K x N, element type T) packed once for many products: what packed_gemm
+// packs on every call, kept. For a B used again and again with small left operands -- an RNN's
+// recurrent weight, multiplied by a [batch, H] state at every time step -- packing B costs about
+// as much as the product. Only valid when has_packed_gemm(); the layout is the CPU level's.
+struct PackedRhs {
+  DType dtype = f32;  // T's dtype
+  int64_t K = 0, N = 0;
+  int64_t slice_depth = 0;  // K is packed in slices of this depth (the last may be thinner)
+  size_t slice_floats = 0;  // 4-byte units between two slices' panels (a multiple of 64 bytes)
+  std::vector<float> storage;
+  size_t offset = 0;        // where the 64-byte aligned panels start in storage
+  const float* slice(int64_t k0) const { return storage.data() + offset + size_t(k0 / slice_depth) * slice_floats; }
+};
+template <class T>
+PackedRhs pack_rhs(const MatrixView& b);
+// C (f32, leading dimension ldc) [+]= A @ B with B packed by pack_rhs<T>: the same results, bit
+// for bit, as packed_gemm<T> with B itself.
+template <class T>
+void packed_gemm(const MatrixView& a, const PackedRhs& b, float* c, int64_t ldc, bool accumulate,
+                 const GemmEpilogue& epilogue = {});
 
 // True when C^T = B^T A^T, an N x M product, fills the CPU GEMM's register tiles with fewer
 // padding lanes than C = A B (M x N). Callers free to choose the layout of a result use it.
