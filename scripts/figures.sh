@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Regenerates the six figures of docs/amp.md from the project's own programs:
+# Regenerates the six figures of docs/amp.md and docs/results.md's MLP figure from the project's own programs:
 #   hg-train --compare   (CNN, f32 vs f16+GradScaler vs bf16: loss and loss scale per step,
 #                         gradient histogram, memory, samples/s -- once per CPU level for the speeds)
 #   05_f16_underflow     (the toy whose gradients underflow f16: its gradient histogram)
 #   09_shadow_check      (per-op error of one CNN step, f16 and bf16, against f32)
+#   hg-train --model mlp (5 epochs per precision: docs/results.md's mlp_f32_5_epochs.png)
 #   16_amp_recipes       (clipping, accumulation, two optimizers, inference, an overflow hunted, memory
 #                         end to end: numbers only, no figure)
 # then plots them with gnuplot into docs/img/amp_*.png, and writes every number the docs quote from
@@ -58,6 +59,14 @@ step "2/4 the f16 run again with --growth-interval 50 (PyTorch's 2000 is never r
 "$train" "${common[@]}" "${limit[@]}" --precision f16 --growth-interval 50 --log-steps "$data/steps_f16_growth50.csv" \
   | grep "^epoch"
 
+# docs/results.md's figure: the MLP of its section 3, 5 epochs, in each precision (~1 s an epoch here).
+mlp_epochs=5; [[ $quick -eq 1 ]] && mlp_epochs=2
+for p in f32 f16 bf16; do
+  step "2/4 MLP, $mlp_epochs epochs in $p (docs/results.md's figure)"
+  "$train" --model mlp --threads 1 --seed 0 --epochs $mlp_epochs "${limit[@]}" --precision $p --out "$data/mlp_$p" \
+    | grep "^epoch"
+done
+
 # The same comparison at every CPU level up to this machine's (HG_CPU_ISA caps the kernels), on
 # a short run each: samples/s only.
 native=$(awk -F, 'NR == 2 { print $2 }' "$data/compare.csv")
@@ -80,7 +89,8 @@ step "4/4 lesson 16 (AMP recipes and memory end to end: it checks its own number
 "$build/examples/16_amp_recipes" --csv "$data" > "$data/lesson16.txt"
 
 for f in compare.csv steps_f32.csv steps_f16.csv steps_bf16.csv steps_f16_growth50.csv gradient_histogram_f16.csv \
-         lesson05_gradient_histogram.csv shadow_f16.csv shadow_bf16.csv lesson16.csv; do
+         lesson05_gradient_histogram.csv shadow_f16.csv shadow_bf16.csv lesson16.csv \
+         mlp_f32/metrics.csv mlp_f16/metrics.csv mlp_bf16/metrics.csv; do
   [[ -s $data/$f ]] || { echo "figures.sh: $data/$f was not written" >&2; exit 1; }
 done
 # Every number the docs quote, computed from the files above (the quick CTest runs this too).
@@ -233,10 +243,27 @@ plot "$data/speed.dat" using (\$4/\$2):xtic(1) lc rgb "#d62728", "" using (\$6/\
      "" using (\$0 - 0.17):(\$4/\$2):(sprintf("%.2f", \$4/\$2)) with labels offset 0,0.7 notitle, \
      "" using (\$0 + 0.17):(\$6/\$2):(sprintf("%.2f", \$6/\$2)) with labels offset 0,0.7 notitle
 unset multiplot
+
+# docs/results.md's figure: the MLP's 5 epochs in each precision (hg-train --out's metrics.csv)
+set output "$img/mlp_f32_5_epochs.png"
+set terminal pngcairo size 1000,460 noenhanced font ",10"
+set datafile separator ","; set lmargin; set rmargin; set tmargin; set bmargin
+set multiplot layout 1,2 title "MLP 784-256-128-10 on Fashion-MNIST, seed 0, one thread (hg-train --model mlp --epochs $mlp_epochs --out): f32, f16 + GradScaler, bf16"
+set style data linespoints; set xlabel "epoch"; set xtics 1; unset arrow 1; set key default; set key inside top right
+set title "training loss, mean over the epoch (axis from 0)"; set ylabel "loss"; set yrange [0:*]
+plot "$data/mlp_f32/metrics.csv" every ::1 using 1:2 lw 2 dt 2 pt 7 lc rgb "black" title "f32", \
+     "$data/mlp_f16/metrics.csv" every ::1 using 1:2 lw 2 pt 5 lc rgb "#d62728" title "f16 + GradScaler", \
+     "$data/mlp_bf16/metrics.csv" every ::1 using 1:2 lw 2 pt 9 lc rgb "#2ca02c" title "bf16"
+set title "test accuracy (NOTE: the axis does not start at 0)"; set ylabel "test accuracy, %"; set yrange [*:*]
+set key inside bottom right
+plot "$data/mlp_f32/metrics.csv" every ::1 using 1:(100*\$3) lw 2 dt 2 pt 7 lc rgb "black" title "f32", \
+     "$data/mlp_f16/metrics.csv" every ::1 using 1:(100*\$3) lw 2 pt 5 lc rgb "#d62728" title "f16 + GradScaler", \
+     "$data/mlp_bf16/metrics.csv" every ::1 using 1:(100*\$3) lw 2 pt 9 lc rgb "#2ca02c" title "bf16"
+unset multiplot
 EOF
 if [[ $quick -eq 0 ]]; then  # the docs take their numbers from this run
   mkdir -p docs/generated
   cp "$data/numbers.json" docs/generated/numbers.json
   python3 tests/doc_numbers.py apply .
 fi
-step "done: $(ls $img/amp_*.png | tr '\n' ' ')"
+step "done: $(ls $img/amp_*.png $img/mlp_*.png | tr '\n' ' ')"
