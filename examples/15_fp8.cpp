@@ -18,11 +18,13 @@
 //   3. the amax history of a small MLP's first layer while it trains (delayed scaling);
 //   4. an outlier channel: per-tensor against block scaling;
 //   5. the MLP trained in f32, bf16 autocast and the three FP8 recipes: the same accuracy.
-// With --csv DIR it writes the amax history (lesson15_amax.csv) for scripts/figures.sh.
+// With --csv DIR it writes the amax history (lesson15_amax.csv) and every number it checks
+// (lesson15.csv) for scripts/figures.sh, which puts them into docs/amp.md section 10.
 #include <cmath>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -37,6 +39,7 @@ using hg::amp::Fp8Scaling;
 using hg::amp::Fp8State;
 
 int failures = 0;
+std::map<std::string, double> numbers;  // what --csv writes: every number the docs quote
 void expect(bool ok, const std::string& what) {
   if (!ok) {
     std::cout << "  !! expected: " << what << "\n";
@@ -119,7 +122,14 @@ void delayed_against_current() {
               << std::setprecision(2) << 100 * share[0] << "%  " << std::setw(6) << std::setprecision(3) << error[0]
               << "  | " << std::setw(13) << scale[1] << "  " << std::setw(8) << std::setprecision(2) << 100 * share[1]
               << "%  " << std::setw(6) << std::setprecision(3) << error[1] << "\n";
-    if (step == 6) spike_delayed = share[0], spike_current = share[1];
+    if (step == 6) {
+      spike_delayed = share[0], spike_current = share[1];
+      numbers["spike.delayed_clipped_pct"] = 100 * share[0];
+      numbers["spike.delayed_error"] = error[0];
+      numbers["spike.current_error"] = error[1];
+      numbers["spike.delayed_scale"] = scale[0];
+      numbers["spike.current_scale"] = scale[1];
+    }
   }
   std::cout << "   At the spike, delayed scaling still uses the quiet steps' scale: " << std::setprecision(3)
             << 100 * spike_delayed << "% of the values\n"
@@ -205,6 +215,9 @@ void amax_history(const Task& task, const std::string& csv_dir) {
             << "   where most fall among E5M2's subnormals (below 6.1e-5) or flush to 0. From step 1 the\n"
             << "   scale, 2^23 or so, lifts the largest gradient near the top of E5M2 (57344).\n\n";
   expect(history[0][3] == 1.0f && history.back()[3] > 1024.0f, "the gradient scale starts at 1 and climbs above 2^10");
+  numbers["amax.grad_scale_log2_last"] = std::log2(history.back()[3]);
+  numbers["amax.input_scale_last"] = history.back()[1];
+  numbers["amax.grad_amax_last"] = history.back()[2];
   if (!csv_dir.empty()) {
     std::ofstream csv(csv_dir + "/lesson15_amax.csv");
     csv << "step,input_amax,input_scale,grad_amax,grad_scale\n";
@@ -238,6 +251,10 @@ void outlier_channel() {
             << "   1 x 128 tiles (4 per row; channels 0..127 hold the outlier): the same part is off by " << error_tiled
             << ":\n               the tiles without the outlier keep E4M3's own precision\n\n";
   expect(error_tiled < error_tensor / 4, "block scaling keeps the other channels 4x+ more accurate");
+  numbers["outlier.flushed_pct"] = 100 * flushed;
+  numbers["outlier.error_tensor"] = error_tensor;
+  numbers["outlier.error_tiled"] = error_tiled;
+  numbers["outlier.scale"] = per_tensor.scales[0];
 }
 
 }  // namespace
@@ -260,12 +277,20 @@ int main(int argc, char** argv) {
   for (const std::string precision : {"f32", "bf16", "fp8-delayed", "fp8-current", "fp8-block"}) {
     const Trained t = train(task, precision);
     if (precision == "f32") f32_accuracy = t.accuracy;
+    numbers["train." + precision + ".accuracy"] = t.accuracy;
+    numbers["train." + precision + ".loss"] = t.loss;
     std::cout << "   " << std::left << std::setw(12) << precision << std::right << "  " << std::setw(10)
               << std::setprecision(4) << t.loss << "  " << std::setw(12) << std::setprecision(4) << t.accuracy << "%\n";
     expect(std::fabs(t.accuracy - f32_accuracy) < 1.5, precision + " within 1.5 points of f32's test accuracy");
   }
   std::cout << "   FP8 with HYBRID formats and a scale per tensor (or tile) trains as f32 does here; on an H100\n"
             << "   its GEMMs would run at twice bf16's rate. On a CPU the recipe is emulated: slower, not faster.\n";
+  if (!csv_dir.empty()) {
+    std::ofstream csv(csv_dir + "/lesson15.csv");
+    csv << "key,value\n" << std::setprecision(17);
+    for (const auto& [key, value] : numbers) csv << key << ',' << value << '\n';
+    std::cout << "\n(wrote " << csv_dir << "/lesson15.csv)\n";
+  }
   if (failures > 0) {
     std::cout << "\n" << failures << " expectation(s) not met\n";
     return 1;

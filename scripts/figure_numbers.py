@@ -120,6 +120,12 @@ def histogram_numbers(n, data):
     zeros, before, after = histogram(data / "gradient_histogram_f16.csv")
     n.add("hist.f16.values_millions", (zeros + sum(before.values())) / 1e6, ".1f", "f16: gradient values binned, millions")
     n.add("hist.f16.after_below_m24", share(after, hi=-24), ".2f", "f16, unscaled: % of nonzero values below 2^-24")
+    # GradientHistogram::fp8_flushed_fraction's rule: a power-of-two scale fitted to the top bin
+    # (2^floor(log2 largest) / 2^(top + 1)) and values below half the smallest subnormal flush.
+    top = max(e for e, c in after.items() if c > 0)
+    for fmt, log2_largest, half_subnormal in (("e4m3", 8, -10), ("e5m2", 15, -17)):
+        n.add(f"hist.f16.{fmt}_flushed_pct", share(after, hi=half_subnormal - (log2_largest - top - 1)), ".2g",
+              f"CNN gradients: % of nonzero values {fmt} flushes with a per-tensor scale fitted to the largest")
     n.add("hist.f16.after_below_m14", share(after, hi=-14), ".1f", "f16, unscaled: % of nonzero values below 2^-14")
     n.add("hist.f16.before_below_m24", share(before, hi=-24), ".3f", "f16, scaled: % of nonzero values below 2^-24")
     n.add("hist.f16.before_subnormal", share(before, -24, -14), ".1f", "f16, scaled: % in f16's subnormal range")
@@ -235,6 +241,20 @@ def lesson16_numbers(n, data):
         n.add(f"l16.{key}", round(value) if fmt == "d" else value, fmt, f"lesson 16: {key}")
 
 
+# ---- lesson 15: FP8 (its lesson15.csv: key,value) ------------------------------------------------
+LESSON15_FORMATS = [
+    (r".*_pct$", ".1f"), (r".*accuracy$", ".2f"), (r".*_log2_last$", "d"), (r".*scale.*", "g"),
+    (r".*loss$", ".4f"), (r".*", ".3g"),
+]
+
+
+def lesson15_numbers(n, data):
+    for r in rows(data / "lesson15.csv"):
+        key, value = r["key"], float(r["value"])
+        fmt = next(f for pattern, f in LESSON15_FORMATS if re.match(pattern, key))
+        n.add(f"l15.{key}", round(value) if fmt == "d" else value, fmt, f"lesson 15: {key}")
+
+
 # ---- speed at every CPU level ------------------------------------------------------------------------
 def speed_numbers(n, data):
     runs = {}  # (level, precision) -> samples/s of each repeat
@@ -290,6 +310,7 @@ def main(argv):
     lesson05_numbers(n, data)
     lesson09_numbers(n, data)
     lesson16_numbers(n, data)
+    lesson15_numbers(n, data)
     speed_numbers(n, data)
     seconds = int(opts.get("--seconds", 0))
     n.add("run.minutes", max(1, round(seconds / 60)), "d", "scripts/figures.sh's runs, minutes")

@@ -5,6 +5,8 @@
 #   05_f16_underflow     (the toy whose gradients underflow f16: its gradient histogram)
 #   09_shadow_check      (per-op error of one CNN step, f16 and bf16, against f32)
 #   hg-train --model mlp (5 epochs per precision: docs/results.md's mlp_f32_5_epochs.png)
+#   14_master_weights    (the share of updates a 16-bit weight loses; stochastic rounding)
+#   15_fp8               (FP8 formats, delayed/current/block scaling, an amax history)
 #   16_amp_recipes       (clipping, accumulation, two optimizers, inference, an overflow hunted, memory
 #                         end to end: numbers only, no figure)
 # then plots them with gnuplot into docs/img/amp_*.png, and writes every number the docs quote from
@@ -42,7 +44,7 @@ if [[ $data_only -eq 0 ]]; then
   hg_install_missing gnuplot-nox
   [[ -f $build/CMakeCache.txt ]] || cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DHG_CUDA=AUTO
   step "building hg-train and lessons 05, 09, 16"
-  cmake --build "$build" -j "$(nproc)" --target hg-train 05_f16_underflow 09_shadow_check 16_amp_recipes
+  cmake --build "$build" -j "$(nproc)" --target hg-train 05_f16_underflow 09_shadow_check 14_master_weights 15_fp8 16_amp_recipes
 fi
 train="$build/examples/hg-train"
 # One training thread: the speeds are then comparable between machines and CPU levels, and the
@@ -87,9 +89,13 @@ step "4/4 lesson 09 (shadow check of one CNN step)"
 "$build/examples/09_shadow_check" --csv "$data" > "$data/lesson09.txt"
 step "4/4 lesson 16 (AMP recipes and memory end to end: it checks its own numbers)"
 "$build/examples/16_amp_recipes" --csv "$data" > "$data/lesson16.txt"
+step "4/4 lessons 14 and 15 (master weights and stochastic rounding; FP8 recipes: they check their own numbers)"
+"$build/examples/14_master_weights" --csv "$data" > "$data/lesson14.txt"
+"$build/examples/15_fp8" --csv "$data" > "$data/lesson15.txt"
 
 for f in compare.csv steps_f32.csv steps_f16.csv steps_bf16.csv steps_f16_growth50.csv gradient_histogram_f16.csv \
-         lesson05_gradient_histogram.csv shadow_f16.csv shadow_bf16.csv lesson16.csv \
+         lesson05_gradient_histogram.csv shadow_f16.csv shadow_bf16.csv lesson16.csv lesson15.csv lesson15_amax.csv \
+         lesson14_stall_line.csv \
          mlp_f32/metrics.csv mlp_f16/metrics.csv mlp_bf16/metrics.csv; do
   [[ -s $data/$f ]] || { echo "figures.sh: $data/$f was not written" >&2; exit 1; }
 done
@@ -260,6 +266,55 @@ plot "$data/mlp_f32/metrics.csv" every ::1 using 1:(100*\$3) lw 2 dt 2 pt 7 lc r
      "$data/mlp_f16/metrics.csv" every ::1 using 1:(100*\$3) lw 2 pt 5 lc rgb "#d62728" title "f16 + GradScaler", \
      "$data/mlp_bf16/metrics.csv" every ::1 using 1:(100*\$3) lw 2 pt 9 lc rgb "#2ca02c" title "bf16"
 unset multiplot
+
+# Figure 7. the formats' ranges on one exponent line, over the CNN's true gradients (log y)
+set output "$img/amp_fp8_range.png"
+set terminal pngcairo size 1000,640 noenhanced font ",10"
+set multiplot layout 2,1 title "What each format holds, unscaled (light: subnormals), above the CNN's gradients under f16 autocast (after unscaling)"
+set lmargin 10; set xrange [-50:20]; set xtics 5; set xlabel ""; unset key; set ylabel ""; set yrange [0.4:5.6]; set title ""
+set ytics ("E5M2" 1, "E4M3" 2, "f16" 3, "bf16" 4, "f32" 5); set style fill solid 0.8 noborder
+# row, subnormals from, normals from, overflow from (base-2 exponents; the separator is still ",")
+\$ranges << EOD
+1,-16,-14,16
+2,-9,-6,9
+3,-24,-14,16
+4,-133,-126,128
+5,-149,-126,128
+EOD
+plot \$ranges using (0.5*(\$2+\$3)):1:(0.5*(\$3-\$2)):(0.3) with boxxyerror lc rgb "#9ecae1", \
+     \$ranges using (0.5*(\$3+\$4)):1:(0.5*(\$4-\$3)):(0.3) with boxxyerror lc rgb "#08519c"
+set ytics autofreq; set yrange [1e-7:3]; set logscale y; set format y "%.0e"
+set xlabel "base-2 exponent e of |value| (bin: 2^e <= |g| < 2^(e+1))"; set ylabel "share of nonzero gradients (log)"
+set title "CNN, 1 epoch under f16 autocast: every parameter gradient of every step, after unscaling"
+set style fill transparent solid 0.6 noborder
+plot "$data/gradient_histogram_f16.csv" every ::2 using 1:(\$3 > 0 ? \$3/tcnn : 1/0) with boxes lc rgb "#1f77b4" title "CNN gradients"
+unset multiplot
+unset logscale y; set format y "%g"; set yrange [*:*]; set xrange [*:*]; set ytics autofreq; set xtics autofreq
+set key default; set lmargin
+
+# Figure 8. delayed scaling: the amax history of lesson 15's MLP (first layer) and the scales it gives
+set output "$img/amp_fp8_amax.png"
+set terminal pngcairo size 1000,480 noenhanced font ",10"
+set title "Lesson 15: delayed scaling of the first Linear while the MLP trains (the scale of step t comes from the amax of steps before t)"
+set xlabel "step"; set ylabel "amax (log)"; set y2label "log2(scale)"; set logscale y; set format y "%.0e"
+set ytics nomirror; set y2tics; set key outside below
+plot "$data/lesson15_amax.csv" every ::1 using 1:2 with lines lw 2 lc rgb "#1f77b4" title "activation amax", \
+     "" every ::1 using 1:4 with lines lw 2 lc rgb "#d62728" title "gradient amax", \
+     "" every ::1 using 1:(log(\$3)/log(2)) axes x1y2 with steps lw 2 dt 2 lc rgb "#1f77b4" title "activation scale (E4M3)", \
+     "" every ::1 using 1:(log(\$5)/log(2)) axes x1y2 with steps lw 2 dt 2 lc rgb "#d62728" title "gradient scale (E5M2)"
+unset logscale y; set format y "%g"; unset y2tics; set y2label ""; set ytics mirror; set key default
+
+# Figure 9. lesson 14: the share of updates round-to-nearest loses, against update / weight
+set output "$img/amp_master_weights.png"
+set title "Lesson 14: the share of SGD updates a 16-bit weight loses, by update / weight (dashed: the stall lines 2^-11 f16, 2^-8 bf16)"
+set xlabel "update / weight (log2)"; set ylabel "share of updates lost"; set yrange [0:1.05]; set key outside below
+set arrow 2 from -11, graph 0 to -11, graph 1 nohead dt 2 lw 2 lc rgb "#d62728"
+set arrow 3 from -8, graph 0 to -8, graph 1 nohead dt 2 lw 2 lc rgb "#2ca02c"
+plot "$data/lesson14_stall_line.csv" every ::1 using (log(\$1)/log(2)):2 with linespoints lw 2 pt 5 lc rgb "#d62728" title "f16, round to nearest", \
+     "" every ::1 using (log(\$1)/log(2)):3 with linespoints lw 2 pt 4 dt 3 lc rgb "#d62728" title "f16, stochastic", \
+     "" every ::1 using (log(\$1)/log(2)):4 with linespoints lw 2 pt 9 lc rgb "#2ca02c" title "bf16, round to nearest", \
+     "" every ::1 using (log(\$1)/log(2)):5 with linespoints lw 2 pt 8 dt 3 lc rgb "#2ca02c" title "bf16, stochastic"
+unset arrow 2; unset arrow 3
 EOF
 if [[ $quick -eq 0 ]]; then  # the docs take their numbers from this run
   mkdir -p docs/generated

@@ -24,12 +24,13 @@ import re
 import sys
 from pathlib import Path
 
-# The code whose behaviour the numbers are: the library's CPU path, hg-train, lessons 05, 09 and 16,
+# The code whose behaviour the numbers are: the library's CPU path, hg-train, lessons 05, 09, 14, 15 and 16,
 # the script that runs them and the one that computes the numbers from their output.
 MEASURED = {
     "include": ["core/**/*", "autograd/**/*", "kernels/**/*", "ops/**/*", "amp/**/*", "amp_tools/**/*",
                 "nn/**/*", "optim/**/*", "data/**/*", "examples/train/**/*", "examples/05_f16_underflow.cpp",
-                "examples/09_shadow_check.cpp", "examples/16_amp_recipes.cpp", "scripts/figures.sh", "scripts/figure_numbers.py"],
+                "examples/09_shadow_check.cpp", "examples/14_master_weights.cpp", "examples/15_fp8.cpp",
+                "examples/16_amp_recipes.cpp", "scripts/figures.sh", "scripts/figure_numbers.py"],
     # CUDA code does not run on the CPU; the text models are not what figures.sh trains.
     "exclude": ["*/cuda/*", "*/no_cuda/*", "examples/train/text_*"],  # fnmatch: '*' spans '/'
     "suffixes": [".h", ".cpp", ".sh", ".py"],
