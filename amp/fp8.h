@@ -129,11 +129,21 @@ Fp8Quantised fp8_quantise(const Tensor& t, DType format, int64_t tile_rows, int6
                           const float* fixed_scale = nullptr);
 
 namespace detail {
-// The FP8 versions of the ops (called by linear, matmul and conv2d when fp8_enabled()).
-Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool relu);
-Tensor fp8_matmul(const Tensor& a, const Tensor& b);
-Tensor fp8_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
-                  int64_t dilation, int64_t groups, bool relu);
+// For the FP8 ops (ops/fp8_ops.h): the innermost region's state; an RAII mark under which the
+// ops an FP8 op is made of run unquantised; appending a step's amax to a delayed history (the
+// newest `length` kept).
+Fp8State& current_fp8_state();
+class InsideFp8Op {
+ public:
+  InsideFp8Op();
+  ~InsideFp8Op();
+  InsideFp8Op(const InsideFp8Op&) = delete;
+  InsideFp8Op& operator=(const InsideFp8Op&) = delete;
+};
+void record_amax(Fp8TensorScaling& scaling, float amax, int64_t length);
+// The formats of a recipe: E4M3 forward; E5M2 (Hybrid) or E4M3 for gradients.
+inline DType forward_format(const Fp8Recipe&) { return f8e4m3; }
+inline DType gradient_format(const Fp8Recipe& recipe) { return recipe.formats == Fp8Formats::Hybrid ? f8e5m2 : f8e4m3; }
 }  // namespace detail
 
 }  // namespace hg::amp

@@ -11,6 +11,7 @@
 #include "core/copy.h"
 #include "kernels/conv.h"
 #include "kernels/reduce.h"
+#include "ops/fp8_ops.h"
 #include "ops/shape.h"
 #include "ops/elementwise.h"
 #include "ops/record.h"
@@ -71,7 +72,7 @@ Operands same_device_and_dtype(std::string_view name, const Tensor& x0, const Te
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dFuncOptions options) {
   const std::string_view name = amp::op_name(amp::Op::Conv2d);  // the report row, even with an epilogue
   const bool relu = options.epilogue == Epilogue::Relu;
-  if (amp::fp8_enabled())  // (amp/fp8.h)
+  if (amp::fp8_enabled())  // (ops/fp8_ops.h)
     return amp::detail::fp8_conv2d(x_in, w_in, b_in, options.stride, options.padding, options.dilation,
                                    options.groups, relu);
   auto [x0, w0, b0] = amp::prepare(amp::Op::Conv2d, x_in, w_in, b_in);

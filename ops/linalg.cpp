@@ -10,6 +10,7 @@
 #include "kernels/math/activation.h"
 #include "kernels/matmul.h"
 #include "ops/elementwise.h"
+#include "ops/fp8_ops.h"
 #include "ops/reduce.h"
 #include "ops/record.h"
 #include "ops/shape.h"
@@ -79,7 +80,7 @@ Tensor matmul_matrices(const Tensor& a, const Tensor& b) {
 }  // namespace
 
 Tensor matmul(const Tensor& a_in, const Tensor& b_in) {
-  if (amp::fp8_enabled()) return amp::detail::fp8_matmul(a_in, b_in);  // (amp/fp8.h)
+  if (amp::fp8_enabled()) return amp::detail::fp8_matmul(a_in, b_in);  // (ops/fp8_ops.h)
   auto [a0, b0] = amp::prepare(amp::Op::Matmul, a_in, b_in);
   HG_CHECK(a0.dim() >= 1 && b0.dim() >= 1, "matmul: both operands need at least one dimension, got shapes ",
            a0.shape(), " and ", b0.shape());
@@ -137,7 +138,7 @@ Tensor matmul_prepared(const Tensor& a0, const Tensor& b0) {
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, LinearOptions options) {
   const std::string_view name = amp::op_name(amp::Op::Linear);  // the report row, even with an epilogue
   const bool relu = options.epilogue == Epilogue::Relu;
-  if (amp::fp8_enabled()) return amp::detail::fp8_linear(x_in, w_in, b_in, relu);  // (amp/fp8.h)
+  if (amp::fp8_enabled()) return amp::detail::fp8_linear(x_in, w_in, b_in, relu);  // (ops/fp8_ops.h)
   auto [x0, w0, b0] = amp::prepare(amp::Op::Linear, x_in, w_in, b_in);
   detail::check_same_device(name, x0, w0);
   HG_CHECK(w0.dim() == 2, name, ": weight must be 2-D (out_features, in_features), got ", w0.shape());
