@@ -141,6 +141,14 @@ class InsideFp8Op {
   InsideFp8Op& operator=(const InsideFp8Op&) = delete;
 };
 void record_amax(Fp8TensorScaling& scaling, float amax, int64_t length);
+// The graph nodes the FP8 ops are built around: an operand quantised by the recipe (its gradient
+// passes straight through), and the identity whose backward quantises the incoming gradient;
+// `remember` keeps what a quantisation leaves in an operand's scaling (delayed: the amax).
+Tensor quantise_operand(const Tensor& t, Fp8TensorScaling& scaling, const Fp8Recipe& recipe, bool is_weight,
+                        bool block_allowed);
+Tensor quantise_gradient(const Tensor& y, const std::shared_ptr<Fp8Slot>& slot, const Fp8Recipe& recipe,
+                         bool block_allowed);
+void remember(Fp8TensorScaling& scaling, const Fp8Recipe& recipe, bool block, float amax, float scale);
 // The formats of a recipe: E4M3 forward; E5M2 (Hybrid) or E4M3 for gradients.
 inline DType forward_format(const Fp8Recipe&) { return f8e4m3; }
 inline DType gradient_format(const Fp8Recipe& recipe) { return recipe.formats == Fp8Formats::Hybrid ? f8e5m2 : f8e4m3; }

@@ -29,48 +29,11 @@ namespace hg::amp {
 
 namespace {
 
-// What an operand's scaling keeps of one quantisation: delayed scaling records the amax in its
-// history; current scaling keeps the scale it used (for reports); block scaling keeps nothing
-// (one scale per tile).
-void remember(Fp8TensorScaling& scaling, const Fp8Recipe& recipe, bool block, float amax, float scale) {
-  if (recipe.scaling == Fp8Scaling::Delayed) detail::record_amax(scaling, amax, recipe.amax_history_len);
-  else if (!block) scaling.scale = scale;
-}
-
 using detail::forward_format;
 using detail::gradient_format;
-
-// Quantises one operand by the recipe and returns it as a graph node whose gradient passes
-// straight through to t.
-Tensor quantise_operand(const Tensor& t, Fp8TensorScaling& scaling, const Fp8Recipe& recipe, bool is_weight,
-                        bool block_allowed) {
-  const bool block = recipe.scaling == Fp8Scaling::Block && block_allowed;
-  const bool delayed = recipe.scaling == Fp8Scaling::Delayed;
-  const int64_t rows = block ? (is_weight ? recipe.block : 1) : 0, cols = block ? recipe.block : 0;
-  Fp8Quantised q = fp8_quantise(t, forward_format(recipe), rows, cols, recipe.margin, delayed ? &scaling.scale : nullptr);
-  remember(scaling, recipe, block, q.amaxes[0], q.scales[0]);
-  Tensor values = q.values;
-  autograd::record("fp8_quantise", values, {t}, [dtype = t.dtype()](const Tensor& g) -> std::vector<Tensor> {
-    return {g.to(dtype)};
-  });
-  return values;
-}
-
-// The identity forward; backward quantises the incoming gradient by the recipe.
-Tensor quantise_gradient(const Tensor& y, const std::shared_ptr<Fp8Slot>& slot, const Fp8Recipe& recipe,
-                         bool block_allowed) {
-  Tensor out = ::hg::detail::alias(y, y.shape(), y.strides(), y.storage_offset());
-  autograd::record("fp8_quantise_gradient", out, {y},
-                   [slot, recipe, block_allowed](const Tensor& g) -> std::vector<Tensor> {
-                     const bool block = recipe.scaling == Fp8Scaling::Block && block_allowed;
-                     const bool delayed = recipe.scaling == Fp8Scaling::Delayed;
-                     Fp8Quantised q = fp8_quantise(g, gradient_format(recipe), block ? 1 : 0, block ? recipe.block : 0,
-                                                   recipe.margin, delayed ? &slot->grad.scale : nullptr);
-                     remember(slot->grad, recipe, block, q.amaxes[0], q.scales[0]);
-                     return {q.values.to(g.dtype())};
-                   });
-  return out;
-}
+using detail::quantise_gradient;
+using detail::quantise_operand;
+using detail::remember;
 
 // The product's dtype: bf16 holds every FP8 value times a power of two exactly (f16's range does
 // not): under a bf16 autocast the product runs in bf16 -- the same products, summed in f32,
