@@ -16,6 +16,7 @@
 
 #include "amp/autocast.h"
 #include "amp/fp8.h"
+#include "amp/precision_report.h"
 #include "autograd/node.h"
 #include "core/copy.h"
 #include "kernels/cuda/fp8.h"
@@ -149,31 +150,65 @@ Tensor add_bias_and_relu(Tensor y, const Tensor& b, const Shape& bias_shape, boo
 
 // ---- the ops -------------------------------------------------------------------------------
 
+// An active PrecisionReport gets one row per FP8 op -- "FP8 delayed (E4M3, E5M2 gradients)",
+// computing in f8e4m3 -- instead of a row for each op it is made of.
+template <class Run>
+Tensor as_one_report_row(std::string_view op, const Tensor& x, const Tensor& w, const Run& run) {
+  PrecisionReport* report = detail::current_report();
+  Tensor y;
+  {
+    const detail::PauseReports pause;
+    y = run();
+  }
+  if (report != nullptr) {
+    const Fp8Recipe& recipe = detail::current_fp8_state().recipe();
+    const char* scaling = recipe.scaling == Fp8Scaling::Delayed   ? "delayed"
+                          : recipe.scaling == Fp8Scaling::Current ? "current"
+                                                                  : "block";
+    PrecisionReport::Row row;
+    row.op = std::string(op);
+    row.policy = std::string("FP8 ") + scaling + " (E4M3, " +
+                 (detail::gradient_format(recipe) == f8e5m2 ? "E5M2" : "E4M3") + " gradients)";
+    row.inputs = {x.dtype(), w.dtype()};
+    row.compute = f8e4m3;
+    row.output = y.dtype();
+    row.calls = 1;
+    report->record(std::move(row));
+  }
+  return y;
+}
+
 namespace detail {
 
 Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool relu) {
-  const int64_t k = w.dim() == 2 ? w.shape()[1] : 0, n = w.dim() == 2 ? w.shape()[0] : 0;
-  const int64_t m = x.dim() >= 2 && k > 0 && x.shape().back() == k ? x.numel() / k : 0;
-  const Tensor y = fp8_gemm_applies(x, w, m, n, k)
-                       ? run_fp8_gemm(x, w, /*w_is_kn=*/false)
-                       : run_fp8_op(x, w, true, [](const Tensor& xq, const Tensor& wq) { return linear(xq, wq); });
-  return add_bias_and_relu(y, b, Shape{b.defined() ? b.numel() : 0}, relu);
+  return as_one_report_row("linear", x, w, [&] {
+    const int64_t k = w.dim() == 2 ? w.shape()[1] : 0, n = w.dim() == 2 ? w.shape()[0] : 0;
+    const int64_t m = x.dim() >= 2 && k > 0 && x.shape().back() == k ? x.numel() / k : 0;
+    const Tensor y = fp8_gemm_applies(x, w, m, n, k)
+                         ? run_fp8_gemm(x, w, /*w_is_kn=*/false)
+                         : run_fp8_op(x, w, true, [](const Tensor& xq, const Tensor& wq) { return linear(xq, wq); });
+    return add_bias_and_relu(y, b, Shape{b.defined() ? b.numel() : 0}, relu);
+  });
 }
 
 Tensor fp8_matmul(const Tensor& a, const Tensor& b) {
-  if (a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0] &&
-      fp8_gemm_applies(a, b, a.shape()[0], b.shape()[1], a.shape()[1]))
-    return run_fp8_gemm(a, b, /*w_is_kn=*/true);
-  return run_fp8_op(a, b, true, [](const Tensor& aq, const Tensor& bq) { return matmul(aq, bq); });
+  return as_one_report_row("matmul", a, b, [&] {
+    if (a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0] &&
+        fp8_gemm_applies(a, b, a.shape()[0], b.shape()[1], a.shape()[1]))
+      return run_fp8_gemm(a, b, /*w_is_kn=*/true);
+    return run_fp8_op(a, b, true, [](const Tensor& aq, const Tensor& bq) { return matmul(aq, bq); });
+  });
 }
 
 Tensor fp8_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
                   int64_t dilation, int64_t groups, bool relu) {
-  // Block scaling needs the GEMM's operands, which the convolution never materialises: per tensor.
-  const Tensor y = run_fp8_op(x, w, false, [&](const Tensor& xq, const Tensor& wq) {
-    return conv2d(xq, wq, {}, {.stride = stride, .padding = padding, .dilation = dilation, .groups = groups});
+  return as_one_report_row("conv2d", x, w, [&] {
+    // Block scaling needs the GEMM's operands, which the convolution never materialises: per tensor.
+    const Tensor y = run_fp8_op(x, w, false, [&](const Tensor& xq, const Tensor& wq) {
+      return conv2d(xq, wq, {}, {.stride = stride, .padding = padding, .dilation = dilation, .groups = groups});
+    });
+    return add_bias_and_relu(y, b, Shape{1, b.defined() ? b.numel() : 0, 1, 1}, relu);
   });
-  return add_bias_and_relu(y, b, Shape{1, b.defined() ? b.numel() : 0, 1, 1}, relu);
 }
 
 }  // namespace detail

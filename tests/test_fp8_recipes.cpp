@@ -241,6 +241,22 @@ TEST_CASE("fp8.delayed_scaling_state_resumes_bitwise_from_a_checkpoint") {
   for (size_t i = 0; i < a.size(); ++i) CHECK(bitwise_equal(a[i], b[i]));
 }
 
+TEST_CASE("fp8.a_precision_report_shows_each_fp8_op_as_one_row") {
+  Fp8State state({.scaling = Fp8Scaling::Current});
+  hg::amp::PrecisionReport report;
+  {
+    Fp8Autocast guard(state);
+    hg::linear(hg::ones({2, 4}), hg::ones({3, 4}), hg::ones({3}));
+    hg::linear(hg::ones({2, 4}), hg::ones({3, 4}), hg::ones({3}));
+  }
+  REQUIRE(report.rows().size() == 1);  // no rows for the quantisers, the product, the bias add
+  const auto& row = report.rows()[0];
+  CHECK(row.op == "linear");
+  CHECK(row.policy == "FP8 current (E4M3, E5M2 gradients)");
+  CHECK(row.compute == hg::f8e4m3);
+  CHECK(row.calls == 2);
+}
+
 TEST_CASE("fp8.errors_name_the_problem") {
   CHECK_THROWS_HG(Fp8State({.amax_history_len = 0}), "amax_history_len must be at least 1");
   CHECK_THROWS_HG(Fp8State({.amax_compute_algo = "mean"}), "\"max\" or \"most_recent\"");
