@@ -2,7 +2,9 @@
 // softmax + cross_entropy) at the MLP and CNN sizes of hg-train, in f32, f16 and bf16; and GEMM
 // throughput at 256/512/1024 next to the fp32 FMA peak of the CPU level in use (an AVX-512 loop
 // for avx512*, an AVX2 loop for avx2), measured here with a register-resident FMA loop; and the
-// 3x3 stride-1 convolutions of ResNet-20 on both CPU algorithms, im2col + GEMM and Winograd.
+// 3x3 stride-1 convolutions of ResNet-20 on the CPU algorithms: im2col + GEMM, Winograd, and
+// for the input gradient also the convolution of dy with the flipped weight; and their weight
+// gradient (im2col + GEMM).
 //
 //   build/bench/ops_bench [--threads N] [--conv3x3]   HG_CPU_ISA=avx2 build/bench/ops_bench
 //   (--conv3x3: that last table alone)
@@ -166,8 +168,10 @@ void gemm_table(double& peak_per_core) {
 
 // ResNet-20's 3x3 stride-1 convolutions (batch 128, Fashion-MNIST's 28x28) and the CNN's second,
 // forward and input gradient, on im2col + GEMM and on Winograd F(2x2, 3x3)
-// (kernels/cpu/winograd_conv.h): the measurements behind kernels/conv.cpp's choice. Best of the
-// runs (the machine may be shared), and im2col / Winograd (above 1: Winograd is faster).
+// (kernels/cpu/winograd_conv.h), the input gradient also as the convolution of dy with the flipped
+// weight (ConvAlgorithm::Im2colFlipped), and the weight gradient: the measurements behind
+// kernels/conv.cpp's choices. Best of the runs (the machine may be shared), and im2col / the other
+// (above 1: the other is faster).
 void conv3x3_table() {
   using hg::kernels::cpu::ConvAlgorithm;
   struct Layer {
@@ -175,14 +179,15 @@ void conv3x3_table() {
   };
   const Layer layers[] = {{16, 28, 16}, {32, 14, 32}, {64, 7, 64}, {16, 14, 32}, {3, 28, 16}, {8, 28, 8}};
   std::printf("\n| conv2d 3x3 p1, batch 128 | dtype | forward im2col ms | forward Winograd ms | ratio | input grad im2col ms "
-              "| input grad Winograd ms | ratio |\n|---|---|---|---|---|---|---|---|\n");
+              "| input grad Winograd ms | ratio | input grad flipped ms | ratio | weight grad ms |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|\n");
   hg::manual_seed(0);
   for (const Layer& l : layers)
     for (hg::DType d : {hg::f32, hg::bf16}) {
       const hg::kernels::ConvGeometry g{128, l.c, l.hw, l.hw, l.o, 3, 3, 1, 1, l.hw, l.hw};
       const hg::Tensor x = hg::randn({128, l.c, l.hw, l.hw}).to(d), w = (hg::randn({l.o, l.c, 3, 3}) * 0.1).to(d);
       const hg::Tensor dy = hg::randn({128, l.o, l.hw, l.hw}).to(d);
-      double ms[4];
+      double ms[6];
       int k = 0;
       for (ConvAlgorithm a : {ConvAlgorithm::Im2col, ConvAlgorithm::Winograd}) {
         ms[k++] = 1e3 * hg_bench::time_runs([&] { hg::kernels::cpu::conv2d_with(a, x, w, hg::Tensor(), g, false); }).best;
@@ -190,9 +195,15 @@ void conv3x3_table() {
                     hg::kernels::cpu::conv2d_backward_with(a, x, w, dy, hg::Tensor(), g, true, false, false);
                   }).best;
       }
-      std::printf("| %lldx%lldx%lld -> %lld | %s | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx |\n", (long long)l.c,
-                  (long long)l.hw, (long long)l.hw, (long long)l.o, std::string(hg::dtype_name(d)).c_str(), ms[0], ms[2], ms[0] / ms[2], ms[1],
-                  ms[3], ms[1] / ms[3]);
+      ms[k++] = 1e3 * hg_bench::time_runs([&] {
+                  hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2colFlipped, x, w, dy, hg::Tensor(), g, true, false, false);
+                }).best;
+      ms[k++] = 1e3 * hg_bench::time_runs([&] {
+                  hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, hg::Tensor(), g, false, true, false);
+                }).best;
+      std::printf("| %lldx%lldx%lld -> %lld | %s | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx | %.2f | %.2fx | %.2f |\n",
+                  (long long)l.c, (long long)l.hw, (long long)l.hw, (long long)l.o, std::string(hg::dtype_name(d)).c_str(),
+                  ms[0], ms[2], ms[0] / ms[2], ms[1], ms[3], ms[1] / ms[3], ms[4], ms[1] / ms[4], ms[5]);
     }
 }
 

@@ -5,8 +5,10 @@
 //
 // One image's columns (a few hundred KB at most for hg-train's CNN) stay in L2 while the GEMM
 // reads them, and the result is written straight into the output tensor.
-// Backward: dcols = W^T @ g_n, scattered back to the image (col2im); dW = sum_n g_n @ cols_n^T,
-// recomputing cols_n instead of saving it (memory); db = sum of g over n, h, w. 16-bit tensors
+// Backward: dcols = W^T @ g_n, scattered back to the image (col2im), or, for bf16 3x3 stride-1
+// layers, the convolution of g with the flipped weight (input_grad_as_convolution, no col2im);
+// dW = sum_n g_n @ cols_n^T, a few small images per GEMM, recomputing cols_n instead of saving it
+// (memory); db = sum of g over n, h, w. 16-bit tensors
 // are widened to f32 as they are laid out, so the GEMM always runs in f32 (or natively in bf16
 // where the CPU has AVX512-BF16). Grouped convolutions run one such GEMM per group; depthwise ones
 // (one input channel per group) have their own direct loops (kernels/cpu/depthwise_conv.h), and
@@ -38,6 +40,9 @@ using kernels::sum_as_double;
 
 // Images per partial sum of dW and db: fixed, so the result does not depend on the thread count.
 constexpr int64_t kImagesPerPartial = 8;
+// The output pixels one GEMM should cover at least: the forward (as the GEMM's columns) and the
+// weight gradient (as its depth) put the images of small maps side by side up to this.
+constexpr int64_t kBatchPixels = 512;
 
 // ---- geometry ------------------------------------------------------------------------------------
 
@@ -70,8 +75,8 @@ void for_each_tap(const ConvGeometry& g, F&& f) {
 //
 // With stride 1, the im2col row of tap (i, j) at output row oh is the zero-padded input row
 // oh + i*dilation read from column j*dilation on: a plain copy once the image is padded. Each run is copied in
-// whole 64-byte blocks (one vector move each, no masks or scalar edges); a block's excess lands
-// in the next run, which is written after it, or in the slack at the end of the buffers.
+// whole 64-byte blocks (16 or 32 where the run fits; no masks or scalar edges); a block's excess
+// lands in the next run, which is written after it, or in the slack at the end of the buffers.
 // col2im with stride 1 is a SIMD kernel per CPU level (kernels/cpu/col2im.h).
 
 constexpr int64_t kCopyBlock = 64;  // bytes
@@ -80,25 +85,29 @@ constexpr int64_t kCopyBlock = 64;  // bytes
 template <class S>
 constexpr int64_t kColumnSlack = kCopyBlock / int64_t(sizeof(S));
 
-// One 64-byte block, moved as two 32-byte vector values: one AVX register each where the caller
-// is compiled for AVX2, two SSE moves each otherwise. (A plain 64-byte memcpy is expanded in
-// 16-byte moves at every level, and GCC 12 moves one 64-byte value through the stack at AVX2.) The memcpy calls into and out of the vector values are how C++ spells an unaligned
+// One block of Bytes (16, 32 or 64), moved as 16- or 32-byte vector values: one AVX register
+// each where the caller is compiled for AVX2, SSE moves otherwise. (A plain 64-byte memcpy is
+// expanded in 16-byte moves at every level, and GCC 12 moves one 64-byte value through the stack
+// at AVX2.) The memcpy calls into and out of the vector values are how C++ spells an unaligned
 // load and store; they compile to single moves.
+using Vector16 = char __attribute__((vector_size(16)));
+using Vector32 = char __attribute__((vector_size(32)));
+
+template <int64_t Bytes>
 [[gnu::always_inline]] inline void copy_block(const void* src, void* dst) {
-  using Half = char __attribute__((vector_size(kCopyBlock / 2)));
-  Half first, second;
-  std::memcpy(&first, src, sizeof(Half));
-  std::memcpy(&second, static_cast<const char*>(src) + sizeof(Half), sizeof(Half));
-  std::memcpy(dst, &first, sizeof(Half));
-  std::memcpy(static_cast<char*>(dst) + sizeof(Half), &second, sizeof(Half));
+  using Part = std::conditional_t<(Bytes < 32), Vector16, Vector32>;  // (vector_size of a dependent size is ignored)
+  constexpr int64_t kPart = sizeof(Part);
+  Part parts[Bytes / kPart];
+  for (int64_t k = 0; k < Bytes / kPart; ++k) std::memcpy(&parts[k], static_cast<const char*>(src) + k * kPart, kPart);
+  for (int64_t k = 0; k < Bytes / kPart; ++k) std::memcpy(static_cast<char*>(dst) + k * kPart, &parts[k], kPart);
 }
 
-// Every run of the padded image (C, Hp, Wp) into the column matrix, in whole blocks. NOTE: the
-// tap loops are written out rather than through for_each_tap: GCC does not inline that template
-// into the AVX2 wrapper below, and its copies would then stay SSE2.
-template <class S>
+// Every run of the padded image (C, Hp, Wp) into the column matrix, in whole blocks of Bytes.
+// NOTE: the tap loops are written out rather than through for_each_tap: GCC does not inline that
+// template into the AVX2 wrapper below, and its copies would then stay SSE2.
+template <int64_t Bytes, class S>
 [[gnu::always_inline]] inline void copy_runs(const S* padded, const ConvGeometry& g, S* cols, int64_t pitch) {
-  const int64_t Hp = g.H + 2 * g.pad, Wp = g.W + 2 * g.pad, block = kColumnSlack<S>;
+  const int64_t Hp = g.H + 2 * g.pad, Wp = g.W + 2 * g.pad, block = Bytes / int64_t(sizeof(S));
   const int64_t blocks = (g.OW + block - 1) / block;
   for (int64_t c = 0; c < g.C; ++c)
     for (int64_t i = 0; i < g.kh; ++i)
@@ -106,7 +115,7 @@ template <class S>
         const S* src = padded + (c * Hp + i * g.dilation) * Wp + j * g.dilation;
         S* dst = cols + ((c * g.kh + i) * g.kw + j) * pitch;
         for (int64_t oh = 0; oh < g.OH; ++oh, src += Wp, dst += g.OW)
-          for (int64_t b = 0; b < blocks; ++b) copy_block(src + b * block, dst + b * block);
+          for (int64_t b = 0; b < blocks; ++b) copy_block<Bytes>(src + b * block, dst + b * block);
       }
 }
 
@@ -116,12 +125,32 @@ template <class S>
 // CPU level in use.
 #if HG_X86
 HG_TARGET_BEGIN(HG_AVX2_FEATURES)
-template <class S>
+template <int64_t Bytes, class S>
 void copy_runs_avx2(const S* padded, const ConvGeometry& g, S* cols, int64_t pitch) {
-  copy_runs(padded, g, cols, pitch);
+  copy_runs<Bytes>(padded, g, cols, pitch);
 }
 HG_TARGET_END
 #endif
+
+// Runs of at most 16 or 32 bytes (7x7 and 14x14 maps of bf16, 7x7 of f32) are copied as one
+// block of that size: a 64-byte block stored 4.6x the bytes of a 7-value bf16 run, and the stores
+// bound the copy (bf16, batch 128: 2-7% off the forward and gradients of ResNet-20's 32x14x14 and
+// 64x7x7 layers).
+template <int64_t Bytes, class S>
+void copy_runs_at_level(const S* padded, const ConvGeometry& g, S* cols, int64_t pitch) {
+#if HG_X86
+  if (hg::cpu::supports(hg::cpu::Isa::Avx2)) return copy_runs_avx2<Bytes>(padded, g, cols, pitch);
+#endif
+  copy_runs<Bytes>(padded, g, cols, pitch);
+}
+
+template <class S>
+void copy_all_runs(const S* padded, const ConvGeometry& g, S* cols, int64_t pitch) {
+  const int64_t run = g.OW * int64_t(sizeof(S));
+  if (run <= 16) return copy_runs_at_level<16>(padded, g, cols, pitch);
+  if (run <= 32) return copy_runs_at_level<32>(padded, g, cols, pitch);
+  copy_runs_at_level<kCopyBlock>(padded, g, cols, pitch);
+}
 
 // The padded image holds the column type S: 16-bit inputs are widened once per image here.
 template <class T, class S>
@@ -135,10 +164,7 @@ void im2col_stride1(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, s
       if constexpr (std::is_same_v<T, S>) std::copy_n(src, g.W, dst);
       else convert_to_float(src, dst, size_t(g.W));
     }
-#if HG_X86
-  if (hg::cpu::supports(hg::cpu::Isa::Avx2)) return copy_runs_avx2(padded.data(), g, cols, pitch);
-#endif
-  copy_runs(padded.data(), g, cols, pitch);
+  copy_all_runs(padded.data(), g, cols, pitch);
 }
 
 
@@ -162,7 +188,11 @@ void im2col(const T* x, const ConvGeometry& g, S* cols, int64_t pitch, std::vect
       }
       const T* src = x + (c * g.H + ih) * g.W + (ow_begin * g.stride - g.pad + j * g.dilation);
       for (int64_t ow = 0; ow < ow_begin; ++ow) dst[ow] = S(0);
-      for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = S(Acc<T>(src[(ow - ow_begin) * g.stride]));
+      if constexpr (std::is_same_v<T, S>) {  // (bf16 columns of bf16 data: a copy, not a round trip through f32)
+        for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = src[(ow - ow_begin) * g.stride];
+      } else {
+        for (int64_t ow = ow_begin; ow < ow_end; ++ow) dst[ow] = S(Acc<T>(src[(ow - ow_begin) * g.stride]));
+      }
       for (int64_t ow = ow_end; ow < g.OW; ++ow) dst[ow] = S(0);
     }
   });
@@ -276,6 +306,31 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
   const int64_t group_image = one.C * g.H * g.W, group_plane = one.O * g.ohw(), group_weight = one.O * g.ckk();
   // A 1x1 convolution with stride 1 and no padding: the image already is its column matrix.
   const bool identity_columns = std::is_same_v<T, P> && g.kh == 1 && g.kw == 1 && g.stride == 1 && g.pad == 0;
+  // Small maps (one group): `batch` images side by side, one GEMM of batch * OH*OW columns whose
+  // rows are then stored to each image -- a 7x7 map's 49 columns fill 2 of the GEMM's 32-column
+  // panels by three quarters, and each image's GEMM packed the whole weight again.
+  const int64_t batch = g.groups == 1 && !identity_columns ? std::clamp<int64_t>(kBatchPixels / g.ohw(), 1, kImagesPerPartial) : 1;
+  if (batch > 1) {
+    const int64_t pitch = batch * g.ohw() + kColumnSlack<P>;
+    parallel_for(0, g.N, batch, [&](int64_t lo, int64_t hi) {
+      thread_local std::vector<P> cols, padded;
+      thread_local std::vector<S> result;
+      grow(cols, g.ckk() * pitch);
+      grow(result, g.O * batch * g.ohw());
+      for (int64_t n0 = lo; n0 < hi; n0 += batch) {
+        const int64_t n1 = std::min(hi, n0 + batch), columns = (n1 - n0) * g.ohw();
+        for (int64_t n = n0; n < n1; ++n) im2col(input + n * image, g, cols.data() + (n - n0) * g.ohw(), pitch, padded);
+        S* dst = result.data();  // (O, columns)
+        for (int64_t o = 0; o < g.O; ++o) std::fill_n(dst + o * columns, columns, bias[size_t(o)]);
+        panel_gemm<P, S>(dense(weight, g.O, g.ckk()), {cols.data(), g.ckk(), columns, pitch, 1}, dst, true);
+        if (relu)  // (NaN stays NaN, like relu)
+          for (int64_t k = 0; k < g.O * columns; ++k) dst[k] = dst[k] < S(0) ? S(0) : dst[k];
+        for (int64_t n = n0; n < n1; ++n)
+          for (int64_t o = 0; o < g.O; ++o) store<T>(dst + o * columns + (n - n0) * g.ohw(), g.ohw(), output + n * plane + o * g.ohw());
+      }
+    });
+    return;
+  }
   parallel_for(0, g.N, 1, [&](int64_t lo, int64_t hi) {
     // Per-thread scratch, kept between calls: im2col writes every element it uses, so growing
     // it is all that is needed (zero-filling half a megabyte per task cost more than the copy).
@@ -327,52 +382,80 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
   // are computed as dW^T and transposed once at the end (one group only: a group's dW^T would not
   // be a dense block of the whole).
   const bool dw_transposed = g.groups == 1 && cpu::prefer_transposed_product(g.O, g.ckk());
-  std::vector<std::vector<S>> weight_partial(gw ? static_cast<size_t>(parts) : 0, std::vector<S>(size_t(wsize), S(0)));
+  // The partial sums of dW, part after part, in a buffer the calling thread keeps: fresh pages
+  // for every backward (2.4 MB for a 64-channel 3x3 layer at batch 128) were a fifth of its time,
+  // page faults and all (64x7x7 bf16: 4.9 -> 3.7 ms; f32 7.5 -> 6.2 ms).
+  // NOTE: the tasks reach it through `partials`: the name weight_partials inside them would be
+  // each worker thread's own buffer.
+  thread_local std::vector<S> weight_partials;
+  if (gw) weight_partials.assign(static_cast<size_t>(parts * wsize), S(0));
+  S* const partials = weight_partials.data();
   std::vector<std::vector<double>> bias_partial(gb ? static_cast<size_t>(parts) : 0, std::vector<double>(size_t(g.O), 0.0));
+  // dW sums over the images' pixels: `batch` images side by side make one GEMM of depth
+  // batch * OH * OW (at least kBatchPixels where a part has the images), instead of one per
+  // image -- a 7x7 map's 49 is too shallow for the GEMM to amortise loading and storing dW's tiles
+  // (ResNet-20's 64x7x7 layer, bf16, batch 128: 5.6 -> 4.9 ms; 28x28 maps stay one image per GEMM).
+  const int64_t batch = std::clamp<int64_t>(kBatchPixels / g.ohw(), 1, kImagesPerPartial);
+  const int64_t pitch = batch * g.ohw() + kColumnSlack<P>;  // a row of the batch's columns
   parallel_chunks(g.N, kImagesPerPartial, [&](int64_t part, int64_t lo, int64_t hi) {
-    thread_local std::vector<P> cols, padded, g_panel;
+    thread_local std::vector<P> cols, padded, g_panel, g_batch;
     thread_local std::vector<S> dcols, dimage;
-    grow(cols, g.ckk() * g.ohw() + kColumnSlack<P>);
+    if (gw) grow(cols, g.ckk() * pitch);
+    if (gw && batch > 1) grow(g_batch, g.O * batch * g.ohw());
     if (gx) grow(dcols, g.ckk() * g.ohw());
     if (gx && !std::is_same_v<T, S>) grow(dimage, image);
-    for (int64_t n = lo; n < hi; ++n) {
-      const P* g_n = as_panel<T, P>(dy + n * plane, plane, g_panel);  // (O, OH*OW)
-      if (relu_output != nullptr) {
-        g_panel.resize(size_t(plane));
-        pass_where_positive(relu_output + n * plane, g_n, plane, g_panel.data());
-        g_n = g_panel.data();
-      }
-      if (gb)
-        for (int64_t o = 0; o < g.O; ++o) bias_partial[size_t(part)][size_t(o)] += sum_as_double(g_n + o * g.ohw(), g.ohw());
-      for (int64_t k = 0; k < g.groups; ++k) {  // group k: g_k = its rows of g_n
+    const auto input_grad_gemm = [&](const P* g_n, int64_t n) {  // image n's dx: dcols = W^T @ g_n, col2im
+      for (int64_t k = 0; k < g.groups; ++k) {
         const P* g_k = g_n + k * group_plane;
-        if (gw) {
-          im2col(input + n * image + k * group_image, one, cols.data(), g.ohw(), padded);
-          S* partial = weight_partial[size_t(part)].data() + k * group_weight;
-          if (dw_transposed)  // dW^T (ckk, O) = cols_n @ g_n^T
-            panel_gemm<P, S>(dense(cols.data(), g.ckk(), g.ohw()), dense_transposed(g_k, g.ohw(), one.O), partial, true);
-          else  // dW_k (O/groups, ckk) = g_k @ cols_k^T
-            panel_gemm<P, S>(dense(g_k, one.O, g.ohw()), dense_transposed(cols.data(), g.ohw(), g.ckk()), partial, true);
-        }
-        if (gx) {
-          panel_gemm<P, S>(dense_transposed(weight + k * group_weight, g.ckk(), one.O), dense(g_k, one.O, g.ohw()),
-                           dcols.data(), false);
-          if constexpr (std::is_same_v<T, S>) {
-            col2im(dcols.data(), g.ohw(), one, gx->data_ptr<T>() + n * image + k * group_image);  // straight in
-          } else {
-            col2im(dcols.data(), g.ohw(), one, dimage.data() + k * group_image);
-          }
+        panel_gemm<P, S>(dense_transposed(weight + k * group_weight, g.ckk(), one.O), dense(g_k, one.O, g.ohw()),
+                         dcols.data(), false);
+        if constexpr (std::is_same_v<T, S>) {
+          col2im(dcols.data(), g.ohw(), one, gx->data_ptr<T>() + n * image + k * group_image);  // straight in
+        } else {
+          col2im(dcols.data(), g.ohw(), one, dimage.data() + k * group_image);
         }
       }
-      if constexpr (!std::is_same_v<T, S>) {
-        if (gx) store<T>(dimage.data(), image, gx->data_ptr<T>() + n * image);
+      if constexpr (!std::is_same_v<T, S>) store<T>(dimage.data(), image, gx->data_ptr<T>() + n * image);
+    };
+    for (int64_t n0 = lo; n0 < hi; n0 += batch) {
+      const int64_t n1 = std::min(hi, n0 + batch), columns = (n1 - n0) * g.ohw();
+      // The batch's gradient (O, columns), image n's at column (n - n0) * OH*OW: g_n itself for one image.
+      const P* g_rows = nullptr;
+      for (int64_t n = n0; n < n1; ++n) {
+        const P* g_n = as_panel<T, P>(dy + n * plane, plane, g_panel);  // (O, OH*OW)
+        if (relu_output != nullptr) {
+          g_panel.resize(size_t(plane));
+          pass_where_positive(relu_output + n * plane, g_n, plane, g_panel.data());
+          g_n = g_panel.data();
+        }
+        if (gb)
+          for (int64_t o = 0; o < g.O; ++o) bias_partial[size_t(part)][size_t(o)] += sum_as_double(g_n + o * g.ohw(), g.ohw());
+        if (gw && n1 - n0 == 1) {
+          g_rows = g_n;
+        } else if (gw) {
+          for (int64_t o = 0; o < g.O; ++o)
+            std::copy_n(g_n + o * g.ohw(), g.ohw(), g_batch.data() + o * columns + (n - n0) * g.ohw());
+          g_rows = g_batch.data();
+        }
+        if (gx) input_grad_gemm(g_n, n);
+      }
+      if (!gw) continue;
+      for (int64_t k = 0; k < g.groups; ++k) {  // group k: g_k = its rows of the gradient
+        for (int64_t n = n0; n < n1; ++n)
+          im2col(input + n * image + k * group_image, one, cols.data() + (n - n0) * g.ohw(), pitch, padded);
+        const P* g_k = g_rows + k * one.O * columns;
+        S* partial = partials + part * wsize + k * group_weight;
+        if (dw_transposed)  // dW^T (ckk, O) = cols @ g^T
+          panel_gemm<P, S>({cols.data(), g.ckk(), columns, pitch, 1}, dense_transposed(g_k, columns, one.O), partial, true);
+        else  // dW_k (O/groups, ckk) = g_k @ cols_k^T
+          panel_gemm<P, S>(dense(g_k, one.O, columns), {cols.data(), columns, g.ckk(), 1, pitch}, partial, true);
       }
     }
   });
   if (gw) {
     std::vector<S> total(static_cast<size_t>(wsize), S(0));
-    for (const std::vector<S>& partial : weight_partial)
-      for (int64_t k = 0; k < wsize; ++k) total[size_t(k)] += partial[size_t(k)];
+    for (int64_t part = 0; part < parts; ++part)
+      for (int64_t k = 0; k < wsize; ++k) total[size_t(k)] += weight_partials[size_t(part * wsize + k)];
     if (dw_transposed) {  // back to (O, ckk)
       std::vector<S> transposed(total.size());
       for (int64_t o = 0; o < g.O; ++o)
@@ -390,6 +473,33 @@ void conv_backward(const Tensor& x, const Tensor& w, const Tensor& grad, const T
     }
     store<T>(total.data(), g.O, gb->data_ptr<T>());
   }
+}
+
+// ---- the input gradient as a forward convolution ---------------------------------------------------
+//
+// With stride 1, conv2d's input gradient is itself a convolution: dy (N, O, OH, OW), zero-padded by
+// (k - 1) * dilation - pad, correlated with the weight flipped in both spatial axes and with its
+// channel axes swapped, w'[c][o][i][j] = w[o][c][k-1-i][k-1-j]. Computed that way it is
+// conv_forward's im2col + one GEMM of depth O*k*k per image, and no col2im: the GEMM path's
+// W^T @ g has a depth of only O (16 on ResNet's first stage), where the packed kernel spends as
+// much on storing its tiles as on multiplying, and col2im then adds up k*k partial images.
+bool input_grad_is_a_convolution(const ConvGeometry& g) {
+  return g.stride == 1 && g.groups == 1 && g.kh == g.kw && g.pad <= (g.kh - 1) * g.dilation;
+}
+
+template <class T, class P>
+void input_grad_as_convolution(const Tensor& w, const Tensor& gy, const ConvGeometry& g, const Tensor& dx) {
+  Tensor flipped = empty({g.C, g.O, g.kh, g.kw}, w.options());
+  const T* src = w.data_ptr<T>();
+  T* dst = flipped.data_ptr<T>();
+  for (int64_t o = 0; o < g.O; ++o)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t i = 0; i < g.kh; ++i)
+        for (int64_t j = 0; j < g.kw; ++j)
+          dst[((c * g.O + o) * g.kh + i) * g.kw + j] = src[((o * g.C + c) * g.kh + (g.kh - 1 - i)) * g.kw + (g.kw - 1 - j)];
+  ConvGeometry t{g.N, g.O, g.OH, g.OW, g.C, g.kh, g.kw, 1, (g.kh - 1) * g.dilation - g.pad, g.H, g.W};
+  t.dilation = g.dilation;
+  conv_forward<T, P>(gy, flipped, Tensor(), dx, t, false);
 }
 
 // Runs body.template operator()<T, P>() with the panel type for T (see as_panel).
@@ -418,10 +528,15 @@ void with_panel_type(const Body& body) {
 // channels, and a GEMM with fewer than 16 rows or a depth under 16 runs mostly padding); f32 and
 // f16 (widened to f32 either way); bf16 only where the CPU has no native bf16 products: with
 // AVX512-BF16 im2col's GEMM multiplies bf16 pairs at twice the f32 rate and wins (0.63x-0.86x for
-// Winograd in f32). f64 stays on im2col (gradcheck's reference path).
+// Winograd in f32). NOTE: Winograd with its 16 GEMMs on bf16 operands (the transformed tiles and
+// filters rounded to bf16, vdpbf16ps, f32 sums) was tried: 1.13x / 1.22x on 64x7x7 after tuning its
+// transforms, but the two extra roundings left 15% of the outputs outside T(bf16) of the f32
+// result (error 2.6x im2col's against the f64 reference, 16 to 64 channels), so bf16 stays off
+// Winograd. f64 stays on im2col (gradcheck's reference path).
 bool use_winograd(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
   switch (algorithm) {
-    case cpu::ConvAlgorithm::Im2col: return false;
+    case cpu::ConvAlgorithm::Im2col:
+    case cpu::ConvAlgorithm::Im2colFlipped: return false;
     case cpu::ConvAlgorithm::Winograd:
       HG_CHECK(cpu::winograd_applies(g, dtype), "conv2d: Winograd asked for a convolution it cannot compute");
       return true;
@@ -429,6 +544,35 @@ bool use_winograd(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dty
   }
   if (dtype == bf16 && hg::cpu::has_native_bf16()) return false;
   return cpu::winograd_applies(g, dtype) && g.C >= 16 && g.O >= 16;
+}
+
+// Whether the CPU computes conv2d's input gradient as the convolution of the gradient with the
+// flipped weight (input_grad_as_convolution) rather than W^T @ g + col2im, where Winograd does not.
+// Auto's rule, from bench/ops_bench --conv3x3 (batch 128, 1 thread, Zen 4, best of runs; GEMM +
+// col2im time / flipped convolution time):
+//
+//   layer            bf16 (avx512bf16)   f32
+//   16x28x28 -> 16   1.38x               0.92x
+//   32x14x14 -> 32   1.27x               0.98x
+//   64x7x7   -> 64   1.39x               1.24x
+//   8x28x28  -> 8    1.72x               1.11x
+//   16x14x14 -> 32   0.87x               0.67x
+//   3x28x28  -> 16   0.47x               0.32x
+//
+// so: 3x3 kernels with bf16 GEMM panels (native bf16 products) and at least as many input as
+// output channels -- the flipped convolution's GEMM has C rows and depth 9 O, the other O deep and
+// 9 C tall; with bf16 pairs a depth of 16 (8 pairs per tile) spends as much on storing each tile
+// as on multiplying. In f32 the 16+-channel layers run Winograd, faster still; the rest stays.
+bool use_flipped_convolution(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
+  switch (algorithm) {
+    case cpu::ConvAlgorithm::Im2col:
+    case cpu::ConvAlgorithm::Winograd: return false;
+    case cpu::ConvAlgorithm::Im2colFlipped:
+      HG_CHECK(input_grad_is_a_convolution(g), "conv2d: a flipped-convolution input gradient asked for a strided or grouped convolution");
+      return true;
+    case cpu::ConvAlgorithm::Auto: break;
+  }
+  return input_grad_is_a_convolution(g) && g.kh == 3 && dtype == bf16 && hg::cpu::has_native_bf16() && g.C >= g.O;
 }
 
 }  // namespace
@@ -462,9 +606,11 @@ Conv2dGrads cpu::conv2d_backward_with(ConvAlgorithm algorithm, const Tensor& x, 
   Tensor gy = detail::dense(grad);
   const bool on_cpu = !x.device().is_cuda();
   const bool winograd_x = on_cpu && need_x && r.x.numel() > 0 && use_winograd(algorithm, g, x.dtype());
-  // The ReLU epilogue's derivative: cuDNN, the depthwise and the Winograd kernels take the masked
-  // gradient; the GEMM path masks each image's gradient as it lays it out (conv_backward).
-  const bool mask_first = !on_cpu || cpu::is_depthwise(g) || winograd_x;
+  const bool flipped_x = on_cpu && need_x && r.x.numel() > 0 && !winograd_x && !cpu::is_depthwise(g) &&
+                         use_flipped_convolution(algorithm, g, x.dtype());
+  // The ReLU epilogue's derivative: cuDNN, the depthwise, Winograd and flipped-convolution kernels
+  // take the masked gradient; the GEMM path masks each image's gradient as it lays it out (conv_backward).
+  const bool mask_first = !on_cpu || cpu::is_depthwise(g) || winograd_x || flipped_x;
   if (y.defined() && mask_first) gy = kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
   if (!on_cpu) {
     kernels::cuda::conv2d_backward(x, w, gy, g, r.x, r.w, r.b);
@@ -475,8 +621,14 @@ Conv2dGrads cpu::conv2d_backward_with(ConvAlgorithm algorithm, const Tensor& x, 
                                    need_b ? &r.b : nullptr);
     return r;
   }
-  if (winograd_x) {  // the input gradient here; the weight's and bias's (if asked) below
-    cpu::winograd_conv2d_input_grad(w, gy, g, r.x);
+  if (winograd_x || flipped_x) {  // the input gradient here; the weight's and bias's (if asked) below
+    if (winograd_x) {
+      cpu::winograd_conv2d_input_grad(w, gy, g, r.x);
+    } else {
+      visit_floating(x.dtype(), "conv2d", [&]<class T> {
+        with_panel_type<T>([&]<class U, class P> { input_grad_as_convolution<U, P>(w, gy, g, r.x); });
+      });
+    }
     need_x = false;
     if (!need_w && !need_b) return r;
   }

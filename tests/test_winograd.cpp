@@ -29,6 +29,17 @@ struct LevelCap {
   Isa previous;
 };
 
+// body() at each of those levels, the level's name in the failure messages.
+template <class Body>
+void at_each_level(const Body& body) {
+  for (Isa level : levels_available()) {
+    const LevelCap cap(level);
+    const std::string name = hg::cpu::isa_name(level);
+    CAPTURE(name);
+    body();
+  }
+}
+
 struct Shape {
   int64_t N, C, O, H, W, pad;
 };
@@ -132,6 +143,127 @@ TEST_CASE("winograd.input_grad_matches_the_reference_and_im2col") {
         CHECK_CLOSE_WITH(winograd.b, im2col.b, kExact);
       }
     }
+  }
+}
+
+// The input gradient as the convolution of dy with the flipped weight (ConvAlgorithm::Im2colFlipped,
+// kernels/conv.cpp): stride 1, any kernel size, padding up to (k - 1) * dilation, dilation.
+TEST_CASE("conv.flipped_input_grad_matches_the_reference_and_im2col") {
+  hg::manual_seed(15);
+  struct Case {
+    int64_t N, C, O, H, W, k, pad, dilation;
+  };
+  const Case cases[] = {{2, 16, 16, 14, 14, 3, 1, 1}, {1, 5, 13, 7, 9, 3, 1, 1}, {2, 17, 3, 6, 5, 3, 0, 1},
+                        {1, 4, 6, 5, 4, 3, 2, 1},     {1, 3, 4, 9, 8, 5, 2, 1},  {2, 6, 5, 4, 3, 1, 0, 1},
+                        {1, 4, 3, 9, 10, 3, 2, 2},    {1, 33, 40, 1, 1, 3, 1, 1}};
+  for (const Case& k : cases) {
+    const int64_t OH = k.H + 2 * k.pad - (k.k - 1) * k.dilation, OW = k.W + 2 * k.pad - (k.k - 1) * k.dilation;
+    ConvGeometry g{k.N, k.C, k.H, k.W, k.O, k.k, k.k, 1, k.pad, OH, OW};
+    g.dilation = k.dilation;
+    const std::string shape = std::to_string(k.C) + "x" + std::to_string(k.H) + "x" + std::to_string(k.W) + " -> " +
+                              std::to_string(k.O) + ", k " + std::to_string(k.k) + ", pad " + std::to_string(k.pad) +
+                              ", dilation " + std::to_string(k.dilation);
+    CAPTURE(shape);
+    const Tensor x = normal({k.N, k.C, k.H, k.W}), w = normal({k.O, k.C, k.k, k.k}), dy = normal({k.N, k.O, OH, OW});
+    const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
+    at_each_level([&] {
+      for (bool relu : {false, true}) {
+        CAPTURE(relu);
+        const Tensor y_or_none = relu ? y : Tensor();
+        const Tensor masked = relu ? dy * hg::gt(y, hg::zeros_like(y)) : dy;
+        // The f64 truth: the GEMM + col2im path in f64 (gradcheck's), from the masked gradient.
+        const Tensor truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
+                                                                    masked.to(hg::f64), Tensor(), g, true, false, false).x;
+        const auto flipped = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2colFlipped, x, w, dy, y_or_none, g, true, true, true);
+        const auto im2col = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, y_or_none, g, true, true, true);
+        CHECK_CLOSE_WITH(flipped.x.to(hg::f64), truth, conv_tolerance(k.O * k.k * k.k / 9 + 1));
+        CHECK_CLOSE_WITH(flipped.x, im2col.x, conv_tolerance(k.O * k.k * k.k / 9 + 1));
+        CHECK_CLOSE_WITH(flipped.w, im2col.w, kExact);  // (the weight's and bias's gradients: the same path)
+        CHECK_CLOSE_WITH(flipped.b, im2col.b, kExact);
+        // bf16 (and f16): products of the 16-bit values, f32 sums, rounded once (scenario 3).
+        for (hg::DType dtype : {hg::bf16, hg::f16}) {
+          CAPTURE(dtype);
+          const Tensor x16 = x.to(dtype), w16 = w.to(dtype), dy16 = dy.to(dtype), y16 = y.to(dtype);
+          const Tensor x32 = x16.to(hg::f32), w32 = w16.to(hg::f32), dy32 = dy16.to(hg::f32), y32 = y16.to(hg::f32);
+          const Tensor masked32 = relu ? dy32 * hg::gt(y32, hg::zeros_like(y32)) : dy32;
+          const Tensor truth16 = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x32.to(hg::f64), w32.to(hg::f64),
+                                                                        masked32.to(hg::f64), Tensor(), g, true, false, false).x;
+          const Tensor low = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2colFlipped, x16, w16, dy16,
+                                                                    relu ? y16 : Tensor(), g, true, false, false).x;
+          const Tensor ref32 = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x32, w32, dy32,
+                                                                      relu ? y32 : Tensor(), g, true, false, false).x;
+          CHECK(low.dtype() == dtype);
+          CHECK_LOW_PRECISION(low, ref32, truth16);
+        }
+      }
+    });
+  }
+  const ConvGeometry strided{1, 4, 8, 8, 4, 3, 3, 2, 1, 4, 4};
+  const Tensor x = normal({1, 4, 8, 8}), w = normal({4, 4, 3, 3}), dy = normal({1, 4, 4, 4});
+  CHECK_THROWS_HG(hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2colFlipped, x, w, dy, Tensor(), strided, true, false, false),
+                  "flipped-convolution input gradient asked for a strided or grouped convolution");
+}
+
+// Small maps put several images side by side in one GEMM (the forward's columns, the weight
+// gradient's depth; kernels/conv.cpp's kBatchPixels): batches that end inside and at the end of a
+// partial sum's 8 images, groups, relu, strides -- against the naive f64 reference.
+TEST_CASE("conv.batched_small_maps_match_the_reference") {
+  hg::manual_seed(16);
+  struct Case {
+    int64_t N, C, O, H, k, stride, pad, groups;
+  };
+  const Case cases[] = {{13, 6, 5, 7, 3, 1, 1, 1}, {11, 4, 6, 10, 3, 1, 1, 2}, {9, 3, 4, 9, 3, 2, 1, 1}, {10, 5, 3, 4, 1, 1, 0, 1}};
+  for (const Case& k : cases) {
+    const int64_t OH = (k.H + 2 * k.pad - k.k) / k.stride + 1;
+    ConvGeometry g{k.N, k.C, k.H, k.H, k.O, k.k, k.k, k.stride, k.pad, OH, OH};
+    g.groups = k.groups;
+    const std::string shape = std::to_string(k.N) + "x" + std::to_string(k.C) + "x" + std::to_string(k.H) + " -> " +
+                              std::to_string(k.O) + ", k " + std::to_string(k.k) + ", stride " + std::to_string(k.stride) +
+                              ", groups " + std::to_string(k.groups);
+    CAPTURE(shape);
+    const Tensor x = normal({k.N, k.C, k.H, k.H}), w = normal({k.O, k.C / k.groups, k.k, k.k}), b = normal({k.O});
+    const Tensor dy = normal({k.N, k.O, OH, OH});
+    const ref::Array forward = ref::conv2d(ref::of(x), ref::of(w), b.to_vector<double>(), k.stride, k.pad, 1, k.groups);
+    // dW[o][c][i][j] = sum over n, oh, ow of dy[n][o][oh][ow] * x[n][group's c][oh*stride - pad + i][ow*stride - pad + j].
+    const int64_t Cg = k.C / k.groups, Og = k.O / k.groups;
+    const std::vector<double> xv = x.to_vector<double>(), dyv = dy.to_vector<double>();
+    std::vector<double> dw(size_t(k.O * Cg * k.k * k.k), 0.0), db(size_t(k.O), 0.0);
+    for (int64_t n = 0; n < k.N; ++n)
+      for (int64_t o = 0; o < k.O; ++o)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OH; ++ow) {
+            const double d = dyv[size_t(((n * k.O + o) * OH + oh) * OH + ow)];
+            db[size_t(o)] += d;
+            for (int64_t c = 0; c < Cg; ++c)
+              for (int64_t i = 0; i < k.k; ++i)
+                for (int64_t j = 0; j < k.k; ++j) {
+                  const int64_t h = oh * k.stride - k.pad + i, x_ = ow * k.stride - k.pad + j;
+                  if (h < 0 || h >= k.H || x_ < 0 || x_ >= k.H) continue;
+                  dw[size_t(((o * Cg + c) * k.k + i) * k.k + j)] +=
+                      d * xv[size_t(((n * k.C + (o / Og) * Cg + c) * k.H + h) * k.H + x_)];
+                }
+          }
+    const Tensor dw_truth = ref::tensor(ref::Array{{k.O, Cg, k.k, k.k}, dw}), db_truth = ref::tensor(ref::Array{{k.O}, db});
+    at_each_level([&] {
+      const Tensor out = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, b, g, false);
+      CHECK_CLOSE_WITH(out.to(hg::f64), ref::tensor(forward), conv_tolerance(Cg * k.k * k.k / 9 + 1));
+      const Tensor relu_out = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, b, g, true);
+      CHECK_CLOSE_WITH(relu_out.to(hg::f64), hg::relu(ref::tensor(forward)), conv_tolerance(Cg * k.k * k.k / 9 + 1));
+      const auto grads = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, Tensor(), g, false, true, true);
+      CHECK_CLOSE_WITH(grads.w.to(hg::f64), dw_truth, gemm_tolerance(k.N * OH * OH));
+      CHECK_CLOSE_WITH(grads.b.to(hg::f64), db_truth, gemm_tolerance(k.N * OH * OH));
+      // bf16 (bf16 panels where the CPU has them): scenario 3 against the f32 result.
+      const Tensor x16 = x.to(hg::bf16), w16 = w.to(hg::bf16), b16 = b.to(hg::bf16), dy16 = dy.to(hg::bf16);
+      const Tensor x32 = x16.to(hg::f32), w32 = w16.to(hg::f32), b32 = b16.to(hg::f32), dy32 = dy16.to(hg::f32);
+      const Tensor out16 = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x16, w16, b16, g, false);
+      const Tensor out32 = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32, w32, b32, g, false);
+      CHECK_LOW_PRECISION(out16, out32, hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32.to(hg::f64), w32.to(hg::f64), b32.to(hg::f64), g, false));
+      const Tensor dw16 = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x16, w16, dy16, Tensor(), g, false, true, false).w;
+      const Tensor dw32 = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x32, w32, dy32, Tensor(), g, false, true, false).w;
+      const Tensor dw64 = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x32.to(hg::f64), w32.to(hg::f64),
+                                                                 dy32.to(hg::f64), Tensor(), g, false, true, false).w;
+      CHECK_LOW_PRECISION(dw16, dw32, dw64);
+    });
   }
 }
 

@@ -32,7 +32,9 @@ void winograd_conv2d_input_grad(const Tensor& w, const Tensor& dy, const ConvGeo
 // that compare the two (defined in kernels/conv.cpp, whose Auto rule the kernels use): Winograd
 // where winograd_applies, else an hg::Error; Im2col always. The input gradient is the only one
 // Winograd computes.
-enum class ConvAlgorithm { Auto, Im2col, Winograd };
+// Im2colFlipped: Im2col, except that with stride 1 the input gradient is the convolution of the
+// gradient with the flipped weight (im2col + GEMM of the gradient, no col2im).
+enum class ConvAlgorithm { Auto, Im2col, Winograd, Im2colFlipped };
 Tensor conv2d_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g,
                    bool relu);
 Conv2dGrads conv2d_backward_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& w, const Tensor& grad,
