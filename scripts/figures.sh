@@ -113,6 +113,12 @@ paste -d' ' "$data/shadow_f16.dat" "$data/shadow_bf16.dat" > "$data/shadow.dat"
 # Memory in MiB: precision, live before the step (run peak - step peak: weights, gradients, optimizer
 # state, the batch), saved for backward, the rest of the step's peak (transient buffers).
 awk -F, 'NR > 1 { print $1, ($6 - $7) / 2^20, $8 / 2^20, ($7 - $8) / 2^20 }' "$data/compare.csv" > "$data/memory.dat"
+# lesson 16's MLP (key,value rows of lesson16.csv): live before the step, saved for backward, the rest of the step peak
+awk -F, '$1 ~ /^mem\.mlp\.(f32|bf16)\./ { split($1, k, "."); v[k[3] "." k[4]] = $2 }
+         END { split("f32 bf16", ps, " ");
+               for (i = 1; i <= 2; ++i) { q = ps[i];
+                 print q, v[q ".live_mib"], v[q ".saved_mib"], v[q ".step_peak_mib"] - v[q ".saved_mib"] } }' \
+    "$data/lesson16.csv" > "$data/memory_mlp.dat"
 for p in f32 f16 bf16; do  # step, loss, the mean of the last 20 steps' losses (one batch is noisy), applied
   awk -F, 'NR > 1 { l[NR % 20] = $3; n++; s = 0; for (k in l) s += l[k]; print $1, $3, s / (n < 20 ? n : 20), $5 }' \
     "$data/steps_$p.csv" > "$data/loss_$p.dat"
@@ -196,12 +202,16 @@ set terminal pngcairo size 900,480 noenhanced font ",10"
 # Figure 3. the loss scale (the two runs share their first steps: the second is dashed on top)
 set output "$img/amp_scale.png"
 set title "Loss scale of the f16 runs per step: x0.5 and skip on overflow, x2 after growth_interval clean steps"
-set xlabel "step"; set ylabel "log2(loss scale)"; set ytics 1; set key top left; set offsets 0, 0, 1, 0.5
-plot "$data/steps_f16.csv" every ::1 using 1:(log(\$4)/log(2)) with steps lw 4 lc rgb "#d62728" title "growth_interval 2000 (default)", \
+set xlabel "step"; set ylabel "log2(loss scale)"; set ytics 1 nomirror; set key outside below; set offsets 0, 0, 1, 0.5
+set y2label "log2(largest scaled gradient)"; set y2tics 2; set y2range [*:17]
+set arrow 4 from graph 0, second log(65504)/log(2) to graph 1, second log(65504)/log(2) nohead dt 3 lc rgb "#555555"
+plot "$data/steps_f16.csv" every ::1 using 1:(\$6 > 0 ? log(\$6)/log(2) : 1/0) axes x1y2 with points pt 7 ps 0.3 lc rgb "#f4a582" title "largest scaled gradient, default run (right; dotted: f16's 65504)", \
+     "$data/steps_f16.csv" every ::1 using 1:(log(\$4)/log(2)) with steps lw 4 lc rgb "#d62728" title "growth_interval 2000 (default)", \
      "$data/steps_f16_growth50.csv" every ::1 using 1:(log(\$4)/log(2)) with steps lw 2 dt 2 lc rgb "#9467bd" title "growth_interval 50", \
      "$data/steps_f16.csv" every ::1 using 1:(\$5 == 0 ? log(\$4)/log(2) : 1/0) with points pt 7 ps 1.5 lc rgb "black" title "skipped step", \
      "$data/steps_f16_growth50.csv" every ::1 using 1:(\$5 == 0 ? log(\$4)/log(2) : 1/0) with points pt 7 ps 1.5 lc rgb "black" notitle
-set ytics autofreq; set key default; set offsets 0, 0, 0, 0
+set ytics autofreq mirror; set key default; set offsets 0, 0, 0, 0; unset y2tics; set y2label ""; set y2range [*:*]
+unset arrow 4
 
 # Figure 4. loss per step, f32 dashed on top; below, each 16-bit run's difference from f32
 set datafile separator " "
@@ -223,15 +233,20 @@ plot 0 with lines lc rgb "black" dt 2 notitle, \
 unset multiplot
 set terminal pngcairo size 900,480 noenhanced font ",10"
 
-# Figure 5. memory: what the run holds, stacked
+# Figure 5. memory: what the run holds, stacked -- the CNN, and lesson 16's MLP counter-example
 set output "$img/amp_memory.png"
-set title "Memory of the CNN training run, batch 128 (hg-train --compare): the run's peak, stacked"
+set terminal pngcairo size 1000,520 noenhanced font ",10"
+set multiplot layout 1,2 title "The run's peak memory, stacked: where the 16-bit saving applies (the activations) and where it does not"
 set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1; set boxwidth 0.6
-set xlabel "precision"; set ylabel "MiB"; set key below maxrows 3; set yrange [0:*]
-plot "$data/memory.dat" using 2:xtic(1) lc rgb "#bbbbbb" title "live before the step: dataset, weights, gradients, optimizer state", \
-     "" using 3 lc rgb "#ff7f0e" title "saved for backward: the activations (the step peak's part AMP halves)", \
-     "" using 4 lc rgb "#1f77b4" title "the rest of the step's peak: transient buffers"
-set key default; set boxwidth
+set title "CNN, batch 128 (hg-train --compare)"
+set xlabel "precision"; set ylabel "MiB"; set key inside top left Left reverse maxrows 3; set yrange [0:130]
+plot "$data/memory.dat" using 2:xtic(1) lc rgb "#bbbbbb" title "live before a step: data, weights, grads, optimizer", \
+     "" using 3 lc rgb "#ff7f0e" title "saved for backward: activations (AMP halves them)", \
+     "" using 4 lc rgb "#1f77b4" title "the rest of the step: transient buffers"
+set title "MLP, batch 128 (lesson 16): tiny activations, no saving"; unset key
+plot "$data/memory_mlp.dat" using 2:xtic(1) lc rgb "#bbbbbb", "" using 3 lc rgb "#ff7f0e", "" using 4 lc rgb "#1f77b4"
+unset multiplot
+set key default; set boxwidth; set terminal pngcairo size 900,480 noenhanced font ",10"
 
 # Figure 6. speed: samples/s with the repeats' spread, and each precision's ratio to f32
 set output "$img/amp_speed.png"

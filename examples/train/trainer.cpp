@@ -46,6 +46,18 @@ std::string memory_per_parameter(const hg::optim::Optimizer& optimizer) {
 }
 
 namespace {
+// The largest |g| over every gradient, as backward left them (scaled by the loss scale): how close
+// the step came to f16's 65504 (--log-steps). inf or NaN when a gradient overflowed.
+double largest_gradient(const hg::optim::Optimizer& optimizer) {
+  double largest = 0;
+  for (const hg::Tensor& p : optimizer.parameters()) {
+    if (!p.grad().defined() || p.grad().numel() == 0) continue;
+    const double g = hg::amax(hg::abs(p.grad().flatten()).to(hg::f32), 0).item<double>();
+    if (!(g <= largest)) largest = g;  // (NaN wins)
+  }
+  return largest;
+}
+
 std::unique_ptr<hg::optim::Optimizer> make_optimizer(const TrainConfig& c, const std::vector<hg::Tensor>& params) {
   HG_CHECK(!c.nesterov || (c.optimizer == "sgd" && c.momentum > 0), "--nesterov needs --optimizer sgd and a momentum > 0");
   // bf16-pure: the bf16 weights are updated in place, rounded as --rounding says, with the run's seed.
@@ -127,7 +139,7 @@ Trainer::Trainer(TrainConfig config, const hg::data::MNIST& train, const hg::dat
   if (!config_.step_log.empty() && writes_diagnostics()) {
     step_log_ = std::make_unique<std::ofstream>(config_.step_log);
     HG_CHECK(step_log_->good(), "--log-steps ", config_.step_log, ": cannot write there");
-    *step_log_ << "step,epoch,loss,scale,applied\n" << std::flush;
+    *step_log_ << "step,epoch,loss,scale,applied,largest_scaled_gradient\n" << std::flush;
     HG_CHECK(step_log_->good(), "--log-steps ", config_.step_log, ": write failed (disk full?)");
   }
 }
@@ -176,9 +188,10 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     scaler_.scale(loss).backward();
     if (!config_.gradient_histogram.empty()) histogram_.add(*optimizer_, scaler_);
     if (step_log_) {  // the step's result is read on the host: a wait per step on a GPU
+      const double largest = largest_gradient(*optimizer_);  // before step() unscales them: x scale
       const hg::amp::StepResult result = scaler_.step(*optimizer_);
       *step_log_ << counters_.step + 1 << ',' << m.epoch << ',' << loss.item<double>() << ',' << result.scale << ','
-                 << int(result.applied) << '\n';
+                 << int(result.applied) << ',' << largest << '\n';
     } else {
       scaler_.step_async(*optimizer_);
     }
