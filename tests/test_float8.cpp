@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "fp8_test_values.h"
 #include "test_support.h"
 
 using hg::Tensor;
@@ -57,13 +58,6 @@ void check_codes_equal(const std::vector<uint8_t>& got, const Tensor& expected, 
   CHECK(mismatches == 0);
 }
 
-// Every 16-bit pattern as an f16 / bf16 tensor.
-Tensor all_16bit_values(hg::DType dtype) {
-  Tensor t = hg::empty({65536}, {.dtype = dtype});
-  auto* bits = static_cast<uint16_t*>(t.raw_data());
-  for (uint32_t i = 0; i < 65536; ++i) bits[i] = uint16_t(i);
-  return t;
-}
 
 // make_float8.py's random f32 values, from the same formula.
 uint64_t splitmix64(uint64_t i) {
@@ -157,7 +151,7 @@ TEST_CASE("float8.every_f16_and_bf16_value_rounds_as_ml_dtypes") {
     for (const hg::DType source_dtype : {hg::f16, hg::bf16}) {
       CAPTURE(std::string(format.name));
       CAPTURE(source_dtype);
-      const Tensor source = all_16bit_values(source_dtype);
+      const Tensor source = hg_test::all_16bit_values(source_dtype);
       const std::string key = std::string(format.name) + ".from_" + std::string(hg::dtype_name(source_dtype));
       check_codes_equal(codes_of(source, format), golden_tensor(key), source);
       check_codes_equal(codes_of(source, format, hg::Float8Overflow::Saturate), golden_tensor(key + "_saturate"),

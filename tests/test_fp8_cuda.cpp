@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cuda/fp8.h"
+#include "fp8_test_values.h"
 #include "test_support.h"
 
 using hg::Tensor;
@@ -31,14 +32,6 @@ bool fp8_gpu() { return hg_test::cuda_available() && hg::kernels::cuda::fp8_gemm
 #define SKIP_WITHOUT_GPU doctest::skip(!hg_test::cuda_available())
 #define SKIP_WITHOUT_FP8_GPU doctest::skip(!fp8_gpu())
 
-// Every f16 value (NaN and inf included), then values around both formats' ranges.
-Tensor awkward_values() {
-  Tensor f16 = hg::empty({65536}, {.dtype = hg::f16});
-  auto* bits = static_cast<uint16_t*>(f16.raw_data());
-  for (uint32_t i = 0; i < 65536; ++i) bits[i] = uint16_t(i);
-  hg::manual_seed(3);
-  return hg::cat({f16.to(hg::f32), hg::randn({4096}) * 1e4, hg::randn({4096}) * 1e-6}, 0);
-}
 
 bool same_float(float a, float b) { return (std::isnan(a) && std::isnan(b)) || a == b; }
 
@@ -109,7 +102,7 @@ Tensor abs_product(const Tensor& a, const Tensor& b) { return hg::matmul(hg::abs
 TEST_CASE("cuda.fp8.quantiser_equals_the_cpu_quantiser_bit_for_bit" * SKIP_WITHOUT_GPU) {
   hg::manual_seed(5);
   const Tensor finite = hg::randn({333, 17}) * 3.0;  // a current scale that is not 1
-  for (const Tensor& source : {awkward_values(), finite})
+  for (const Tensor& source : {hg_test::fp8_awkward_values(), finite})
     for (const hg::DType dtype : {hg::f32, hg::f16, hg::bf16, hg::f64})
       for (const hg::DType format : {hg::f8e4m3, hg::f8e5m2})
         for (const float fixed : {0.0f, 1.0f, 0x1p-3f, 0x1p+5f})

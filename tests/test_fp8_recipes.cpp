@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "fp8_test_values.h"
 #include "test_support.h"
 
 using hg::Tensor;
@@ -24,19 +25,11 @@ bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return x.shape() == y.shape() && std::memcmp(x.raw_data(), y.raw_data(), size_t(x.numel()) * 4) == 0;
 }
 
-// Every f16 value, then values around both formats' ranges.
-Tensor awkward_values() {
-  Tensor f16 = hg::empty({65536}, {.dtype = hg::f16});
-  auto* bits = static_cast<uint16_t*>(f16.raw_data());
-  for (uint32_t i = 0; i < 65536; ++i) bits[i] = uint16_t(i);
-  hg::manual_seed(3);
-  return hg::cat({f16.to(hg::f32), hg::randn({4096}) * 1e4, hg::randn({4096}) * 1e-6}, 0);
-}
 
 }  // namespace
 
 TEST_CASE("fp8.quantiser_at_scale_1_is_the_saturating_conversion") {
-  const Tensor x = awkward_values();
+  const Tensor x = hg_test::fp8_awkward_values();
   for (const hg::DType format : {hg::f8e4m3, hg::f8e5m2}) {
     CAPTURE(format);
     const float one = 1.0f;
