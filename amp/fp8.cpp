@@ -23,6 +23,7 @@ namespace {
 thread_local Fp8State* t_state = nullptr;
 thread_local int t_backward_depth = 0;  // the backward depth the region was opened at
 thread_local int t_inside_fp8_op = 0;   // the ops an FP8 op is made of run unquantised
+thread_local int t_suspended = 0;       // inside a SuspendFp8: no region is on
 
 const hg::detail::Float8Format& format_of(DType format) {
   HG_CHECK(is_float8(format), "FP8: expected f8e4m3 or f8e5m2 as the format, got ", format);
@@ -147,6 +148,7 @@ void Fp8State::load_state_dict(const std::map<std::string, Tensor>& state) {
 }
 
 Fp8Autocast::Fp8Autocast(Fp8State& state, bool enabled) : previous_(t_state) {
+  enabled = enabled && t_suspended == 0;
   if (enabled) state.begin_region();
   t_state = enabled ? &state : nullptr;
   t_backward_depth = autograd::backward_depth();
@@ -158,6 +160,8 @@ namespace detail {
 
 InsideFp8Op::InsideFp8Op() { ++t_inside_fp8_op; }
 InsideFp8Op::~InsideFp8Op() { --t_inside_fp8_op; }
+SuspendFp8::SuspendFp8() { ++t_suspended; }
+SuspendFp8::~SuspendFp8() { --t_suspended; }
 
 Fp8State& current_fp8_state() {
   HG_CHECK(t_state != nullptr, "internal error: an FP8 op outside an Fp8Autocast region");
@@ -217,7 +221,8 @@ Tensor quantise_gradient(const Tensor& y, const std::shared_ptr<Fp8Slot>& slot, 
 }  // namespace detail
 
 bool fp8_enabled() {
-  return t_state != nullptr && t_inside_fp8_op == 0 && autograd::backward_depth() == t_backward_depth;
+  return t_state != nullptr && t_inside_fp8_op == 0 && t_suspended == 0 &&
+         autograd::backward_depth() == t_backward_depth;
 }
 
 // ---- the quantiser -----------------------------------------------------------------------------

@@ -141,6 +141,16 @@ class InsideFp8Op {
   InsideFp8Op& operator=(const InsideFp8Op&) = delete;
 };
 void record_amax(Fp8TensorScaling& scaling, float amax, int64_t length);
+// While alive, every Fp8Autocast on this thread is off, one opened inside as well, and leaves its
+// state alone (no begin_region): amp::ShadowCheck's f32 re-run runs the plain ops in place of the
+// FP8 ones without touching the scales the FP8 run used.
+class SuspendFp8 {
+ public:
+  SuspendFp8();
+  ~SuspendFp8();
+  SuspendFp8(const SuspendFp8&) = delete;
+  SuspendFp8& operator=(const SuspendFp8&) = delete;
+};
 // The graph nodes the FP8 ops are built around: an operand quantised by the recipe (its gradient
 // passes straight through), and the identity whose backward quantises the incoming gradient;
 // `remember` keeps what a quantisation leaves in an operand's scaling (delayed: the amax).

@@ -1,5 +1,6 @@
 // ShadowCheck: the twin runs (autocast, then f32 fed the autocast run's inputs), the pairing of
-// every op's two outputs, and the error arithmetic. compare_step: the same for gradients.
+// every op's two outputs (an FP8 op's with the plain op's), and the error arithmetic.
+// compare_step: the same for gradients.
 #include "amp_tools/shadow_check.h"
 
 #include <chrono>
@@ -11,11 +12,13 @@
 #include <sstream>
 
 #include "amp/autocast.h"
+#include "amp/fp8.h"
 #include "autograd/grad_mode.h"
 #include "autograd/node.h"
 #include "core/file.h"
 #include "core/rng.h"
 #include "ops/elementwise.h"
+#include "ops/fp8_ops.h"
 
 namespace hg::amp {
 
@@ -24,7 +27,10 @@ namespace {
 // ---- the numbers ---------------------------------------------------------------------------------
 
 // The spacing above 1: a correctly rounded result is within half of it, relatively.
-double epsilon_of(DType d) { return d == f16 ? std::ldexp(1.0, -10) : d == bf16 ? std::ldexp(1.0, -7) : std::ldexp(1.0, -23); }
+double epsilon_of(DType d) {
+  const int mantissa_bits = d == f16 ? 10 : d == bf16 ? 7 : d == f8e4m3 ? 3 : d == f8e5m2 ? 2 : 23;
+  return std::ldexp(1.0, -mantissa_bits);
+}
 
 std::vector<double> values_of(const Tensor& t) { return t.to(Device::cpu()).to(f64).contiguous().to_vector<double>(); }
 
@@ -71,9 +77,18 @@ struct Call {
   std::vector<DType> arrived;   // their floating dtypes: the report row's key
   DType compute = f32;
   Tensor output, reference;     // the autocast run's output, the f32 run's
+  bool fp8 = false;             // an FP8 op (its f32 run: the plain op) and the scales it used
+  float input_scale = 1, weight_scale = 1;
+
+  Call(std::string_view name, std::span<const Tensor> given) : op(name) {
+    for (const Tensor& t : given) {
+      inputs.push_back(t.defined() ? t.detach() : t);
+      if (t.defined() && is_floating(t.dtype())) arrived.push_back(t.dtype());
+    }
+  }
 };
 
-class Recorder final : public detail::PrepareObserver, public autograd::OutputObserver {
+class Recorder final : public detail::PrepareObserver, public autograd::OutputObserver, public detail::Fp8OpObserver {
  public:
   bool replaying = false;  // false: the autocast run (record calls); true: the f32 run (replay them)
   std::vector<Call> calls;
@@ -81,12 +96,7 @@ class Recorder final : public detail::PrepareObserver, public autograd::OutputOb
 
   void arrived(std::string_view op, std::span<Tensor> inputs) override {
     if (!replaying) {
-      Call call{std::string(op), {}, {}, f32, {}, {}};
-      for (const Tensor& t : inputs) {
-        call.inputs.push_back(t.defined() ? t.detach() : t);
-        if (t.defined() && is_floating(t.dtype())) call.arrived.push_back(t.dtype());
-      }
-      calls.push_back(std::move(call));
+      calls.emplace_back(op, inputs);
       pending_.push_back(calls.size() - 1);
       return;
     }
@@ -123,6 +133,17 @@ class Recorder final : public detail::PrepareObserver, public autograd::OutputOb
     }
   }
 
+  // Only in the autocast run (the f32 run suspends FP8): the op with its output. The f32 run's plain
+  // op arrives under the same name with as many inputs, and is paired with it as any op is.
+  void fp8_op(std::string_view op, std::span<const Tensor> inputs, const Tensor& output, float input_scale,
+              float weight_scale) override {
+    Call& call = calls.emplace_back(op, inputs);
+    call.compute = f8e4m3;
+    call.output = output.detach();
+    call.fp8 = true;
+    call.input_scale = input_scale, call.weight_scale = weight_scale;
+  }
+
   void start_replay() {
     replaying = true;
     pending_.clear();
@@ -132,22 +153,66 @@ class Recorder final : public detail::PrepareObserver, public autograd::OutputOb
   std::vector<size_t> pending_;  // calls whose output has not been recorded yet
 };
 
-// Installs the recorder on this thread for a scope.
-class Observing {
- public:
-  explicit Observing(Recorder& r)
-      : previous_prepare_(detail::set_prepare_observer(&r)), previous_output_(autograd::set_output_observer(&r)) {}
-  ~Observing() {
-    detail::set_prepare_observer(previous_prepare_);
-    autograd::set_output_observer(previous_output_);
-  }
-  Observing(const Observing&) = delete;
-  Observing& operator=(const Observing&) = delete;
+// ---- the FP8 ops' rows -------------------------------------------------------------------------
 
- private:
-  detail::PrepareObserver* previous_prepare_;
-  autograd::OutputObserver* previous_output_;
-};
+double amax_of(const Tensor& t) {
+  double amax = 0;
+  for (const double v : values_of(t)) amax = std::max(amax, std::fabs(v));  // (NaN skipped)
+  return amax;
+}
+
+// Adds one run's call of the k-th FP8 op to its row. The plain op may record its output in
+// another shape (matmul of 1-D operands: the matrix product's): the same elements in order.
+void add_fp8_call(std::vector<Fp8OpError>& rows, int64_t index, const Call& call) {
+  auto row = std::find_if(rows.begin(), rows.end(),
+                          [&](const Fp8OpError& r) { return r.index == index && r.op == call.op; });
+  if (row == rows.end()) {
+    row = rows.insert(rows.end(), Fp8OpError{});
+    row->index = index, row->op = call.op;
+    row->input_shape = call.inputs[0].shape(), row->weight_shape = call.inputs[1].shape();
+  }
+  row->input_amax = std::max(row->input_amax, amax_of(call.inputs[0]));
+  row->weight_amax = std::max(row->weight_amax, amax_of(call.inputs[1]));
+  row->input_scale = call.input_scale, row->weight_scale = call.weight_scale;
+  ++row->calls;
+  const Tensor& r = call.reference;
+  if (r.defined() && r.numel() == call.output.numel())
+    row->error.merge(compare_outputs(call.output, r.reshape(call.output.shape()), f8e4m3));
+}
+
+std::string text_of(const auto& value) {
+  std::ostringstream s;
+  s << std::setprecision(3) << value;
+  return s.str();
+}
+
+void print_fp8_ops(std::ostream& os, const std::vector<Fp8OpError>& rows) {
+  std::ostringstream t;
+  t << "FP8 ops (the f8e4m3 rows above, call by call): each against the plain op in f32 on its unquantised inputs\n"
+    << std::right << std::setw(3) << "#" << "  " << std::left << std::setw(8) << "op" << std::setw(16) << "input"
+    << std::setw(16) << "weight" << std::right << std::setw(11) << "input amax" << std::setw(10) << "scale"
+    << std::setw(12) << "weight amax" << std::setw(10) << "scale" << std::setw(10) << "max err" << std::setw(10)
+    << "mean err" << std::setw(9) << "flushed" << '\n';
+  const auto scale = [](double s) {  // a power of 2 (fp8_scale_for)
+    return std::isnan(s) ? std::string("per tile") : "2^" + std::to_string(std::ilogb(s));
+  };
+  for (const Fp8OpError& r : rows) {
+    t << std::right << std::setw(3) << r.index << "  " << std::left << std::setw(8) << r.op << std::setw(16)
+      << text_of(r.input_shape) << std::setw(16) << text_of(r.weight_shape) << std::right << std::setw(11)
+      << text_of(r.input_amax) << std::setw(10) << scale(r.input_scale) << std::setw(12) << text_of(r.weight_amax)
+      << std::setw(10) << scale(r.weight_scale);
+    if (r.error.measured())
+      t << std::fixed << std::setprecision(3) << std::setw(10) << r.error.max_error << std::setw(10)
+        << r.error.mean_error() << std::defaultfloat;
+    else
+      t << std::setw(10) << "n/a" << std::setw(10) << "n/a";
+    t << std::setw(9) << r.error.flushed_to_zero << '\n';
+  }
+  t << "errors: |FP8 - f32| / max(|f32|, RMS of the f32 output), in epsilons of E4M3 (" << epsilon_of(f8e4m3)
+    << "); amax: an operand's largest |value|; scale: the power of 2 the recipe multiplied it by before rounding "
+       "(x^ = Q(x s) / s; per tile: block scaling)\n";
+  os << t.str();
+}
 
 std::vector<Tensor> copies_of(const std::vector<Tensor>& tensors) {
   std::vector<Tensor> out;
@@ -167,7 +232,9 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 ShadowCheck::ShadowCheck(DType autocast_dtype) : dtype_(autocast_dtype), report_(PrecisionReport::NotRecording{}) {
-  HG_CHECK(is_16bit_floating(autocast_dtype), "ShadowCheck: the autocast dtype must be f16 or bf16, got ", autocast_dtype);
+  HG_CHECK(is_16bit_floating(autocast_dtype) || autocast_dtype == f32,
+           "ShadowCheck: the autocast dtype must be f16 or bf16 (or f32: autocast off, for FP8 ops alone), got ",
+           autocast_dtype);
   report_.shadow_epsilon = epsilon_of(autocast_dtype);
 }
 
@@ -177,11 +244,11 @@ Tensor ShadowCheck::run(const std::function<Tensor()>& forward, const std::vecto
   Recorder recorder;
   Tensor result;
   {
-    Observing observing(recorder);
+    detail::Observing observing(&recorder, &recorder, &recorder);
     PrecisionReport live;
     const auto start = std::chrono::steady_clock::now();
     {
-      Autocast autocast(dtype_);
+      Autocast autocast(dtype_, dtype_ != f32);
       result = forward();
     }
     autocast_seconds_ += seconds_since(start);
@@ -199,8 +266,9 @@ Tensor ShadowCheck::run(const std::function<Tensor()>& forward, const std::vecto
   };
   try {
     recorder.start_replay();
-    Observing observing(recorder);
+    detail::Observing observing(&recorder, &recorder, &recorder);
     detail::PauseReports pause;
+    detail::SuspendFp8 plain_ops;  // linear, matmul, conv2d in f32, the FP8 state untouched
     NoGradGuard no_grad;
     Autocast off(dtype_, false);
     const auto start = std::chrono::steady_clock::now();
@@ -213,14 +281,18 @@ Tensor ShadowCheck::run(const std::function<Tensor()>& forward, const std::vecto
   leave_as_autocast_left_it();
   HG_CHECK(recorder.replayed == recorder.calls.size(), "ShadowCheck: the f32 re-run called ", recorder.replayed,
            " ops, the autocast run ", recorder.calls.size(), ": the forward must run the same ops every time");
+  int64_t fp8_index = 0;
   for (const Call& call : recorder.calls)
-    if (call.output.defined() && call.reference.defined())
+    if (call.fp8)
+      add_fp8_call(fp8_ops_, fp8_index++, call);
+    else if (call.output.defined() && call.reference.defined())
       report_.add_shadow(call.op, call.arrived, call.compute, compare_outputs(call.output, call.reference, dtype_));
   return result;
 }
 
 void ShadowCheck::print(std::ostream& os) const {
   report_.print(os);
+  if (!fp8_ops_.empty()) print_fp8_ops(os, fp8_ops_);
   std::ostringstream cost;
   cost << std::setprecision(3) << "cost: the autocast forward took " << autocast_seconds_ * 1e3
        << " ms, its f32 shadow re-run " << f32_seconds_ * 1e3 << " ms (each op runs twice)\n";

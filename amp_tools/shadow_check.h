@@ -15,6 +15,12 @@
 // left where the autocast run left it. Pass the tensors a forward updates in place (batch_norm's
 // running statistics: model.buffers()) as `restore`, so that they are updated once, not twice.
 // The check keeps its own report: a PrecisionReport open around run() does not see these ops.
+//
+// FP8: under an amp::Fp8Autocast inside the forward, each FP8 op (linear, matmul, conv2d) is one
+// row of fp8_ops(): its result against the plain op in f32 on the same, unquantised inputs, in
+// epsilons of E4M3, with each operand's amax and the scale the recipe multiplied it by -- which
+// layer loses most in FP8. ShadowCheck(f32) keeps autocast off, for the FP8 ops alone. The f32
+// re-run leaves the FP8 state as the FP8 run left it (amp::detail::SuspendFp8).
 // (PyTorch has no such tool.)
 #pragma once
 #include <functional>
@@ -28,8 +34,23 @@
 
 namespace hg::amp {
 
+// One FP8 op of the forward (the k-th of each run: a call site, a layer) against the plain op in
+// f32 on the same, unquantised inputs, over every run of a ShadowCheck.
+struct Fp8OpError {
+  int64_t index = 0;                         // the k-th FP8 op of the forward, from 0
+  std::string op;                            // linear, matmul or conv2d
+  Shape input_shape, weight_shape;           // (x, w) of linear and conv2d, (a, b) of matmul
+  double input_amax = 0, weight_amax = 0;    // the largest |value| of each operand, over the runs
+  double input_scale = 1, weight_scale = 1;  // what the recipe multiplied it by before rounding, in
+                                             // the last run (a power of 2; NaN: a scale per tile)
+  int64_t calls = 0;                         // the runs that called it
+  ShadowError error;                         // in epsilons of E4M3 (2^-3)
+};
+
 class ShadowCheck {
  public:
+  // f16 or bf16: the dtype of the Autocast the forward runs under; f32: autocast off (the FP8
+  // ops of an Fp8Autocast inside the forward are then all that differs from the f32 re-run).
   explicit ShadowCheck(DType autocast_dtype);
 
   // Runs `forward` under Autocast and again in f32; returns the autocast run's result. Each call
@@ -37,7 +58,8 @@ class ShadowCheck {
   Tensor run(const std::function<Tensor()>& forward, const std::vector<Tensor>& restore = {});
 
   const PrecisionReport& report() const { return report_; }
-  void print(std::ostream& os) const;
+  const std::vector<Fp8OpError>& fp8_ops() const { return fp8_ops_; }  // in call order
+  void print(std::ostream& os) const;  // the report, then the FP8 ops' table (if any ran)
   void write_csv(const std::string& path) const { report_.write_csv(path); }
   double autocast_seconds() const { return autocast_seconds_; }  // time of the autocast runs, summed
   double f32_seconds() const { return f32_seconds_; }            // time of the f32 re-runs (the cost)
@@ -45,6 +67,7 @@ class ShadowCheck {
  private:
   DType dtype_;
   PrecisionReport report_;
+  std::vector<Fp8OpError> fp8_ops_;
   double autocast_seconds_ = 0, f32_seconds_ = 0;
 };
 

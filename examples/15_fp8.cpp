@@ -17,7 +17,8 @@
 //   2. delayed against current scaling on a tensor whose amax jumps 20x for one step;
 //   3. the amax history of a small MLP's first layer while it trains (delayed scaling);
 //   4. an outlier channel: per-tensor against block scaling;
-//   5. the MLP trained in f32, bf16 autocast and the three FP8 recipes: the same accuracy.
+//   5. the MLP trained in f32, bf16 autocast and the three FP8 recipes: the same accuracy;
+//   6. which of its layers loses most in FP8: the last delayed-scaling step under ShadowCheck.
 // With --csv DIR it writes the amax history (lesson15_amax.csv) and every number it checks
 // (lesson15.csv) for scripts/figures.sh, which puts them into docs/amp.md section 10.
 #include <cmath>
@@ -165,8 +166,10 @@ struct Trained {
 
 // Adam, batch 128, 300 steps. `precision`: "f32", "bf16" (autocast) or an FP8 recipe's name.
 // `history`, if given, gets the first layer's (input amax, input scale, grad amax, grad scale)
-// after every step.
-Trained train(const Task& task, const std::string& precision, std::vector<std::vector<float>>* history = nullptr) {
+// after every step; `check`, if given, runs the last step's forward (the same step: it returns
+// that run's loss and leaves the FP8 state and the random generator as they were).
+Trained train(const Task& task, const std::string& precision, std::vector<std::vector<float>>* history = nullptr,
+              hg::amp::ShadowCheck* check = nullptr) {
   hg::manual_seed(7);
   hg::nn::Sequential model(hg::nn::Linear(64, 256), hg::nn::ReLU(), hg::nn::Linear(256, 256), hg::nn::ReLU(),
                            hg::nn::Linear(256, 10));
@@ -181,11 +184,16 @@ Trained train(const Task& task, const std::string& precision, std::vector<std::v
     const int64_t start = (step * 128) % 4096;
     const Tensor x = hg::narrow(task.train_x, 0, start, 128), y = hg::narrow(task.train_y, 0, start, 128);
     opt.zero_grad();
-    Tensor loss;
-    {
-      hg::amp::Autocast autocast(hg::bf16, precision == "bf16");
+    const auto forward = [&] {
       Fp8Autocast guard(fp8, use_fp8);
-      loss = hg::cross_entropy(model(x), y);
+      return hg::cross_entropy(model(x), y);
+    };
+    Tensor loss;
+    if (check != nullptr && step == 299) {
+      loss = check->run(forward);  // under its own Autocast (none for ShadowCheck(f32))
+    } else {
+      hg::amp::Autocast autocast(hg::bf16, precision == "bf16");
+      loss = forward();
     }
     loss.backward();
     opt.step();
@@ -257,6 +265,18 @@ void outlier_channel() {
   numbers["outlier.scale"] = per_tensor.scales[0];
 }
 
+// ---- 6. which layer loses most ---------------------------------------------------------------------
+
+void fp8_shadow_table(const hg::amp::ShadowCheck& check) {
+  std::cout << "6. Which layer loses most in FP8: fp8-delayed's last step, each Linear against itself in f32\n"
+            << "   on the same inputs (hg::amp::ShadowCheck(hg::f32): autocast off, so only the FP8 ops differ)\n";
+  check.print(std::cout);
+  expect(check.fp8_ops().size() == 3, "one FP8 row per Linear layer");
+  for (const hg::amp::Fp8OpError& op : check.fp8_ops())
+    expect(op.error.measured() && op.error.mean_error() < 1.0, "layer " + std::to_string(op.index) +
+                                                                   ": mean error under one E4M3 epsilon");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -274,8 +294,9 @@ int main(int argc, char** argv) {
   std::cout << "5. The MLP (64-256-256-10, Adam, 300 steps of 128) trained five ways\n"
             << "   precision     final loss  test accuracy\n";
   double f32_accuracy = 0;
+  hg::amp::ShadowCheck check(hg::f32);  // f32: autocast off, the FP8 ops are all that differs
   for (const std::string precision : {"f32", "bf16", "fp8-delayed", "fp8-current", "fp8-block"}) {
-    const Trained t = train(task, precision);
+    const Trained t = train(task, precision, nullptr, precision == "fp8-delayed" ? &check : nullptr);
     if (precision == "f32") f32_accuracy = t.accuracy;
     numbers["train." + precision + ".accuracy"] = t.accuracy;
     numbers["train." + precision + ".loss"] = t.loss;
@@ -284,7 +305,8 @@ int main(int argc, char** argv) {
     expect(std::fabs(t.accuracy - f32_accuracy) < 1.5, precision + " within 1.5 points of f32's test accuracy");
   }
   std::cout << "   FP8 with HYBRID formats and a scale per tensor (or tile) trains as f32 does here; on an H100\n"
-            << "   its GEMMs would run at twice bf16's rate. On a CPU the recipe is emulated: slower, not faster.\n";
+            << "   its GEMMs would run at twice bf16's rate. On a CPU the recipe is emulated: slower, not faster.\n\n";
+  fp8_shadow_table(check);
   if (!csv_dir.empty()) {
     std::ofstream csv(csv_dir + "/lesson15.csv");
     csv << "key,value\n" << std::setprecision(17);

@@ -13,6 +13,8 @@
 #include "ops/fp8_ops.h"
 
 #include <cmath>
+#include <limits>
+#include <utility>
 
 #include "amp/autocast.h"
 #include "amp/fp8.h"
@@ -42,13 +44,12 @@ using detail::remember;
 // products make it faster.
 DType product_dtype() { return is_enabled() && autocast_dtype() == bf16 ? bf16 : f32; }
 
-// What every FP8 op does around its f32 product: a slot, autocast off inside, and the gradient
-// quantiser on the product.
+// What every FP8 op does around its f32 product: its operands quantised by its slot's scaling,
+// autocast off inside, and the gradient quantiser on the product.
 template <class Product>
-Tensor run_fp8_op(const Tensor& x, const Tensor& w, bool block_allowed, const Product& product) {
-  Fp8State& state = detail::current_fp8_state();
-  const Fp8Recipe& recipe = state.recipe();
-  const std::shared_ptr<Fp8Slot> slot = state.next_slot();
+Tensor run_fp8_op(const Tensor& x, const Tensor& w, const std::shared_ptr<Fp8Slot>& slot, bool block_allowed,
+                  const Product& product) {
+  const Fp8Recipe& recipe = detail::current_fp8_state().recipe();
   const DType compute = product_dtype();
   const detail::InsideFp8Op inside;
   const Autocast autocast_off(autocast_dtype(), false);
@@ -111,10 +112,8 @@ kernels::cuda::Fp8DeviceTensor as_matrix(kernels::cuda::Fp8DeviceTensor q, int64
 // y (..., N) = x (..., K) w^T for w (N, K) (linear's layout), or x w for w (K, N) when `w_is_kn`
 // (matmul's), as one graph node; x's leading dims are the GEMM's M. Every view here is core's
 // (no graph op): the node's gradients come back in x's and w's own shapes.
-Tensor run_fp8_gemm(const Tensor& x, const Tensor& w, bool w_is_kn) {
-  Fp8State& state = detail::current_fp8_state();
-  const Fp8Recipe recipe = state.recipe();
-  const std::shared_ptr<Fp8Slot> slot = state.next_slot();
+Tensor run_fp8_gemm(const Tensor& x, const Tensor& w, const std::shared_ptr<Fp8Slot>& slot, bool w_is_kn) {
+  const Fp8Recipe recipe = detail::current_fp8_state().recipe();
   const DType compute = product_dtype();
   const int64_t k = x.shape().back(), m = x.numel() / k, n = w.shape()[w_is_kn ? 1 : 0];
   using kernels::cuda::Fp8DeviceTensor;
@@ -150,18 +149,32 @@ Tensor add_bias_and_relu(Tensor y, const Tensor& b, const Shape& bias_shape, boo
 
 // ---- the ops -------------------------------------------------------------------------------
 
-// An active PrecisionReport gets one row per FP8 op -- "FP8 delayed (E4M3, E5M2 gradients)",
-// computing in f8e4m3 -- instead of a row for each op it is made of.
+namespace {
+
+thread_local detail::Fp8OpObserver* t_observer = nullptr;  // (ops/fp8_ops.h)
+
+// Every FP8 op is one op to the tools: an active PrecisionReport gets one row for it -- "FP8
+// delayed (E4M3, E5M2 gradients)", computing in f8e4m3 -- and a ShadowCheck (the observer) its
+// unquantised inputs, result and scales, instead of a row for each op it is made of. `run` gets
+// the op's slot (the call site's scaling).
 template <class Run>
-Tensor as_one_report_row(std::string_view op, const Tensor& x, const Tensor& w, const Run& run) {
+Tensor as_one_op(std::string_view op, std::span<const Tensor> inputs, bool block_allowed, const Run& run) {
   PrecisionReport* report = detail::current_report();
+  detail::Fp8OpObserver* observer = t_observer;
+  const std::shared_ptr<Fp8Slot> slot = detail::current_fp8_state().next_slot();
   Tensor y;
   {
     const detail::PauseReports pause;
-    y = run();
+    const detail::Observing unobserved(nullptr, nullptr, nullptr);
+    y = run(slot);
+  }
+  const Fp8Recipe& recipe = detail::current_fp8_state().recipe();
+  if (observer != nullptr) {
+    const bool per_tile = recipe.scaling == Fp8Scaling::Block && block_allowed;
+    const float tiles = std::numeric_limits<float>::quiet_NaN();
+    observer->fp8_op(op, inputs, y, per_tile ? tiles : slot->input.scale, per_tile ? tiles : slot->weight.scale);
   }
   if (report != nullptr) {
-    const Fp8Recipe& recipe = detail::current_fp8_state().recipe();
     const char* scaling = recipe.scaling == Fp8Scaling::Delayed   ? "delayed"
                           : recipe.scaling == Fp8Scaling::Current ? "current"
                                                                   : "block";
@@ -169,7 +182,7 @@ Tensor as_one_report_row(std::string_view op, const Tensor& x, const Tensor& w, 
     row.op = std::string(op);
     row.policy = std::string("FP8 ") + scaling + " (E4M3, " +
                  (detail::gradient_format(recipe) == f8e5m2 ? "E5M2" : "E4M3") + " gradients)";
-    row.inputs = {x.dtype(), w.dtype()};
+    row.inputs = {inputs[0].dtype(), inputs[1].dtype()};
     row.compute = f8e4m3;
     row.output = y.dtype();
     row.calls = 1;
@@ -178,33 +191,51 @@ Tensor as_one_report_row(std::string_view op, const Tensor& x, const Tensor& w, 
   return y;
 }
 
+}  // namespace
+
 namespace detail {
 
+Fp8OpObserver* set_fp8_op_observer(Fp8OpObserver* observer) { return std::exchange(t_observer, observer); }
+
+Observing::Observing(PrepareObserver* prepare, autograd::OutputObserver* output, Fp8OpObserver* fp8)
+    : previous_prepare_(set_prepare_observer(prepare)), previous_output_(autograd::set_output_observer(output)),
+      previous_fp8_(set_fp8_op_observer(fp8)) {}
+
+Observing::~Observing() {
+  set_prepare_observer(previous_prepare_);
+  autograd::set_output_observer(previous_output_);
+  set_fp8_op_observer(previous_fp8_);
+}
+
 Tensor fp8_linear(const Tensor& x, const Tensor& w, const Tensor& b, bool relu) {
-  return as_one_report_row("linear", x, w, [&] {
+  const Tensor inputs[] = {x, w, b};
+  return as_one_op("linear", inputs, true, [&](const std::shared_ptr<Fp8Slot>& slot) {
     const int64_t k = w.dim() == 2 ? w.shape()[1] : 0, n = w.dim() == 2 ? w.shape()[0] : 0;
     const int64_t m = x.dim() >= 2 && k > 0 && x.shape().back() == k ? x.numel() / k : 0;
     const Tensor y = fp8_gemm_applies(x, w, m, n, k)
-                         ? run_fp8_gemm(x, w, /*w_is_kn=*/false)
-                         : run_fp8_op(x, w, true, [](const Tensor& xq, const Tensor& wq) { return linear(xq, wq); });
+                         ? run_fp8_gemm(x, w, slot, /*w_is_kn=*/false)
+                         : run_fp8_op(x, w, slot, true,
+                                      [](const Tensor& xq, const Tensor& wq) { return linear(xq, wq); });
     return add_bias_and_relu(y, b, Shape{b.defined() ? b.numel() : 0}, relu);
   });
 }
 
 Tensor fp8_matmul(const Tensor& a, const Tensor& b) {
-  return as_one_report_row("matmul", a, b, [&] {
+  const Tensor inputs[] = {a, b};
+  return as_one_op("matmul", inputs, true, [&](const std::shared_ptr<Fp8Slot>& slot) {
     if (a.dim() == 2 && b.dim() == 2 && a.shape()[1] == b.shape()[0] &&
         fp8_gemm_applies(a, b, a.shape()[0], b.shape()[1], a.shape()[1]))
-      return run_fp8_gemm(a, b, /*w_is_kn=*/true);
-    return run_fp8_op(a, b, true, [](const Tensor& aq, const Tensor& bq) { return matmul(aq, bq); });
+      return run_fp8_gemm(a, b, slot, /*w_is_kn=*/true);
+    return run_fp8_op(a, b, slot, true, [](const Tensor& aq, const Tensor& bq) { return matmul(aq, bq); });
   });
 }
 
 Tensor fp8_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, int64_t stride, int64_t padding,
                   int64_t dilation, int64_t groups, bool relu) {
-  return as_one_report_row("conv2d", x, w, [&] {
-    // Block scaling needs the GEMM's operands, which the convolution never materialises: per tensor.
-    const Tensor y = run_fp8_op(x, w, false, [&](const Tensor& xq, const Tensor& wq) {
+  const Tensor inputs[] = {x, w, b};
+  // Block scaling needs the GEMM's operands, which the convolution never materialises: per tensor.
+  return as_one_op("conv2d", inputs, false, [&](const std::shared_ptr<Fp8Slot>& slot) {
+    const Tensor y = run_fp8_op(x, w, slot, false, [&](const Tensor& xq, const Tensor& wq) {
       return conv2d(xq, wq, {}, {.stride = stride, .padding = padding, .dilation = dilation, .groups = groups});
     });
     return add_bias_and_relu(y, b, Shape{1, b.defined() ? b.numel() : 0, 1, 1}, relu);
