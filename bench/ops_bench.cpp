@@ -161,9 +161,12 @@ void gemm_table(double& peak_per_core) {
     else
       std::printf("| %lld | %.1f | %.1f | %.1f | %.1f |\n", (long long)r.n, r.f32_median, r.f32_best, r.bf16, r.f16);
   }
-  std::printf("(FMA peak at this level, best of all %d runs: %.1f GFLOP/s per core. bf16 runs natively (vdpbf16ps) at "
-              "this CPU level: %s; otherwise 16-bit operands are widened to f32 panels)\n",
-              5 + 3 * int(rows.size()), peak_per_core, hg::cpu::has_native_bf16() ? "yes" : "no");
+  const char* bf16_products = hg::cpu::supports(hg::cpu::Isa::Amx) ? "yes, on AMX tiles (tdpbf16ps)"
+                              : hg::cpu::has_native_bf16()             ? "yes (vdpbf16ps)"
+                                                                       : "no";
+  std::printf("(FMA peak at this level, best of all %d runs: %.1f GFLOP/s per core. bf16 runs natively at this CPU "
+              "level: %s; otherwise 16-bit operands are widened to f32 panels)\n",
+              5 + 3 * int(rows.size()), peak_per_core, bf16_products);
 }
 
 // ResNet-20's 3x3 stride-1 convolutions (batch 128, Fashion-MNIST's 28x28) and the CNN's second,

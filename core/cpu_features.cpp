@@ -10,6 +10,10 @@
 
 #if defined(__x86_64__) || defined(_M_X64)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #define HG_CPU_X86 1
 #elif defined(__aarch64__)
 #include <sys/auxv.h>
@@ -20,11 +24,11 @@ namespace hg::cpu {
 
 namespace {
 
-constexpr Isa kAllLevels[] = {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Neon, Isa::NeonBf16};
+constexpr Isa kAllLevels[] = {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx, Isa::Neon, Isa::NeonBf16};
 
 bool is_arm_level(Isa level) { return level == Isa::Neon || level == Isa::NeonBf16; }
 
-// Levels only compare within one family: generic < avx2 < avx512 < avx512bf16, generic < neon < neon-bf16.
+// Levels only compare within one family: generic < avx2 < avx512 < avx512bf16 < amx, generic < neon < neon-bf16.
 bool includes(Isa have, Isa want) {
   if (want == Isa::Generic) return true;
   if (have == Isa::Generic || is_arm_level(have) != is_arm_level(want)) return false;
@@ -43,6 +47,20 @@ unsigned long long os_saved_state() {
   return (static_cast<unsigned long long>(edx) << 32) | eax;
 }
 
+// AMX's tile registers are 8 KB of state the OS saves only for processes that ask: XCR0 must
+// enable the tile configuration and data (bits 17, 18), and Linux wants an
+// arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA) before the first tile instruction, which
+// otherwise dies with SIGILL. Asked once, here, for the whole process.
+bool amx_permitted(unsigned long long xcr0) {
+  if ((xcr0 & (3ull << 17)) != (3ull << 17)) return false;
+#if defined(__linux__)
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+  return false;
+#endif
+}
+
 Isa detect() {
   unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
   if (!__get_cpuid(1, &eax, &ebx, &ecx, &edx)) return Isa::Generic;
@@ -55,9 +73,10 @@ Isa detect() {
   if (!(avx2 && fma && f16c)) return Isa::Generic;
   const bool avx512 = bit(ebx, 16) && bit(ebx, 17) && bit(ebx, 30) && bit(ebx, 31);  // F, DQ, BW, VL
   if (!avx512 || (xcr0 & 0xE0) != 0xE0) return Isa::Avx2;
+  const bool amx = bit(edx, 24) && bit(edx, 22);  // AMX-TILE, AMX-BF16
   unsigned max_subleaf = eax;
-  if (max_subleaf >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && bit(eax, 5)) return Isa::Avx512Bf16;
-  return Isa::Avx512;
+  if (!(max_subleaf >= 1 && __get_cpuid_count(7, 1, &eax, &ebx, &ecx, &edx) && bit(eax, 5))) return Isa::Avx512;
+  return amx && amx_permitted(xcr0) ? Isa::Amx : Isa::Avx512Bf16;
 }
 #elif defined(HG_CPU_ARM)
 Isa detect() {
@@ -73,7 +92,7 @@ Isa detect() { return Isa::Generic; }
 Isa parse_level(std::string_view name, const char* source) {
   for (Isa level : kAllLevels)
     if (name == isa_name(level)) return level;
-  HG_FAIL(source, ": unknown CPU level '", name, "'; expected one of generic, avx2, avx512, avx512bf16 (x86-64) or ",
+  HG_FAIL(source, ": unknown CPU level '", name, "'; expected one of generic, avx2, avx512, avx512bf16, amx (x86-64) or ",
           "generic, neon, neon-bf16 (aarch64). This CPU has ", isa_name(detected_isa()));
 }
 
@@ -100,6 +119,7 @@ const char* isa_name(Isa level) {
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Bf16: return "avx512bf16";
+    case Isa::Amx: return "amx";
     case Isa::Neon: return "neon";
     case Isa::NeonBf16: return "neon-bf16";
   }
@@ -134,11 +154,11 @@ bool level_includes(Isa have, Isa want) { return includes(have, want); }
 
 bool supports(Isa level) { return includes(isa(), level); }
 
-bool has_native_bf16() { return isa() == Isa::Avx512Bf16; }
+bool has_native_bf16() { return supports(Isa::Avx512Bf16); }
 
 bool has_f16c() { return supports(Isa::Avx2); }
 
-bool has_avx512_bf16() { return isa() == Isa::Avx512Bf16; }
+bool has_avx512_bf16() { return supports(Isa::Avx512Bf16); }
 
 std::string isa_summary() {
   const Isa used = isa(), detected = detected_isa();

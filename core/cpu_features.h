@@ -7,6 +7,7 @@
 //
 // The levels, each including the ones before it:
 //   x86-64:  generic < avx2 (AVX2 + FMA + F16C) < avx512 (F, BW, VL, DQ) < avx512bf16 (+ AVX512-BF16)
+//            < amx (+ AMX-TILE and AMX-BF16, with the kernel's permission to use the tile state)
 //   aarch64: generic < neon (Advanced SIMD) < neon-bf16 (+ the BF16 extension)
 // "generic" means halfgrad's hand-written SIMD kernels are off (portable C++ and Eigen instead);
 // the compiler may still vectorise plain loops with whatever the build targets (-march=native).
@@ -16,7 +17,7 @@
 
 namespace hg::cpu {
 
-enum class Isa { Generic, Avx2, Avx512, Avx512Bf16, Neon, NeonBf16 };
+enum class Isa { Generic, Avx2, Avx512, Avx512Bf16, Amx, Neon, NeonBf16 };
 
 const char* isa_name(Isa isa);
 // The level named `name` ("avx2", ...); an unknown name is an hg::Error listing the valid ones.
@@ -39,7 +40,7 @@ Isa set_isa(Isa level);
 bool level_includes(Isa have, Isa want);
 bool supports(Isa level);
 
-// Native bf16 dot products in use (AVX512-BF16 today): the only CPUs where bf16 compute is
+// Native bf16 dot products in use (AVX512-BF16 or AMX): the only CPUs where bf16 compute can be
 // faster than f32. Elsewhere bf16 only saves memory and costs conversions.
 bool has_native_bf16();
 
@@ -48,6 +49,6 @@ std::string isa_summary();
 
 // ---- the conversion kernels' view (kept for existing callers) ----
 bool has_f16c();         // vcvtph2ps / vcvtps2ph in use (isa() >= avx2)
-bool has_avx512_bf16();  // vcvtneps2bf16 / vdpbf16ps in use (isa() == avx512bf16)
+bool has_avx512_bf16();  // vcvtneps2bf16 / vdpbf16ps in use (isa() >= avx512bf16, x86)
 
 }  // namespace hg::cpu

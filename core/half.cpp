@@ -113,7 +113,7 @@ void convert_to_float(const bfloat16* src, float* dst, size_t n) {
 
 void convert_from_float(const float* src, bfloat16* dst, size_t n) {
 #if HG_X86
-  if (cpu::isa() == cpu::Isa::Avx512Bf16) return float_to_bf16_avx512(src, dst, n);
+  if (cpu::supports(cpu::Isa::Avx512Bf16)) return float_to_bf16_avx512(src, dst, n);
 #endif
   for (size_t i = 0; i < n; ++i) dst[i].bits = detail::float_to_bf16_bits_portable(src[i]);
 }

@@ -40,3 +40,4 @@
 #define HG_AVX2_FEATURES "avx2,fma,f16c"
 #define HG_AVX512_FEATURES "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq"
 #define HG_AVX512BF16_FEATURES "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16"
+#define HG_AMX_FEATURES "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,amx-tile,amx-bf16"

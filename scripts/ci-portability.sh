@@ -66,6 +66,7 @@ if [[ " $steps " == *" 1 "* ]]; then
     if has avx512f && has avx512bw && has avx512vl; then
       levels=(generic avx2)
       has avx512_bf16 && levels+=(avx512)
+      has avx512_bf16 && has amx_bf16 && has amx_tile && levels+=(avx512bf16)
     elif has avx2 && has fma && has f16c; then
       levels=(generic)
     fi

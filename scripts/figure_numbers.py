@@ -22,7 +22,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import doc_numbers  # noqa: E402  (the measured-file list and its hashing live with the check)
 
 PRECISIONS = ("f32", "f16", "bf16")
-LEVELS = ("generic", "avx2", "avx512", "avx512bf16", "neon", "neon-bf16")  # HG_CPU_ISA, lowest first
+LEVELS = ("generic", "avx2", "avx512", "avx512bf16", "amx", "neon", "neon-bf16")  # HG_CPU_ISA, lowest first
 
 
 class Numbers:

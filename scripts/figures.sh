@@ -72,7 +72,7 @@ done
 # The same comparison at every CPU level up to this machine's (HG_CPU_ISA caps the kernels), on
 # a short run each: samples/s only.
 native=$(awk -F, 'NR == 2 { print $2 }' "$data/compare.csv")
-levels=(generic avx2 avx512 avx512bf16)
+levels=(generic avx2 avx512 avx512bf16 amx)
 [[ $(uname -m) == aarch64 ]] && levels=(generic neon neon-bf16)
 for level in "${levels[@]}"; do
   for repeat in 1 2 3; do

@@ -20,7 +20,7 @@ using hg::cpu::Isa;
 
 namespace {
 
-constexpr Isa kLevels[] = {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Neon, Isa::NeonBf16};
+constexpr Isa kLevels[] = {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx, Isa::Neon, Isa::NeonBf16};
 
 // Runs f() once at every level up to the one in use, restoring it afterwards.
 template <class F>
@@ -42,9 +42,10 @@ TEST_CASE("cpu.levels_are_named_ordered_and_capped") {
   for (Isa level : kLevels) CHECK(hg::cpu::isa_from_name(hg::cpu::isa_name(level)) == level);
   CHECK_THROWS_HG(hg::cpu::isa_from_name("avx3"), "unknown CPU level 'avx3'");
   CHECK(hg::cpu::level_includes(Isa::Avx512Bf16, Isa::Avx2));
+  CHECK(hg::cpu::level_includes(Isa::Amx, Isa::Avx512Bf16));
   CHECK(hg::cpu::level_includes(Isa::NeonBf16, Isa::Generic));
   CHECK_FALSE(hg::cpu::level_includes(Isa::Avx2, Isa::Avx512));
-  CHECK_FALSE(hg::cpu::level_includes(Isa::Avx512Bf16, Isa::Neon));  // different families
+  CHECK_FALSE(hg::cpu::level_includes(Isa::Amx, Isa::Neon));  // different families
   CHECK(hg::cpu::level_includes(hg::cpu::detected_isa(), hg::cpu::isa()));
   // A cap can only lower the level: one of another family is always above what this CPU has.
   const Isa foreign = hg::cpu::level_includes(hg::cpu::detected_isa(), Isa::Neon) ? Isa::Avx2 : Isa::Neon;
@@ -65,12 +66,13 @@ TEST_CASE("cpu.gemm_at_every_level_matches_the_reference") {
   struct Size {
     int64_t M, K, N;
   };
-  // Edge tiles of every microkernel (6x16, 12x32), AVX2's short last panel of 1 or 2 rows (2 x 32,
-  // on pairs of B panels: 8 = 6 + 2 rows x 4 panels, 14 = 12 + 2 x 3 panels, 13 = 12 + 1 x 2 + an
-  // edge panel), depths split into equal slices of at most 256 (257 -> 136 + 121, 300 -> 152 +
-  // 148, 784 -> 4 x 196), odd sizes.
-  const Size sizes[] = {{1, 1, 1},      {7, 13, 5},     {13, 300, 37}, {64, 257, 65}, {130, 17, 100},
-                        {6, 512, 16},   {9, 784, 20},   {8, 40, 64},   {14, 300, 48}};
+  // Edge tiles of every microkernel (6x16, 12x32, AMX's 32x32 with a half-height short panel),
+  // AVX2's short last panel of 1 or 2 rows (2 x 32, on pairs of B panels: 8 = 6 + 2 rows x 4
+  // panels, 14 = 12 + 2 x 3 panels, 13 = 12 + 1 x 2 + an edge panel), depths split into equal
+  // slices of at most 256 (257 -> 136 + 121, 300 -> 152 + 148, 784 -> 4 x 196; AMX pads them to
+  // 32: 784 -> 3 x 224 + 112), odd sizes.
+  const Size sizes[] = {{1, 1, 1},    {7, 13, 5},  {13, 300, 37}, {64, 257, 65}, {130, 17, 100}, {6, 512, 16},
+                        {9, 784, 20}, {8, 40, 64}, {14, 300, 48}, {33, 64, 33},  {17, 31, 96},   {100, 96, 70}};
   hg::manual_seed(3);
   at_every_level([&](Isa) {
     for (const Size& s : sizes)

@@ -160,7 +160,7 @@ TEST_CASE("half.bulk_converters_match_portable_code_at_every_cpu_level") {
   const std::vector<float> values = test_floats();
   const hg::cpu::Isa in_use = hg::cpu::isa();
   for (hg::cpu::Isa level : {hg::cpu::Isa::Generic, hg::cpu::Isa::Avx2, hg::cpu::Isa::Avx512, hg::cpu::Isa::Avx512Bf16,
-                             hg::cpu::Isa::Neon, hg::cpu::Isa::NeonBf16}) {
+                             hg::cpu::Isa::Amx, hg::cpu::Isa::Neon, hg::cpu::Isa::NeonBf16}) {
     if (!hg::cpu::level_includes(in_use, level)) continue;  // (levels above HG_CPU_ISA or the CPU's are not tried)
     CAPTURE(hg::cpu::isa_name(level));
     hg::cpu::set_isa(level);

@@ -18,7 +18,7 @@ namespace {
 // LevelCap, which restores the level in use when it goes (an exception included).
 std::vector<Isa> levels_available() {
   std::vector<Isa> levels;
-  for (Isa level : {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Neon, Isa::NeonBf16})
+  for (Isa level : {Isa::Generic, Isa::Avx2, Isa::Avx512, Isa::Avx512Bf16, Isa::Amx, Isa::Neon, Isa::NeonBf16})
     if (hg::cpu::level_includes(hg::cpu::isa(), level)) levels.push_back(level);
   return levels;
 }

@@ -37,6 +37,7 @@ constexpr int64_t kMinParallelFlops = int64_t(1) << 21;
 const PackedGemmKernel* packed_kernel() {
 #if HG_X86
   switch (hg::cpu::isa()) {
+    case hg::cpu::Isa::Amx: return &packed_gemm_amx();
     case hg::cpu::Isa::Avx512Bf16: return &packed_gemm_avx512bf16();
     case hg::cpu::Isa::Avx512: return &packed_gemm_avx512();
     case hg::cpu::Isa::Avx2: return &packed_gemm_avx2();
@@ -134,16 +135,28 @@ struct Scratch {
 int64_t round_up(int64_t n, int64_t multiple) { return (n + multiple - 1) / multiple * multiple; }
 
 // K in equal slices of at most kernel.kc (784 = 4 x 196, not 3 x 256 + 16): a thin last slice
-// would pay a whole pass of C loads and stores for a few multiply-adds.
-int64_t slice_depth_for(const PackedGemmKernel& kernel, int64_t K) {
+// would pay a whole pass of C loads and stores for a few multiply-adds. Slices are a multiple of
+// the k granule, so that only the last one is padded (AMX: 784 = 3 x 224 + 112).
+int64_t slice_depth_for(const PackedGemmKernel& kernel, int64_t K, int64_t granule) {
   const int64_t slices = std::max<int64_t>(1, (K + kernel.kc - 1) / kernel.kc);
-  return round_up((K + slices - 1) / slices, 8);
+  return round_up((K + slices - 1) / slices, std::max<int64_t>(8, granule));
 }
 
-// With native bf16 products (AVX512-BF16) bf16 panels stay bf16, in k pairs: half the bytes.
+// With native bf16 products (AVX512-BF16, AMX) bf16 panels stay bf16: half the bytes.
 template <class T>
 bool native_bf16_for(const PackedGemmKernel& kernel) {
-  return std::is_same_v<T, bfloat16> && kernel.tile_bf16 != nullptr;
+  return std::is_same_v<T, bfloat16> && kernel.bf16 != nullptr;
+}
+
+// What a slice of depth kc occupies per panel lane, in 4-byte units: kc f32 values, or the bf16
+// microkernel's padded k-pairs.
+int64_t lane_depth(const PackedGemmKernel& kernel, bool native_bf16, int64_t kc) {
+  return native_bf16 ? round_up(kc, kernel.bf16->k_granule) / 2 : kc;
+}
+
+// The k granule of the slices: one f32 value, or the bf16 microkernel's.
+int64_t k_granule(const PackedGemmKernel& kernel, bool native_bf16) {
+  return native_bf16 ? kernel.bf16->k_granule : 1;
 }
 
 // Packs B's rows [k0, k0 + kc) x columns [j0, j0 + nc) into nr-wide panels at `out` (panel j at
@@ -152,7 +165,7 @@ template <class T>
 void pack_b_block(const PackedGemmKernel& kernel, const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc,
                   float* out) {
   thread_local std::vector<float> wide;  // a 16-bit block widened to f32 before packing
-  if (native_bf16_for<T>(kernel)) kernel.pack_b_bf16(b, k0, kc, j0, nc, reinterpret_cast<uint16_t*>(out));
+  if (native_bf16_for<T>(kernel)) kernel.bf16->pack_b(b, k0, kc, j0, nc, reinterpret_cast<uint16_t*>(out));
   else if constexpr (std::is_same_v<T, float>) kernel.pack_b(b, k0, kc, j0, nc, out);
   else kernel.pack_b(widen_block<T>(b, k0, kc, j0, nc, wide), 0, kc, 0, nc, out);
 }
@@ -165,15 +178,15 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
                   int64_t j_begin, int64_t j_end) {
   thread_local Scratch a_scratch, b_scratch;
   thread_local std::vector<float> wide;  // a 16-bit block widened to f32 before packing
-  const int64_t K = a.cols, mr = kernel.mr, nr = kernel.nr;
   const bool native_bf16 = native_bf16_for<T>(kernel);
-  const int64_t slice_depth = slice_depth_for(kernel, K);
+  const int64_t K = a.cols, mr = native_bf16 ? kernel.bf16->mr : kernel.mr, nr = kernel.nr;
+  const int64_t slice_depth = slice_depth_for(kernel, K, k_granule(kernel, native_bf16));
+  if (native_bf16 && kernel.bf16->begin) kernel.bf16->begin();
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kernel.nc) {
     const int64_t nc = std::min(kernel.nc, j_end - j0), nc_padded = round_up(nc, nr);
     for (int64_t k0 = 0; k0 < K; k0 += slice_depth) {
       const int64_t kc = std::min(slice_depth, K - k0);
-      // A panel's lane holds kc f32 values, or (kc + 1) / 2 bf16 pairs: 4-byte units either way.
-      const int64_t depth = native_bf16 ? (kc + 1) / 2 : kc;
+      const int64_t depth = lane_depth(kernel, native_bf16, kc);
       const float* packed_b;
       if (prepacked != nullptr) {
         packed_b = prepacked->slice(k0) + j0 * depth;  // (j0 is a multiple of nr: panel j0 / nr)
@@ -187,7 +200,7 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
       for (int64_t i0 = i_begin; i0 < i_end; i0 += kernel.mc) {
         const int64_t mc = std::min(kernel.mc, i_end - i0);
         float* packed_a = a_scratch.get(size_t(round_up(mc, mr) * depth + kernel.slack));
-        if (native_bf16) kernel.pack_a_bf16(a, i0, mc, k0, kc, reinterpret_cast<uint16_t*>(packed_a));
+        if (native_bf16) kernel.bf16->pack_a(a, i0, mc, k0, kc, reinterpret_cast<uint16_t*>(packed_a));
         else if constexpr (std::is_same_v<T, float>) kernel.pack_a(a, i0, mc, k0, kc, packed_a);
         else kernel.pack_a(widen_block<T>(a, i0, mc, k0, kc, wide), 0, mc, 0, kc, packed_a);
         for (int64_t j = 0; j < nc; j += nr) {
@@ -208,7 +221,7 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
               continue;
             }
             if (native_bf16)
-              kernel.tile_bf16(depth, reinterpret_cast<const uint16_t*>(packed_a + p * depth),
+              kernel.bf16->tile(depth, reinterpret_cast<const uint16_t*>(packed_a + p * depth),
                                reinterpret_cast<const uint16_t*>(packed_b + j * depth), c_tile, ldc, rows, cols, store);
             else
               kernel.tile(kc, packed_a + p * depth, packed_b + j * depth, c_tile, ldc, rows, cols, store);
@@ -217,6 +230,7 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
       }
     }
   }
+  if (native_bf16 && kernel.bf16->end) kernel.bf16->end();
 }
 
 // The multiply-adds a kernel runs per k for an M x N product, padding lanes included.
@@ -274,8 +288,9 @@ PackedRhs pack_rhs(const MatrixView& b) {
   PackedRhs packed;
   packed.dtype = dtype_of<T>();
   packed.K = b.rows, packed.N = b.cols;
-  packed.slice_depth = slice_depth_for(kernel, std::max<int64_t>(b.rows, 1));
-  const int64_t depth = native_bf16_for<T>(kernel) ? (packed.slice_depth + 1) / 2 : packed.slice_depth;
+  const bool native_bf16 = native_bf16_for<T>(kernel);
+  packed.slice_depth = slice_depth_for(kernel, std::max<int64_t>(b.rows, 1), k_granule(kernel, native_bf16));
+  const int64_t depth = lane_depth(kernel, native_bf16, packed.slice_depth);
   packed.slice_floats = size_t(round_up(depth * round_up(b.cols, kernel.nr) + kernel.slack, 16));
   const int64_t slices = (b.rows + packed.slice_depth - 1) / packed.slice_depth;
   packed.storage.resize(size_t(slices) * packed.slice_floats + 16);

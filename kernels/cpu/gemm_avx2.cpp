@@ -175,7 +175,7 @@ HG_TARGET_END
 
 const PackedGemmKernel& packed_gemm_avx2() {
   static const PackedGemmKernel kernel{"avx2 6x16", kMR, kNR, kKC, kMC, kNC, kSlack, pack_a, pack_b, tile,
-                                       nullptr, nullptr, nullptr, 2, tile_short};
+                                       nullptr, 2, tile_short};
   return kernel;
 }
 

@@ -177,14 +177,16 @@ void interleave_pair(const uint16_t* k_even, const uint16_t* k_odd, int64_t vali
                              _mm512_permutex2var_epi16(even, _mm512_load_si512(kSecond), odd));
 }
 
-// Packs a block of a bf16 matrix into panels of `width` lanes: `lanes` x `kc` starting at
-// (lane0, k0), where lane (rows of A, columns of B) and k advance by lane_stride and k_stride.
-void pack_bf16(const uint16_t* base, int64_t lane_stride, int64_t k_stride, int64_t lane0, int64_t lanes, int64_t k0,
-               int64_t kc, int64_t width, uint16_t* out) {
+}  // namespace
+
+// (gemm_microkernel.h) Lanes are rows of A or columns of B.
+void pack_bf16_pairs(const uint16_t* base, int64_t lane_stride, int64_t k_stride, int64_t lane0, int64_t lanes,
+                     int64_t k0, int64_t kc, int64_t width, int64_t padded_pairs, uint16_t* out) {
   const int64_t pairs = (kc + 1) / 2, full_pairs = kc / 2;
   for (int64_t p = 0; p < lanes; p += width) {
     const int64_t valid = std::min(width, lanes - p);
-    uint16_t* panel = out + p * pairs * 2;
+    uint16_t* panel = out + p * padded_pairs * 2;
+    std::memset(panel + pairs * width * 2, 0, sizeof(uint16_t) * size_t((padded_pairs - pairs) * width * 2));
     const uint16_t* origin = base + (lane0 + p) * lane_stride + k0 * k_stride;
     if (k_stride == 1 && lane_stride % 2 == 0) {
       // k runs along memory, so each pair is a 32-bit word and the pack is a transpose of words:
@@ -219,12 +221,21 @@ void pack_bf16(const uint16_t* base, int64_t lane_stride, int64_t k_stride, int6
   }
 }
 
+void transpose_words(const float* src, int64_t src_stride, int64_t lanes, int64_t depth, float* dst,
+                     int64_t dst_stride) {
+  transpose_block(src, src_stride, lanes, depth, dst, dst_stride);
+}
+
+namespace {
+
 void pack_a_bf16(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out) {
-  pack_bf16(static_cast<const uint16_t*>(a.data), a.row_stride, a.col_stride, i0, mc, k0, kc, kMR, out);
+  pack_bf16_pairs(static_cast<const uint16_t*>(a.data), a.row_stride, a.col_stride, i0, mc, k0, kc, kMR, (kc + 1) / 2,
+                  out);
 }
 
 void pack_b_bf16(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, uint16_t* out) {
-  pack_bf16(static_cast<const uint16_t*>(b.data), b.col_stride, b.row_stride, j0, nc, k0, kc, kNR, out);
+  pack_bf16_pairs(static_cast<const uint16_t*>(b.data), b.col_stride, b.row_stride, j0, nc, k0, kc, kNR, (kc + 1) / 2,
+                  out);
 }
 
 }  // namespace
@@ -260,13 +271,14 @@ HG_TARGET_END
 
 const PackedGemmKernel& packed_gemm_avx512() {
   static const PackedGemmKernel kernel{"avx512 12x32", kMR, kNR, kKC, kMC, kNC, 0, pack_a, pack_b, tile,
-                                       nullptr, nullptr, nullptr, 0, nullptr};
+                                       nullptr, 0, nullptr};
   return kernel;
 }
 
 const PackedGemmKernel& packed_gemm_avx512bf16() {
+  static const Bf16Microkernel pairs{kMR, 2, pack_a_bf16, pack_b_bf16, tile_bf16, nullptr, nullptr};
   static const PackedGemmKernel kernel{"avx512bf16 12x32", kMR, kNR, kKC, kMC, kNC, 0, pack_a, pack_b, tile,
-                                       pack_a_bf16, pack_b_bf16, tile_bf16, 0, nullptr};
+                                       &pairs, 0, nullptr};
   return kernel;
 }
 

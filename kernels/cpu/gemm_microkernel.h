@@ -8,8 +8,10 @@
 //
 // Packers read any strides (rows or columns contiguous) and write f32 panels: panel p of A holds,
 // for each k, rows p*mr .. p*mr+mr-1; panel q of B holds, for each k, columns q*nr .. q*nr+nr-1.
-// Lanes past the matrix edge are zeros. With native bf16 products (AVX512-BF16) panels hold bf16
-// k-pairs instead: A as [k/2][mr][2], B as [k/2][nr][2], an odd k padded with a zero.
+// Lanes past the matrix edge are zeros. With native bf16 products the panels hold bf16 instead,
+// in the layout of the level's bf16 microkernel (Bf16Microkernel): AVX512-BF16 packs k-pairs, A
+// as [k/2][mr][2] and B as [k/2][nr][2]; AMX packs A as 32-deep rows [k/32][mr][32] and B as
+// k-pairs, each padded with zeros to its k granule.
 #pragma once
 #include <cstdint>
 
@@ -32,6 +34,24 @@ inline float stored_value(float sums, float c, int64_t column, const TileStore& 
   return store.relu && sums < 0.0f ? 0.0f : sums;  // Relu::fwd: NaN and -0 pass
 }
 
+// The bf16 half of a level (PackedGemmKernel::bf16): its own packers and microkernel, with the
+// f32 half's nr and cache blocks (its mr may differ, dividing mc).
+struct Bf16Microkernel {
+  int64_t mr;
+  // A slice of depth kc is packed as round_up(kc, k_granule) / 2 k-pairs, the padding zeros: 2 for
+  // vdpbf16ps (one pair), 32 for AMX (one tile row holds 32 k).
+  int64_t k_granule;
+  void (*pack_a)(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out);
+  void (*pack_b)(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, uint16_t* out);
+  // C[0:rows, 0:cols] = (or +=) A_panel @ B_panel over `pairs` (padded) k-pairs, as `store` says.
+  void (*tile)(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+               const TileStore& store);
+  // Around one thread's run of tiles, or null: AMX loads its tile configuration and releases
+  // the tile state after (the tile registers are per-thread state that the OS saves).
+  void (*begin)();
+  void (*end)();
+};
+
 struct PackedGemmKernel {
   const char* name;
   int64_t mr, nr;      // register tile
@@ -45,11 +65,8 @@ struct PackedGemmKernel {
   void (*tile)(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
                const TileStore& store);
 
-  // Native bf16 (null where the level has none): the same, on bf16 k-pairs.
-  void (*pack_a_bf16)(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out);
-  void (*pack_b_bf16)(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, uint16_t* out);
-  void (*tile_bf16)(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, int64_t rows,
-                    int64_t cols, const TileStore& store);
+  // Native bf16 products (null where the level has none).
+  const Bf16Microkernel* bf16;
 
   // Optional (null: none): the last A panel of a block when it has at most short_rows rows,
   // against two full B panels at once (b0, b1): C[0:rows, 0:2*nr]. Batch 128 on AVX2 is 21 tiles
@@ -63,5 +80,16 @@ struct PackedGemmKernel {
 const PackedGemmKernel& packed_gemm_avx2();
 const PackedGemmKernel& packed_gemm_avx512();
 const PackedGemmKernel& packed_gemm_avx512bf16();
+const PackedGemmKernel& packed_gemm_amx();  // gemm_amx.cpp: avx512bf16's f32 half, AMX bf16 tiles
+
+// AVX512-BF16's k-pair packer (gemm_avx512.cpp), which AMX shares for B: a block of a bf16 matrix,
+// `lanes` x `kc` from (lane0, k0), lane and k advancing by lane_stride and k_stride, into panels
+// of `width` lanes, [padded_pairs][width][2] each (padded_pairs >= (kc + 1) / 2, zeros after).
+void pack_bf16_pairs(const uint16_t* base, int64_t lane_stride, int64_t k_stride, int64_t lane0, int64_t lanes,
+                     int64_t k0, int64_t kc, int64_t width, int64_t padded_pairs, uint16_t* out);
+// Transposes up to 16 x 16 32-bit words with AVX-512 (gemm_avx512.cpp): `lanes` source rows (row r
+// at src + r * src_stride, `depth` contiguous words) become `depth` rows at dst + k * dst_stride.
+void transpose_words(const float* src, int64_t src_stride, int64_t lanes, int64_t depth, float* dst,
+                     int64_t dst_stride);
 
 }  // namespace hg::kernels::cpu
