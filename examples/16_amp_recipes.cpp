@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "halfgrad.h"
+#include "train/memory_parts.h"  // the bytes by part, as hg-train --compare measures them
 
 namespace {
 
@@ -524,10 +525,12 @@ hg::nn::Sequential make_model(const std::string& name) {
 
 struct StepMemory {
   int64_t live = 0, saved = 0, step_peak = 0, run_peak = 0;  // bytes
+  hg_train::MemoryParts parts;  // the live part by part, and the gradients
 };
 
-// hg-train's measurement (examples/train/trainer.cpp): what was live before a step, what the graph
-// held after the forward, the most the step allocated above the live part, and the peak of all.
+// hg-train's measurement (examples/train/trainer.cpp): what was live before a step (by part: the
+// dataset, weights, optimizer state), what the graph held after the forward, the gradients, the
+// most the step allocated above the live part, and the peak of all.
 struct MemoryRig {
   const Tensor& images;  // (N, 1, 28, 28) u8: the dataset, held as hg-train holds Fashion-MNIST's
   hg::nn::Sequential model;
@@ -540,7 +543,8 @@ struct MemoryRig {
   StepMemory step(int64_t batch) {
     opt.zero_grad();
     StepMemory m;
-    m.live = hg::memory::allocated();
+    m.parts = hg_train::live_parts(model, opt, {images});
+    m.live = m.parts.live_before_step;
     hg::memory::reset_peak();
     const Tensor x = rows(images, 0, batch).to(hg::f32) * (1.0 / 255);
     const Tensor y = hg::zeros({batch}, {.dtype = hg::i64});
@@ -551,6 +555,7 @@ struct MemoryRig {
     }
     m.saved = hg::memory::allocated() - m.live;
     loss.backward();
+    m.parts.gradients = hg_train::gradient_bytes(opt);
     opt.step();
     m.run_peak = hg::memory::peak_allocated();
     m.step_peak = m.run_peak - m.live;
@@ -592,7 +597,21 @@ void memory() {
       keep("mem." + key + ".saved_mib", mib(m.saved));
       keep("mem." + key + ".step_peak_mib", mib(m.step_peak));
       keep("mem." + key + ".run_peak_mib", mib(m.run_peak));
+      keep("mem." + key + ".dataset_mib", mib(m.parts.dataset));
+      keep("mem." + key + ".weights_mib", mib(m.parts.weights));
+      keep("mem." + key + ".optimizer_state_mib", mib(m.parts.optimizer_state));
+      keep("mem." + key + ".gradients_mib", mib(m.parts.gradients));
+      // The rest of the live part: the earlier parts' synthetic tasks (main's), about 0.8 MiB.
+      const int64_t other = m.live - m.parts.dataset - m.parts.weights - m.parts.optimizer_state;
+      expect(other >= 0 && other < (1 << 20), key + ": the parts are what was live before the step, within 1 MiB");
     }
+  for (const std::string model : {"cnn", "mlp"}) {
+    const hg_train::MemoryParts& p = at128[model + ".f32"].parts;
+    std::cout << "   " << model << " f32 by part: dataset " << std::fixed << std::setprecision(2) << mib(p.dataset)
+              << " MiB, weights " << mib(p.weights) << " MiB, momentum " << mib(p.optimizer_state)
+              << " MiB (live before the step); gradients " << mib(p.gradients) << " MiB (made by backward)\n"
+              << std::defaultfloat;
+  }
   for (const std::string model : {"cnn", "mlp"}) {
     const StepMemory& a = at128[model + ".f32"];
     const StepMemory& b = at128[model + ".bf16"];
@@ -617,7 +636,7 @@ void memory() {
   std::cout << "   The largest CNN batch whose step keeps all tensor memory within " << kBudgetMiB << " MiB: f32 "
             << largest["f32"] << ", bf16 " << largest["bf16"] << " (" << ratio << "x).\n"
             << "   The 2x applies to what a step adds per sample (activations): a fixed budget holds about twice the\n"
-            << "   batch. It does not apply to what is live anyway -- the data, the f32 weights, gradients and momentum:\n"
+            << "   batch. It does not apply to the rest -- the data, the f32 weights, their gradients and the momentum:\n"
             << "   at one batch size the process's peak shrinks only by the activations' half. And where the weights\n"
             << "   outweigh the activations (the MLP) even the step does not shrink: its f32 gradients and the\n"
             << "   weights' 16-bit copies are most of it.\n";

@@ -110,15 +110,29 @@ awk -F, 'NR > 1 && $10 != 0 { n[$1]++; label = $1 (n[$1] > 1 ? "-" n[$1] : "");
   print label, $11 * 2^-10, $12 * 2^-10 }' "$data/shadow_f16.csv" > "$data/shadow_f16.dat"
 awk -F, 'NR > 1 && $10 != 0 { print $11 * 2^-7, $12 * 2^-7 }' "$data/shadow_bf16.csv" > "$data/shadow_bf16.dat"
 paste -d' ' "$data/shadow_f16.dat" "$data/shadow_bf16.dat" > "$data/shadow.dat"
-# Memory in MiB: precision, live before the step (run peak - step peak: weights, gradients, optimizer
-# state, the batch), saved for backward, the rest of the step's peak (transient buffers).
-awk -F, 'NR > 1 { print $1, ($6 - $7) / 2^20, $8 / 2^20, ($7 - $8) / 2^20 }' "$data/compare.csv" > "$data/memory.dat"
-# lesson 16's MLP (key,value rows of lesson16.csv): live before the step, saved for backward, the rest of the step peak
+# Memory in MiB, one row per precision, the run's peak by part: live before a step (the dataset,
+# the weights, the optimizer state, the other live tensors: hg-train's batch), then what the step
+# adds at its peak (saved for backward, the gradients, the rest: transient buffers). The parts are
+# measured (train/memory_parts.h); the last of each group is what its total leaves.
+awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+  function v(name) { return $c[name] / 2^20 }
+  { live = v("live_before_step_bytes"); parts = v("dataset_bytes") + v("weight_bytes") + v("optimizer_state_bytes")
+    print $1, v("dataset_bytes"), v("weight_bytes"), v("optimizer_state_bytes"), live - parts, v("activation_bytes"),
+          v("gradient_bytes"), v("peak_bytes") - live - v("activation_bytes") - v("gradient_bytes") }' \
+    "$data/compare.csv" > "$data/memory.dat"
+# lesson 16's MLP, the same columns (key,value rows of lesson16.csv; its batch is made in the step)
 awk -F, '$1 ~ /^mem\.mlp\.(f32|bf16)\./ { split($1, k, "."); v[k[3] "." k[4]] = $2 }
          END { split("f32 bf16", ps, " ");
-               for (i = 1; i <= 2; ++i) { q = ps[i];
-                 print q, v[q ".live_mib"], v[q ".saved_mib"], v[q ".step_peak_mib"] - v[q ".saved_mib"] } }' \
+               for (i = 1; i <= 2; ++i) { q = ps[i]; parts = v[q ".dataset_mib"] + v[q ".weights_mib"] + v[q ".optimizer_state_mib"]
+                 print q, v[q ".dataset_mib"], v[q ".weights_mib"], v[q ".optimizer_state_mib"], v[q ".live_mib"] - parts,
+                       v[q ".saved_mib"], v[q ".gradients_mib"], v[q ".step_peak_mib"] - v[q ".saved_mib"] - v[q ".gradients_mib"] } }' \
     "$data/lesson16.csv" > "$data/memory_mlp.dat"
+# The key prints the parts no precision changes (f32's row), too thin to see beside the dataset.
+memory_key() { awk '$1 == "f32" { printf "weights %.2f, optimizer state %.2f, gradients %.2f MiB", $3, $4, $7 }' "$1"; }
+cnn_fixed=$(memory_key "$data/memory.dat")
+mlp_fixed=$(memory_key "$data/memory_mlp.dat")
+memory_top=$(awk '{ s = 0; for (i = 2; i <= NF; ++i) s += $i; if (s > m) m = s } END { print int(m * 1.08) + 1 }' \
+  "$data/memory.dat" "$data/memory_mlp.dat")
 for p in f32 f16 bf16; do  # step, loss, the mean of the last 20 steps' losses (one batch is noisy), applied
   awk -F, 'NR > 1 { l[NR % 20] = $3; n++; s = 0; for (k in l) s += l[k]; print $1, $3, s / (n < 20 ? n : 20), $5 }' \
     "$data/steps_$p.csv" > "$data/loss_$p.dat"
@@ -233,20 +247,27 @@ plot 0 with lines lc rgb "black" dt 2 notitle, \
 unset multiplot
 set terminal pngcairo size 900,480 noenhanced font ",10"
 
-# Figure 5. memory: what the run holds, stacked -- the CNN, and lesson 16's MLP counter-example
+# Figure 5. memory: the run's peak by part, stacked -- the CNN, and lesson 16's MLP counter-example
 set output "$img/amp_memory.png"
-set terminal pngcairo size 1000,520 noenhanced font ",10"
-set multiplot layout 1,2 title "The run's peak memory, stacked: where the 16-bit saving applies (the activations) and where it does not"
-set style data histograms; set style histogram rowstacked; set style fill solid 0.8 border -1; set boxwidth 0.6
-set title "CNN, batch 128 (hg-train --compare)"
-set xlabel "precision"; set ylabel "MiB"; set key inside top left Left reverse maxrows 3; set yrange [0:130]
-plot "$data/memory.dat" using 2:xtic(1) lc rgb "#bbbbbb" title "live before a step: data, weights, grads, optimizer", \
-     "" using 3 lc rgb "#ff7f0e" title "saved for backward: activations (AMP halves them)", \
-     "" using 4 lc rgb "#1f77b4" title "the rest of the step: transient buffers"
-set title "MLP, batch 128 (lesson 16): tiny activations, no saving"; unset key
-plot "$data/memory_mlp.dat" using 2:xtic(1) lc rgb "#bbbbbb", "" using 3 lc rgb "#ff7f0e", "" using 4 lc rgb "#1f77b4"
+set terminal pngcairo size 1000,600 noenhanced font ",10"
+set multiplot layout 1,2 margins 0.07, 0.98, 0.27, 0.85 spacing 0.07, 0 title "The run's peak memory by part: the 16-bit saving applies to the activations, not to what is live before a step"
+set style data histograms; set style histogram rowstacked; set style fill solid 0.85 border -1; set boxwidth 0.6
+set xlabel "precision"; set ylabel "MiB"; set yrange [0:$memory_top]
+set key at screen 0.5, screen 0.15 center top vertical maxrows 4 Left reverse samplen 2 width 2
+set title "CNN, batch 128 (hg-train --compare)\n$cnn_fixed"
+plot "$data/memory.dat" using 2:xtic(1) lc rgb "#bbbbbb" title "dataset (u8 images, i64 labels)", \
+     "" using 3 lc rgb "#08519c" title "weights (f32)", \
+     "" using 4 lc rgb "#6baed6" title "optimizer state (momentum, f32)", \
+     "" using 5 lc rgb "#e7e1ef" title "other live tensors (hg-train: the batch)", \
+     "" using 6 lc rgb "#ff7f0e" title "step: saved for backward (activations)", \
+     "" using 7 lc rgb "#d62728" title "step: gradients (f32)", \
+     "" using 8 lc rgb "#fdd0a2" title "step: the rest (transient buffers)"
+set title "MLP, batch 128 (lesson 16): tiny activations, no saving\n$mlp_fixed"; unset key
+plot "$data/memory_mlp.dat" using 2:xtic(1) lc rgb "#bbbbbb", "" using 3 lc rgb "#08519c", "" using 4 lc rgb "#6baed6", \
+     "" using 5 lc rgb "#e7e1ef", "" using 6 lc rgb "#ff7f0e", "" using 7 lc rgb "#d62728", "" using 8 lc rgb "#fdd0a2"
 unset multiplot
-set key default; set boxwidth; set terminal pngcairo size 900,480 noenhanced font ",10"
+set key default; set boxwidth; set yrange [*:*]; set lmargin; set rmargin; set tmargin; set bmargin
+set terminal pngcairo size 900,480 noenhanced font ",10"
 
 # Figure 6. speed: samples/s with the repeats' spread, and each precision's ratio to f32
 set output "$img/amp_speed.png"

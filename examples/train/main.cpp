@@ -214,13 +214,19 @@ int run_compare(TrainConfig config, const hg::data::MNIST& train, const hg::data
               "allocated above what was live before it; saved for backward: what the graph held after the forward)\n");
   if (!csv_path.empty()) {
     std::ofstream csv(csv_path);
+    // New columns go at the end: scripts/figures.sh reads the first ones by position. The parts
+    // (train/memory_parts.h) are the second step's; gradients exist only during a step.
     csv << "precision,isa,threads,batch_size,samples_per_s,peak_bytes,step_peak_bytes,activation_bytes,final_loss,"
-           "test_accuracy,skipped,final_scale\n";
-    for (const Row& r : rows)
+           "test_accuracy,skipped,final_scale,dataset_bytes,weight_bytes,gradient_bytes,optimizer_state_bytes,"
+           "batch_bytes,live_before_step_bytes\n";
+    for (const Row& r : rows) {
+      const hg_train::MemoryParts& m = r.last.memory;
       csv << r.precision << ',' << hg::cpu::isa_name(hg::cpu::isa()) << ',' << hg::get_num_threads() << ','
           << config.batch_size << ',' << r.last.samples_per_s << ',' << r.last.peak_bytes << ',' << r.last.step_peak_bytes
           << ',' << r.last.activation_bytes << ',' << r.last.train_loss << ',' << r.last.test_accuracy << ',' << r.skipped
-          << ',' << r.last.scale << '\n';
+          << ',' << r.last.scale << ',' << m.dataset << ',' << m.weights << ',' << m.gradients << ','
+          << m.optimizer_state << ',' << m.batch << ',' << m.live_before_step << '\n';
+    }
     csv.close();
     HG_CHECK(csv, "--compare-csv ", csv_path, ": writing failed");
     std::printf("wrote %s\n", csv_path.c_str());
@@ -337,7 +343,8 @@ int run(int argc, char** argv) {
   app.add_option("--growth-interval", config.growth_interval,
                  "f16: clean steps before the GradScaler doubles the scale (PyTorch's default 2000)")
       ->check(positive)->capture_default_str();
-  app.add_option("--compare-csv", compare_csv, "with --compare: also write the table as CSV to this file");
+  app.add_option("--compare-csv", compare_csv, "with --compare: also write the table as CSV to this file (with the memory by part: "
+                 "dataset, weights, gradients, optimizer state, batch)");
   app.add_option("--log-steps", config.step_log,
                  "write each step's loss, loss scale and whether it applied to this CSV file (with --compare: one "
                  "file per precision, e.g. steps_f16.csv)");

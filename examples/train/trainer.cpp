@@ -175,7 +175,10 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
     optimizer_->zero_grad();
     if (config_.schedule != "constant" || config_.warmup_epochs > 0) optimizer_->set_lr(scheduled_lr(counters_.step));
     // The step's own memory: the peak above what was live before it (parameters, optimizer
-    // state, data), measured from a fresh peak.
+    // state, data), measured from a fresh peak. Step 0 warms caches: step 1 is measured by part.
+    if (m.steps == 1)
+      m.memory = live_parts(model_, *optimizer_, {train_set_.images(), train_set_.labels(), test_set_.images(),
+                                                  test_set_.labels()}, {x, y}, device);
     const int64_t before = hg::memory::allocated(device);
     hg::memory::reset_peak(device);
     hg::Tensor loss;
@@ -184,8 +187,9 @@ EpochMetrics Trainer::run_epoch(bool show_progress) {
       hg::amp::Fp8Autocast fp8(fp8_, fp8_enabled_);
       loss = hg::cross_entropy(ddp_ ? (*ddp_)(x) : model_(x), y);
     }
-    if (m.steps == 1) m.activation_bytes = hg::memory::allocated(device) - before;  // step 0 warms caches
+    if (m.steps == 1) m.activation_bytes = hg::memory::allocated(device) - before;
     scaler_.scale(loss).backward();
+    if (m.steps == 1) m.memory.gradients = gradient_bytes(*optimizer_);
     if (!config_.gradient_histogram.empty()) histogram_.add(*optimizer_, scaler_);
     if (step_log_) {  // the step's result is read on the host: a wait per step on a GPU
       const double largest = largest_gradient(*optimizer_);  // before step() unscales them: x scale

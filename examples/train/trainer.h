@@ -12,6 +12,7 @@
 #include <string>
 
 #include "halfgrad.h"
+#include "train/memory_parts.h"
 #include "train/models.h"
 
 namespace hg_train {
@@ -64,6 +65,7 @@ struct EpochMetrics {
   int64_t peak_bytes = 0;       // hg::memory::peak_allocated during the epoch's training
   int64_t step_peak_bytes = 0;  // the most one step allocated above what was live before it
   int64_t activation_bytes = 0; // bytes the graph held after the forward (saved for backward)
+  MemoryParts memory;           // the epoch's second step by part (its first warms caches)
   int64_t steps = 0;
   int64_t skipped_steps = 0;    // steps the GradScaler skipped (f16 only)
   double scale = 1.0;           // the loss scale at the end of the epoch

@@ -129,6 +129,32 @@ case $case in
       expect_error "$option /dev/full: write failed: No space left on device" "${quick[@]}" --max-steps 2 "$option" /dev/full
     done
     expect_error "--compare-csv /dev/full: write failed" "${quick[@]}" --compare --compare-csv /dev/full ;;
+  compare_csv_memory_parts)  # issue 30: the run's memory by part, for docs/amp.md's figure 5
+    expect_success "${quick[@]}" --epochs 1 --max-steps 3 --compare --compare-csv c.csv
+    # The first columns keep their places (scripts/figures.sh reads them by position).
+    head -1 c.csv | grep -qx "precision,isa,threads,batch_size,samples_per_s,peak_bytes,step_peak_bytes,activation_bytes,\
+final_loss,test_accuracy,skipped,final_scale,dataset_bytes,weight_bytes,gradient_bytes,optimizer_state_bytes,\
+batch_bytes,live_before_step_bytes" || fail "unexpected columns: $(head -1 c.csv)"
+    [[ $(grep -c "^f32,\|^f16,\|^bf16," c.csv) -eq 3 ]] || fail "expected one row per precision"
+    # Each part is measured from its tensors' storages; checked here against what they must be
+    # (the tiny set: 4096 + 64 u8 images of 784 pixels and i64 labels; the MLP's 235 146 f32
+    # parameters, no buffers; SGD's momentum: one f32 buffer per parameter; a batch of 64 f32
+    # images and i64 labels), and together against the allocator's count of live bytes before
+    # the step: the rest (the GradScaler's few scalars) is under 4 KiB.
+    awk -F, 'NR == 1 { for (i = 1; i <= NF; ++i) c[$i] = i; next }
+      function v(name) { return $c[name] + 0 }
+      function check(ok, what) { if (!ok) { print "FAIL (" $1 "): " what; bad = 1 } }
+      { check(v("dataset_bytes") == (4096 + 64) * (784 + 8), "dataset_bytes " v("dataset_bytes"))
+        check(v("weight_bytes") == 235146 * 4, "weight_bytes " v("weight_bytes"))
+        check(v("gradient_bytes") == v("weight_bytes"), "gradient_bytes " v("gradient_bytes") " != weight_bytes")
+        check(v("optimizer_state_bytes") == v("weight_bytes"), "optimizer_state_bytes " v("optimizer_state_bytes"))
+        check(v("batch_bytes") == 64 * (784 * 4 + 8), "batch_bytes " v("batch_bytes"))
+        rest = v("live_before_step_bytes") - v("dataset_bytes") - v("weight_bytes") - v("optimizer_state_bytes") - v("batch_bytes")
+        check(rest >= 0 && rest < 4096, "live before the step minus the parts: " rest " bytes")
+        # The figure stacks the step on the live part: saved for backward, gradients, the rest.
+        check(v("peak_bytes") >= v("live_before_step_bytes") + v("activation_bytes") + v("gradient_bytes"),
+              "the peak is below live + saved + gradients") }
+      END { exit bad }' c.csv || fail "the memory parts disagree (c.csv: $(cat c.csv))" ;;
   checkpoint_every_needs_out)
     expect_error "--checkpoint-every needs --out" "${quick[@]}" --checkpoint-every 5 ;;
   empty_test_set)
