@@ -5,6 +5,9 @@
 //      operands quantised once: the GEMM alone) beside bf16 hg::matmul at the same n, and of an
 //      FP8 linear under amp::Fp8Autocast (current scaling: both quantisations and their amax
 //      reads included) -- CSV section "gemm", precisions "fp8" and "fp8_linear".
+//   1c. Fused attention: milliseconds of hg::scaled_dot_product_attention (kernels/cuda/attention.cu)
+//      forward, and forward + backward, at batch 1, 4 heads, T = 1024, 64 features per head, causal
+//      and not, in bf16 -- CSV section "attention", metric "ms".
 //   2. Training: samples/s and the step's peak memory of
 //        mlp_wide: Linear 784->4096, ReLU, Linear 4096->4096, ReLU, Linear 4096->10, batch 4096
 //        cnn:      hg-train's CNN (Conv 1->16 3x3 p1, ReLU, MaxPool 2, Conv 16->32 3x3 p1, ReLU,
@@ -15,7 +18,7 @@
 //        bf16_amp  Autocast(bf16), no scaler
 //      on synthetic data made on the GPU once (hg::randn / hg::randint with a CUDA device).
 //
-//   build/bench/gpu_bench [--csv FILE] [--seconds S] [--only gemm|fp8|train]
+//   build/bench/gpu_bench [--csv FILE] [--seconds S] [--only gemm|fp8|attention|train]
 //
 // "Step peak" is the most memory a training step held above what was live before it (parameters,
 // momentum buffers, the batch): hg::memory::peak_allocated(cuda) - allocated(cuda) after a
@@ -334,6 +337,40 @@ void train_table(Csv& csv, double budget) {
   }
 }
 
+// ---- fused attention ----------------------------------------------------------------------------
+
+void attention_table(Csv& csv, double budget) {
+  const hg::Device gpu = hg::Device::cuda();
+  constexpr int64_t kHeads = 4, kT = 1024, kD = 64;
+  std::printf("\n## halfgrad fused attention (scaled_dot_product_attention, bf16, 1 x %lld heads x T %lld x D %lld, "
+              "ms per call)\n\n| mask | forward | forward + backward |\n|---|---|---|\n",
+              (long long)kHeads, (long long)kT, (long long)kD);
+  for (bool causal : {false, true}) {
+    const char* name = causal ? "causal" : "none";
+    try {
+      hg::manual_seed(0);
+      const auto input = [&] { return hg::randn({1, kHeads, kT, kD}, {.device = gpu}).to(hg::bf16).requires_grad_(); };
+      const hg::Tensor q = input(), k = input(), v = input();
+      const hg::Tensor grad = hg::randn({1, kHeads, kT, kD}, {.device = gpu}).to(hg::bf16);
+      const hg::ScaledDotProductAttentionOptions options{.is_causal = causal};
+      const double forward = seconds_per_call([&] {
+        hg::NoGradGuard no_grad;
+        hg::Tensor out = hg::scaled_dot_product_attention(q, k, v, options);
+      }, budget);
+      const double both = seconds_per_call([&] {
+        hg::scaled_dot_product_attention(q, k, v, options).backward(grad);
+      }, budget);
+      std::printf("| %s | %.3f | %.3f |\n", name, forward * 1e3, both * 1e3);
+      csv.row("attention", name, "bf16", "forward_ms", forward * 1e3);
+      csv.row("attention", name, "bf16", "forward_backward_ms", both * 1e3);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "gpu_bench: attention %s: %s\n", name, short_error(e).c_str());
+      std::printf("| %s | error | error |\n", name);
+    }
+    std::fflush(stdout);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -346,7 +383,7 @@ int main(int argc, char** argv) {
     else if (std::strcmp(argv[i], "--seconds") == 0 && has_value) budget = std::max(0.05, std::atof(argv[++i]));
     else if (std::strcmp(argv[i], "--only") == 0 && has_value) only = argv[++i];
     else {
-      std::fprintf(stderr, "usage: gpu_bench [--csv FILE] [--seconds S] [--only gemm|fp8|train]\n");
+      std::fprintf(stderr, "usage: gpu_bench [--csv FILE] [--seconds S] [--only gemm|fp8|attention|train]\n");
       return 2;
     }
   }
@@ -360,6 +397,7 @@ int main(int argc, char** argv) {
     std::printf("gpu_bench: halfgrad on %s, %d CUDA device(s)\n", hg::Device::cuda().str().c_str(), hg::cuda::device_count());
     if (only.empty() || only == "gemm") gemm_table(csv, budget / 2);
     if (only.empty() || only == "fp8") fp8_table(csv, budget / 2);
+    if (only.empty() || only == "attention") attention_table(csv, budget / 2);
     if (only.empty() || only == "train") train_table(csv, budget);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "gpu_bench: %s\n", e.what());

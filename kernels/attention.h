@@ -1,5 +1,6 @@
-// The fused attention kernels (CPU): dropout(softmax(Q K^T * scale + mask)) V without the T x T
-// matrix.
+// The fused attention kernels: dropout(softmax(Q K^T * scale + mask)) V without the T x T
+// matrix. Declared here for the CPU (kernels/attention.cpp); kernels/cuda/attention.cu computes
+// the same contract, dropout draws included, on a GPU (declared in kernels/cuda/cuda_kernels.h).
 // FlashAttention-2's scheme: each block of query rows walks the key blocks once, keeping a running
 // row maximum m, a running sum l and an unnormalised output; a new block whose maximum is larger
 // rescales what came before by exp(m_old - m_new). The forward saves only the output and each
@@ -8,7 +9,7 @@
 // the dropout mask from its counter-based generator (FlashAttention-2's dropout: the row sums and
 // lse are those of the undropped P; D = rowsum(dO * O) holds with the dropped one).
 //
-// The block products are halfgrad's CPU GEMM (packed per CPU level); the rest is per-row scalar
+// On the CPU the block products are halfgrad's GEMM (packed per CPU level); the rest is per-row scalar
 // work in the compute type: f32 for f32/f16/bf16 inputs (16-bit values widened, the output
 // rounded once), f64 for f64.
 #pragma once

@@ -1,8 +1,11 @@
-// scaled_dot_product_attention: checks, the mask made additive, then the fused CPU kernel
-// (kernels/attention.h, dropout included) or, on CUDA for now, the composition of matmul,
-// softmax and dropout.
+// scaled_dot_product_attention: checks, the mask made additive, then the fused kernel of q's
+// device (kernels/attention.h on the CPU, kernels/cuda/attention.cu on a GPU; dropout included)
+// with one recorded backward. On CUDA the composition of matmul, softmax and dropout remains for
+// head sizes past the kernel's tiles (kernels::cuda::kAttentionMaxFeatures) and for deterministic
+// mode (the fused backward sums dq with atomics).
 #include "ops/attention.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
 #include <utility>
@@ -11,8 +14,10 @@
 #include "amp/autocast.h"
 #include "autograd/node.h"
 #include "core/copy.h"
+#include "core/determinism.h"
 #include "core/rng.h"
 #include "kernels/attention.h"
+#include "kernels/cuda/cuda_kernels.h"
 #include "ops/dropout.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
@@ -49,12 +54,33 @@ Tensor additive_mask(const Tensor& mask, DType dtype) {
                      mask.detach(), 0.0);
 }
 
-// softmax(q k^T * scale + mask) v from differentiable ops: CUDA's path for now.
+// softmax(q k^T * scale + mask) v from differentiable ops: CUDA's path where the fused kernel is
+// not (see the top of the file).
 Tensor attention_composed(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal,
                           double scale, double dropout_p) {
   Tensor p = attention_probabilities(q, k, mask, causal, scale);
   if (dropout_p > 0) p = dropout(p, dropout_p, true);
   return matmul(p, v);
+}
+
+// Whether q's device runs the fused kernels for these head sizes (the CPU's always does).
+bool fused_kernel_runs(const Tensor& q, int64_t E, int64_t Ev) {
+  if (q.device().is_cpu()) return true;
+  return E <= kernels::cuda::kAttentionMaxFeatures && Ev <= kernels::cuda::kAttentionMaxFeatures &&
+         !are_deterministic_algorithms_enabled();
+}
+
+std::pair<Tensor, Tensor> fused_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                        const kernels::AttentionGeometry& g) {
+  if (q.device().is_cpu()) return kernels::attention_forward(q, k, v, mask, g);
+  return kernels::cuda::attention_forward(q, k, v, mask, g);
+}
+
+std::array<Tensor, 3> fused_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                     const Tensor& lse, const Tensor& grad, const Tensor& mask,
+                                     const kernels::AttentionGeometry& g) {
+  if (q.device().is_cpu()) return kernels::attention_backward(q, k, v, out, lse, grad, mask, g);
+  return kernels::cuda::attention_backward(q, k, v, out, lse, grad, mask, g);
 }
 
 }  // namespace
@@ -94,7 +120,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     HG_CHECK(mask.shape() == full_shape, kName, ": attn_mask of shape ", options.attn_mask.shape(),
              " does not broadcast to the scores' shape ", full_shape);
   }
-  if (!q.device().is_cpu())
+  if (!fused_kernel_runs(q, E, Ev))
     return attention_composed(q, k, v, mask.defined() ? mask.to(q.dtype()) : mask, options.is_causal, scale,
                               options.dropout_p);
 
@@ -108,7 +134,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
     g.dropout_p = options.dropout_p, g.dropout_seed = stream.seed, g.dropout_offset = stream.offset;
   }
   // (Named, not a structured binding: lambdas may not capture those before clang 16.)
-  const std::pair<Tensor, Tensor> forward = kernels::attention_forward(q, k, v, mask, g);
+  const std::pair<Tensor, Tensor> forward = fused_forward(q, k, v, mask, g);
   const Tensor out3 = forward.first, lse = forward.second;
   Shape out_shape = q.shape();
   out_shape.back() = Ev;
@@ -119,7 +145,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   record(amp::Op::ScaledDotProductAttention, out, {q, k, v},
          [sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(out3), lse, mask, g,
           shapes = std::vector<Shape>{q.shape(), k.shape(), v.shape()}](const Tensor& grad) {
-           auto [dq, dk, dv] = kernels::attention_backward(sq.get(), sk.get(), sv.get(), so.get(), lse, grad, mask, g);
+           auto [dq, dk, dv] = fused_backward(sq.get(), sk.get(), sv.get(), so.get(), lse, grad, mask, g);
            return std::vector<Tensor>{detail::dense_view(dq, shapes[0]), detail::dense_view(dk, shapes[1]),
                                       detail::dense_view(dv, shapes[2])};
          });

@@ -15,7 +15,7 @@
 # and the version the library itself reports (cudnnGetVersion); (c) configure a Release build in
 # build-gpu/ (-DHG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 -DHG_NATIVE=ON, tests and benchmarks on,
 # examples off), using .carry/ for every package the system lacks, and build gpu_bench, then
-# test_cuda, test_fp8_cuda and test_op_db; (d) ctest -R '^(cuda\.|op_db\.cpu_matches_cuda)' -- only when the
+# test_cuda, test_fp8_cuda, test_attention_cuda and test_op_db; (d) ctest -R '^(cuda\.|op_db\.cpu_matches_cuda)' -- only when the
 # library and those tests built completely, so
 # no test runs against a stale or missing binary; (e) both benchmarks; (f) compute-sanitizer
 # --tool memcheck over the CUDA suite (without the cuda.large.* sizes) and --tool racecheck over
@@ -274,7 +274,7 @@ if ((configured)); then
     # shellcheck disable=SC2086
     build_targets build-targets "$build_cap" "$logs/build.log" $HG_CHECK_TARGETS
   else
-    build_targets build-test_cuda "$build_cap" "$logs/build-test_cuda.log" test_cuda test_fp8_cuda test_op_db &&
+    build_targets build-test_cuda "$build_cap" "$logs/build-test_cuda.log" test_cuda test_fp8_cuda test_attention_cuda test_op_db &&
       built_cuda_tests=1
   fi
 else

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "kernels/attention.h"
 #include "kernels/conv.h"
 #include "kernels/math/optimizer_step.h"
 #include "kernels/math/interpolate.h"
@@ -64,6 +65,18 @@ void adaptive_max_pool2d_backward(const Tensor& grad, const Tensor& where, const
 // out[i] = keep(i) ? in[i] / (1 - p) : 0 with keep(i) = Philox uniform(seed, offset + i) >= p:
 // bitwise the same mask as the CPU.
 void dropout(const Tensor& in, const Tensor& out, double p, uint64_t seed, uint64_t offset);
+
+// Fused attention (kernels/cuda/attention.cu): the contract of kernels/attention.h (compute-type
+// output [batch, L, Ev] and row log-sum-exp [batch, L]; dq, dk, dv in q's dtype), the same dropout
+// draws, so one generator state gives the CPU's mask. The kernels hold a block of q rows and of k/v
+// rows in shared memory whole, so E and Ev are at most kAttentionMaxFeatures; ops/attention.cpp
+// takes the composed path (matmul, softmax, dropout) beyond that.
+constexpr int64_t kAttentionMaxFeatures = 128;
+std::pair<Tensor, Tensor> attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
+                                            const AttentionGeometry& g);
+std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
+                                         const Tensor& lse, const Tensor& grad, const Tensor& mask,
+                                         const AttentionGeometry& g);
 
 // ---- GPU AMP: multi-tensor kernels that read and write device flags, never the host ----
 

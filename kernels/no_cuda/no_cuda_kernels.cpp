@@ -71,6 +71,17 @@ void adaptive_max_pool2d_backward(const Tensor& g, const Tensor&, const Tensor&)
 
 void dropout(const Tensor& in, const Tensor&, double, uint64_t, uint64_t) { detail::check_cuda_device(in.device(), "dropout"); }
 
+std::pair<Tensor, Tensor> attention_forward(const Tensor& q, const Tensor&, const Tensor&, const Tensor&,
+                                            const AttentionGeometry&) {
+  detail::check_cuda_device(q.device(), "scaled_dot_product_attention");
+  return {};
+}
+std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor&, const Tensor&, const Tensor&, const Tensor&,
+                                         const Tensor&, const Tensor&, const AttentionGeometry&) {
+  detail::check_cuda_device(q.device(), "scaled_dot_product_attention");
+  return {};
+}
+
 void unscale_and_check(const std::vector<Tensor>&, const std::vector<bool>&, const Tensor& scale, const Tensor&,
                        const Tensor&, const Tensor&) {
   detail::check_cuda_device(scale.device(), "GradScaler.unscale_");
