@@ -100,18 +100,18 @@ void dropout_factors(int64_t b, int64_t i0, int64_t rows, int64_t j0, int64_t co
   const math::Dropout rule{g.dropout_p};
   const uint32_t threshold = rule.keep_threshold();
   const S scale = rule.scale<S>();
-  uint32_t words[4][philox::kBatch];  // kBatch blocks at once, on the vectorised rounds
+  uint32_t words[4][philox::kBatch], draws[4 * philox::kBatch];  // kBatch blocks at once, on the vectorised rounds
   for (int64_t r = 0; r < rows; ++r) {
-    const uint64_t first = uint64_t((b * g.L + i0 + r) * g.S + j0), end = first + uint64_t(cols);
-    for (uint64_t block0 = first / 4; block0 * 4 < end; block0 += philox::kBatch) {
-      philox::generate_batch(g.dropout_seed, g.dropout_offset + block0, words);
-      for (int l = 0; l < philox::kBatch; ++l)
-        for (int w = 0; w < 4; ++w) {
-          const uint64_t n = (block0 + uint64_t(l)) * 4 + uint64_t(w);
-          if (n < first || n >= end) continue;
-          const uint32_t draw = words[w][l] >> (32 - math::Dropout::kBits);
-          z[r * cols + int64_t(n - first)] = draw >= threshold ? scale : S(0);
-        }
+    const int64_t first = (b * g.L + i0 + r) * g.S + j0, end = first + cols;  // the row's element numbers
+    for (int64_t block0 = first / 4; block0 * 4 < end; block0 += philox::kBatch) {
+      philox::generate_batch(g.dropout_seed, g.dropout_offset + uint64_t(block0), words);
+      philox::draws_in_order(words, math::Dropout::kBits, draws);
+      // The batch's elements that fall in the row: the first batch may start before it, the
+      // last end after it. Bounds once per batch, so the loop below has no test but the keep one.
+      const int64_t lo = std::max(first, block0 * 4), hi = std::min(end, (block0 + philox::kBatch) * 4);
+      const uint32_t* draw = draws + (lo - block0 * 4);
+      S* factor = z + r * cols + (lo - first);
+      for (int64_t k = 0; k < hi - lo; ++k) factor[k] = draw[k] >= threshold ? scale : S(0);
     }
   }
 }

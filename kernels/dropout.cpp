@@ -1,7 +1,9 @@
 #include "kernels/dropout.h"
 
 #include <algorithm>
+#include <type_traits>
 
+#include "core/half.h"
 #include "core/loops.h"
 #include "core/parallel.h"
 #include "core/philox.h"
@@ -24,12 +26,27 @@ void apply_mask(const T* in, T* out, int64_t n, double p, random::GeneratorState
     uint32_t words[4][philox::kBatch], draws[kGroup];
     for (int64_t group = lo; group < hi; ++group) {
       philox::generate_batch(stream.seed, stream.offset + uint64_t(group * philox::kBatch), words);
-      for (int64_t l = 0; l < philox::kBatch; ++l)  // element order: word w of block l is element 4 l + w
-        for (int64_t w = 0; w < 4; ++w) draws[4 * l + w] = words[w][l] >> (32 - math::Dropout::kBits);
+      philox::draws_in_order(words, math::Dropout::kBits, draws);
       const int64_t first = group * kGroup, m = std::min(kGroup, n - first);
       const T* src = in + first;
       T* dst = out + first;
-      for (int64_t k = 0; k < m; ++k) dst[k] = draws[k] >= threshold ? T(Acc<T>(src[k]) * scale) : T(Acc<T>(0));
+      if constexpr (std::is_same_v<T, half>) {
+        // f16's scalar conversions (F16C's one-value instructions) keep the loop below scalar;
+        // the bulk converters widen and narrow the group as vectors, to the same bits.
+        float values[kGroup];
+        convert_to_float(src, values, size_t(m));
+        for (int64_t k = 0; k < m; ++k) {
+          const float kept = values[k] * scale;  // for every element: the loop needs no branch
+          values[k] = draws[k] >= threshold ? kept : 0.0f;
+        }
+        convert_from_float(values, dst, size_t(m));
+      } else {
+        // Scale every element, select, then one conversion: the loop vectorises for bf16 too.
+        for (int64_t k = 0; k < m; ++k) {
+          const Acc<T> kept = Acc<T>(src[k]) * scale;
+          dst[k] = T(draws[k] >= threshold ? kept : Acc<T>(0));
+        }
+      }
     }
   });
 }
