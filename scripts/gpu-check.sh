@@ -440,16 +440,17 @@ order_metric = {"tflops": 0, "samples_per_s": 1, "step_peak_mib": 2, "reserved_m
 keys = sorted(set(hg) | set(pt), key=lambda k: (k[0] != "gemm", order_case.get(k[1], 9), k[1],
                                                 order_metric.get(k[3], 9), order_prec.get(k[2], 9), k[2]))
 units = {"tflops": "TFLOP/s", "samples_per_s": "samples/s", "step_peak_mib": "step peak MiB",
-         "reserved_mib": "reserved MiB", "syncs_per_step": "host syncs/step"}
+         "reserved_mib": "reserved MiB", "syncs_per_step": "host syncs/step", "forward_ms": "forward ms",
+         "forward_backward_ms": "forward + backward ms"}
 print("| what | case | precision | metric | halfgrad | PyTorch | halfgrad / PyTorch |")
 print("|---|---|---|---|---|---|---|")
 with open(joined_path, "w") as f:
     f.write("section,case,precision,metric,halfgrad,pytorch,ratio\n")
     for k in keys:
         a, b = hg.get(k, nan), pt.get(k, nan)
-        digits = 0 if k[3] == "samples_per_s" else 2 if k[3] == "syncs_per_step" else 1
+        digits = 0 if k[3] == "samples_per_s" else 2 if k[3] == "syncs_per_step" else 3 if k[3].endswith("_ms") else 1
         r = ratio(a, b)
-        what = "GEMM n^3" if k[0] == "gemm" else "training"
+        what = {"gemm": "GEMM n^3", "attention": "fused attention"}.get(k[0], "training")
         print("| %s | %s | %s | %s | %s | %s | %s |" % (what, k[1], k[2], units.get(k[3], k[3]), fmt(a, digits),
                                                         fmt(b, digits), ("%.2fx" % r) if ok(r) else "-"))
         f.write("%s,%s,%s,%s,%s,%s,%s\n" % (k + (a, b, r)))
