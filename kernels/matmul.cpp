@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/activation.h"
 #include "kernels/reduce.h"
+#include "kernels/vectorised_activation.h"
 
 namespace hg::kernels {
 
@@ -53,14 +54,19 @@ void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out) {
   else batched_gemm_cpu(a, b, out);
 }
 
-Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b, bool relu) {
+Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b, bool relu, bool gelu, Tensor* pre_gelu) {
+  HG_CHECK(!(relu && gelu), "internal error: linear asked for both relu and gelu");
   const int64_t rows = x2.shape()[0], in = x2.shape()[1], out_features = w.shape()[0];
   Tensor out = empty({rows, out_features}, x2.options());
+  if (gelu && pre_gelu != nullptr) *pre_gelu = empty({rows, out_features}, x2.options());
   if (out.numel() == 0) return out;
   if (in > 0 && !x2.device().is_cuda()) {
-    // The CPU GEMM adds the bias and applies relu as it stores each tile.
+    // The CPU GEMM adds the bias and applies relu as it stores each tile, gelu as it finishes
+    // each block.
     const Tensor bias = b.defined() && !b.is_contiguous() ? detail::dense_copy(b) : b;
-    const cpu::GemmEpilogue epilogue{.column_bias = bias.defined() ? bias.raw_data() : nullptr, .relu = relu};
+    const cpu::GemmEpilogue epilogue{.column_bias = bias.defined() ? bias.raw_data() : nullptr, .relu = relu,
+                                     .gelu = gelu,
+                                     .pre_gelu = gelu && pre_gelu != nullptr ? pre_gelu->raw_data() : nullptr};
     cpu::gemm(x2.dtype(), cpu::matrix_view(x2), cpu::matrix_view(gemm_operand(detail::transposed_view(w))),
               out.raw_data(), /*accumulate=*/false, epilogue);
     return out;
@@ -72,8 +78,15 @@ Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b, bool relu) {
     kernels::cuda::linear_forward(x2, w, b, out);  // cuBLASLt adds the bias in its epilogue
   }
   // NOTE: relu is our own pass on the GPU, not cuBLASLt's RELU epilogue: that computes max(y, 0),
-  // which turns NaN into 0 and would hide a diverged layer on the GPU only.
+  // which turns NaN into 0 and would hide a diverged layer on the GPU only. GELU likewise, with
+  // the CPU's formula.
   if (relu) kernels::map_into<1>(out, {out}, math::Forward<math::Relu>{});
+  if (gelu) {
+    if (pre_gelu != nullptr) detail::copy_into(*pre_gelu, out);
+    // (the op gelu()'s own kernels: the vectorised one for a CPU in == 0 product)
+    if (activation_vectorised(out)) out = gelu_forward_cpu(out);
+    else kernels::map_into<1>(out, {out}, math::Forward<math::Gelu>{});
+  }
   return out;
 }
 

@@ -14,9 +14,12 @@ bool gemm_ready(const Tensor& t);
 // GEMM operands of out's dtype, out is contiguous and is overwritten.
 void batched_gemm(const Tensor& a, const Tensor& b, const Tensor& out);
 
-// linear's forward on a 2-D input: x2 (rows, in) @ w^T (+ b), then relu(...) if asked (NaN
-// kept, as kernels/math's Relu): a fresh (rows, out_features) tensor.
-Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b, bool relu);
+// linear's forward on a 2-D input: x2 (rows, in) @ w^T (+ b), then relu(...) or gelu(...) if
+// asked (kernels/math's Relu, NaN kept, and Gelu, the erf form): a fresh (rows, out_features)
+// tensor. With gelu, `pre_gelu` (if given) receives x2 @ w^T + b itself, which GELU's derivative
+// needs; on the CPU the GEMM writes both as it finishes each block.
+Tensor linear(const Tensor& x2, const Tensor& w, const Tensor& b, bool relu, bool gelu = false,
+              Tensor* pre_gelu = nullptr);
 
 // linear's parameter gradients from g2 (rows, out_features) and the saved input x2 (rows, in):
 // weight = g2^T @ x2 and, with need_bias, bias = the column sums of g2 (on a GPU one cuBLASLt

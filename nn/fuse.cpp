@@ -3,6 +3,7 @@
 
 #include <typeinfo>
 
+#include "nn/activation.h"
 #include "nn/conv.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
@@ -19,6 +20,12 @@ Sequential fuse(Sequential model) {
 namespace detail {
 
 std::optional<Tensor> forward_fused(Module& layer, Module& next, const Tensor& x) {
+  // (GELU's tanh approximation is not the epilogue's formula: that pair stays apart)
+  const bool exact_gelu = typeid(next) == typeid(GELU) && static_cast<const GELU&>(next).approximate == "none";
+  if (typeid(layer) == typeid(Linear) && exact_gelu) {
+    const Linear& fc = static_cast<const Linear&>(layer);
+    return linear(x, fc.weight, fc.bias, {.epilogue = Epilogue::Gelu});
+  }
   if (typeid(next) != typeid(ReLU)) return std::nullopt;
   if (typeid(layer) == typeid(Linear)) {
     const Linear& fc = static_cast<const Linear&>(layer);

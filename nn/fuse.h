@@ -1,5 +1,6 @@
-// nn::fuse: asks a Sequential to run each Linear->ReLU and Conv2d->ReLU pair as one op, the
-// ReLU being the layer's epilogue (ops/epilogue.h): one pass less over the activations.
+// nn::fuse: asks a Sequential to run each Linear->ReLU, Linear->GELU (the exact form) and
+// Conv2d->ReLU pair as one op, the activation being the layer's epilogue (ops/epilogue.h): one
+// pass less over the activations.
 //
 //   hg::nn::Sequential model{hg::nn::Linear(784, 256), hg::nn::ReLU(), hg::nn::Linear(256, 10)};
 //   hg::nn::Sequential fast = hg::nn::fuse(model);   // the same layers and parameters

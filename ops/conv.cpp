@@ -72,6 +72,8 @@ Operands same_device_and_dtype(std::string_view name, const Tensor& x0, const Te
 Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2dFuncOptions options) {
   const std::string_view name = amp::op_name(amp::Op::Conv2d);  // the report row, even with an epilogue
   const bool relu = options.epilogue == Epilogue::Relu;
+  HG_CHECK(options.epilogue != Epilogue::Gelu, name,
+           ": the Gelu epilogue is linear's only (write gelu(conv2d(...)))");
   if (amp::fp8_enabled())  // (ops/fp8_ops.h)
     return amp::detail::fp8_conv2d(x_in, w_in, b_in, options.stride, options.padding, options.dilation,
                                    options.groups, relu);

@@ -4,9 +4,11 @@
 // NaN included:
 //
 //   hg::linear(x, w, b, {.epilogue = hg::Epilogue::Relu})   ==  hg::relu(hg::linear(x, w, b))
+//   hg::linear(x, w, b, {.epilogue = hg::Epilogue::Gelu})   ==  hg::gelu(hg::linear(x, w, b))
 //   hg::conv2d(x, w, b, {.padding = 1, .epilogue = hg::Epilogue::Relu})
 //
-// nn::fuse (nn/fuse.h) uses it for the Linear->ReLU and Conv2d->ReLU pairs of a Sequential.
+// nn::fuse (nn/fuse.h) uses it for the Linear->ReLU, Linear->GELU and Conv2d->ReLU pairs of a
+// Sequential; a transformer's MLP calls linear with the GELU epilogue itself.
 #pragma once
 #include <cstdint>
 
@@ -15,6 +17,7 @@ namespace hg {
 enum class Epilogue : uint8_t {
   None,
   Relu,  // max(y, 0) with relu's own functor: NaN stays NaN (cuBLASLt's RELU epilogue would give 0)
+  Gelu,  // linear only: the exact (erf) GELU, gelu()'s own kernels; the backward keeps y before it
 };
 
 }  // namespace hg

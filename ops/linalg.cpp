@@ -9,6 +9,8 @@
 #include "kernels/cpu/elementwise_loop.h"
 #include "kernels/math/activation.h"
 #include "kernels/matmul.h"
+#include "kernels/vectorised_activation.h"
+#include "ops/activation.h"
 #include "ops/elementwise.h"
 #include "ops/fp8_ops.h"
 #include "ops/reduce.h"
@@ -133,12 +135,15 @@ Tensor matmul_prepared(const Tensor& a0, const Tensor& b0) {
 }
 }  // namespace
 
-// ---- linear (+ its ReLU epilogue) ------------------------------------------------------------------
+// ---- linear (+ its ReLU or GELU epilogue) ---------------------------------------------------------
 
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, LinearOptions options) {
   const std::string_view name = amp::op_name(amp::Op::Linear);  // the report row, even with an epilogue
-  const bool relu = options.epilogue == Epilogue::Relu;
-  if (amp::fp8_enabled()) return amp::detail::fp8_linear(x_in, w_in, b_in, relu);  // (ops/fp8_ops.h)
+  const bool relu = options.epilogue == Epilogue::Relu, gelu = options.epilogue == Epilogue::Gelu;
+  if (amp::fp8_enabled()) {  // (ops/fp8_ops.h; its GEMM has no GELU epilogue: gelu() after it)
+    const Tensor out = amp::detail::fp8_linear(x_in, w_in, b_in, relu);
+    return gelu ? hg::gelu(out) : out;
+  }
   auto [x0, w0, b0] = amp::prepare(amp::Op::Linear, x_in, w_in, b_in);
   detail::check_same_device(name, x0, w0);
   HG_CHECK(w0.dim() == 2, name, ": weight must be 2-D (out_features, in_features), got ", w0.shape());
@@ -160,18 +165,27 @@ Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Linear
   const Tensor x2 = gemm_operand(x.reshape({rows, in}));
   Shape out_shape = x.shape();
   out_shape.back() = out_features;
-  // A fresh output, never a view of the bias; the epilogue is relu's own formula on both devices,
-  // so NaN stays NaN everywhere.
-  Tensor out = kernels::linear(x2, w, b, relu).view(out_shape);
+  // A fresh output, never a view of the bias; the epilogues are relu's and gelu's own formulas
+  // on both devices, so NaN stays NaN everywhere. GELU's derivative reads the value before it
+  // (kept only when a gradient will flow).
+  Tensor pre_gelu;
+  Tensor out = kernels::linear(x2, w, b, relu, gelu, gelu && autograd::needs_grad({x, w, b}) ? &pre_gelu : nullptr)
+                   .view(out_shape);
   record(amp::Op::Linear, out, {x, w, b},
          [sx = SavedTensor(w.requires_grad() ? x2 : Tensor()),
           sw = SavedTensor(x.requires_grad() ? w : Tensor()), sy = SavedTensor(relu ? out : Tensor()),
-          x_shape = x.shape(), rows, out_features,
+          s_pre = SavedTensor(pre_gelu), x_shape = x.shape(), rows, out_features,
           need_bias = b.defined() && b.requires_grad()](const Tensor& g) -> std::vector<Tensor> {
            Tensor g2 = g.reshape({rows, out_features});
            if (sy.defined())  // relu's derivative: the gradient passes where the output is positive
              g2 = kernels::map_to_new<2>(g2.shape(), {sy.get().reshape({rows, out_features}), g2},
                                         kernels::math::BackwardFromInput<kernels::math::Relu>{});
+           if (s_pre.defined()) {  // gelu's derivative, with gelu()'s own kernels
+             const Tensor pre = s_pre.get();
+             g2 = kernels::activation_vectorised(pre)
+                      ? kernels::gelu_backward_cpu(pre, detail::dense(g2))
+                      : kernels::map_to_new<2>(g2.shape(), {pre, g2}, kernels::math::BackwardFromInput<kernels::math::Gelu>{});
+           }
            Tensor gx;
            if (sw.defined()) gx = matmul(g2, sw.get()).reshape(x_shape);
            if (!sx.defined()) return {gx, Tensor(), need_bias ? sum(g2, {0}) : Tensor()};

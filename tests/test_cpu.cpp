@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <bit>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <random>
@@ -100,22 +101,34 @@ TEST_CASE("cpu.gemm_at_every_level_matches_the_reference") {
   });
 }
 
-// linear's bias and relu, applied by the microkernels as they store C (GemmEpilogue): first and
-// last K slices, full and edge tiles, 16-bit outputs, and NaN kept (relu(NaN) is NaN).
-TEST_CASE("cpu.gemm_epilogue_at_every_level_matches_the_reference") {
-  struct Size {
-    int64_t M, K, N;
-  };
-  const Size sizes[] = {{1, 1, 1}, {7, 13, 5}, {13, 300, 37}, {130, 17, 100}, {12, 784, 64}, {5, 0, 3}, {8, 40, 64},
-                        {14, 300, 48}};
-  hg::manual_seed(5);
+namespace {
+struct GemmSize {
+  int64_t M, K, N;
+};
+
+// f(size, dtype) for every size and f32 / bf16 / f16 at every CPU level, named in failure messages.
+template <class F>
+void for_each_gemm_case_at_every_level(const std::vector<GemmSize>& sizes, F&& f) {
   at_every_level([&](Isa) {
-    for (const Size& s : sizes)
+    for (const GemmSize& s : sizes)
       for (hg::DType d : {hg::f32, hg::bf16, hg::f16}) {
         CAPTURE(s.M);
         CAPTURE(s.K);
         CAPTURE(s.N);
         CAPTURE(d);
+        f(s, d);
+      }
+  });
+}
+}  // namespace
+
+// linear's bias and relu, applied by the microkernels as they store C (GemmEpilogue): first and
+// last K slices, full and edge tiles, 16-bit outputs, and NaN kept (relu(NaN) is NaN).
+TEST_CASE("cpu.gemm_epilogue_at_every_level_matches_the_reference") {
+  hg::manual_seed(5);
+  for_each_gemm_case_at_every_level(
+      {{1, 1, 1}, {7, 13, 5}, {13, 300, 37}, {130, 17, 100}, {12, 784, 64}, {5, 0, 3}, {8, 40, 64}, {14, 300, 48}},
+      [](const GemmSize& s, hg::DType d) {
         const Tensor x = hg::randn({s.M, s.K}).to(d);
         const Tensor w = hg::randn({s.N, s.K}).to(d), b = hg::randn({s.N}).to(d);
         const int64_t nan_row = std::min<int64_t>(s.M - 1, 1);
@@ -134,8 +147,27 @@ TEST_CASE("cpu.gemm_epilogue_at_every_level_matches_the_reference") {
         CHECK_MESSAGE(!plain_report.has_value(), plain_report.value_or(""));
         const std::vector<double> out = y.to(hg::f64).to_vector<double>();
         for (int64_t j = 0; j < s.N; ++j) CHECK(std::isnan(out[size_t(nan_row * s.N + j)]) == (s.K > 0));
-      }
-  });
+      });
+}
+
+// linear's GELU epilogue, applied to each finished block of C (GemmEpilogue::finish_block), at each
+// level's packed kernel (or Eigen at generic): bit for bit gelu() of the unfused linear, which
+// itself matches the reference within the GEMM's tolerance; several row and column blocks.
+TEST_CASE("cpu.gelu_epilogue_at_every_level_equals_gelu_of_linear") {
+  hg::manual_seed(6);
+  for_each_gemm_case_at_every_level(
+      {{1, 1, 1}, {13, 300, 37}, {130, 17, 100}, {300, 64, 700}, {5, 0, 3}}, [](const GemmSize& s, hg::DType d) {
+        const Tensor x = hg::randn({s.M, s.K}).to(d), w = (hg::randn({s.N, s.K}) * 0.2).to(d), b = hg::randn({s.N}).to(d);
+        const Tensor fused = hg::linear(x, w, b, {.epilogue = hg::Epilogue::Gelu});
+        const auto same = hg_test::compare(fused, hg::gelu(hg::linear(x, w, b)), Tolerance{0.0, 0.0});
+        CHECK_MESSAGE(!same.has_value(), same.value_or(""));
+        const ref::Array expected = ref::map(ref::linear(ref::of(x), ref::of(w), ref::of(b).v),
+                                             [](double v) { return 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))); });
+        const Tolerance t = d == hg::f32 ? gemm_tolerance(s.K) : hg_test::tolerance_for(d);
+        const auto close = hg_test::compare(fused.to(hg::f64), ref::tensor(expected),
+                                            Tolerance{t.rtol, t.atol * double(std::max<int64_t>(s.K, 1))});
+        CHECK_MESSAGE(!close.has_value(), close.value_or(""));
+      });
 }
 
 TEST_CASE("cpu.conv_and_pool_at_every_level_match_the_reference") {

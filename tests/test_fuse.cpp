@@ -98,6 +98,47 @@ TEST_CASE("fuse.linear_relu_epilogue_equals_relu_of_linear") {
   }
 }
 
+// GELU's epilogue runs on each finished block of the product (GemmEpilogue::finish_block), so the
+// shapes include products of several row and column blocks, split between tasks.
+TEST_CASE("fuse.linear_gelu_epilogue_equals_gelu_of_linear") {
+  hg::manual_seed(36);
+  constexpr hg::Epilogue kGelu = hg::Epilogue::Gelu;
+  for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
+    CAPTURE(dt);
+    const Tensor x = hg::randn({5, 7}).to(dt), x3 = hg::randn({2, 3, 7}).to(dt);
+    const Tensor w = (hg::randn({6, 7}) * 0.4).to(dt), b = hg::randn({6}).to(dt);
+    const Tensor x_big = hg::randn({301, 70}).to(dt), w_big = (hg::randn({613, 70}) * 0.2).to(dt);
+    const Tensor b_big = hg::randn({613}).to(dt);
+    const auto fused = [](const std::vector<Tensor>& in) {
+      return hg::linear(in[0], in[1], in[2], {.epilogue = kGelu});
+    };
+    const auto unfused = [](const std::vector<Tensor>& in) { return hg::gelu(hg::linear(in[0], in[1], in[2])); };
+    check_fused_equals_unfused("with bias", {x, w, b}, fused, unfused);
+    check_fused_equals_unfused("without bias", {x, w, Tensor()}, fused, unfused);
+    check_fused_equals_unfused("3-D input", {x3, w, b}, fused, unfused);
+    check_fused_equals_unfused("301x70 @ 70x613", {x_big, w_big, b_big}, fused, unfused);
+    check_fused_equals_unfused("no input features", {hg::randn({4, 0}).to(dt), hg::randn({3, 0}).to(dt), hg::narrow(b, 0, 0, 3)},
+                               fused, unfused);
+    // Without a gradient to compute the value before GELU is not kept; the output is the same.
+    {
+      hg::NoGradGuard no_grad;
+      check_same(hg::linear(x_big, w_big, b_big, {.epilogue = kGelu}), hg::gelu(hg::linear(x_big, w_big, b_big)),
+                 "under NoGradGuard");
+    }
+    const Tensor x_nan = with_nan(x.clone(), 9);  // row 1: gelu(NaN) = NaN
+    check_fused_equals_unfused("a NaN input", {x_nan, w, b}, fused, unfused);
+    const Tensor y = hg::linear(x_nan, w, b, {.epilogue = kGelu});
+    for (double v : hg::narrow(y, 0, 1, 1).to(hg::f64).to_vector<double>()) CHECK(std::isnan(v));
+    CHECK_FALSE(has_nan(hg::narrow(y, 0, 0, 1)));
+  }
+}
+
+TEST_CASE("fuse.gelu_epilogue_is_linear_only") {
+  const Tensor x = hg::randn({1, 2, 5, 5}), w = hg::randn({3, 2, 3, 3});
+  CHECK_THROWS_WITH_AS(hg::conv2d(x, w, {}, {.padding = 1, .epilogue = hg::Epilogue::Gelu}),
+                       doctest::Contains("the Gelu epilogue is linear's only"), hg::Error);
+}
+
 TEST_CASE("fuse.conv2d_relu_epilogue_equals_relu_of_conv2d") {
   hg::manual_seed(32);
   for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
@@ -127,6 +168,9 @@ TEST_CASE("fuse.epilogue_gradients_pass_gradcheck") {
   const std::vector<Tensor> lin{input({3, 4}), input({5, 4}), input({5})};
   CHECK(hg::autograd::gradcheck(
       [](const std::vector<Tensor>& in) { return hg::linear(in[0], in[1], in[2], {.epilogue = kRelu}); }, lin));
+  CHECK(hg::autograd::gradcheck(
+      [](const std::vector<Tensor>& in) { return hg::linear(in[0], in[1], in[2], {.epilogue = hg::Epilogue::Gelu}); },
+      lin));
   const std::vector<Tensor> conv{input({1, 2, 5, 5}), input({3, 2, 3, 3}), input({3})};
   CHECK(hg::autograd::gradcheck(
       [](const std::vector<Tensor>& in) { return hg::conv2d(in[0], in[1], in[2], {.padding = 1, .epilogue = kRelu}); },
@@ -222,4 +266,30 @@ TEST_CASE("fuse.a_fused_model_reports_and_obeys_the_ops_it_calls") {
     CHECK(report.rows()[0].policy == "F32");
     check_same(y, hg::relu(hg::linear(v, mlp.parameters()[0], mlp.parameters()[1])), "f32 result");
   }
+}
+
+TEST_CASE("fuse.sequential_fuses_linear_gelu_but_not_the_tanh_approximation") {
+  hg::manual_seed(37);
+  nn::Sequential model{nn::Linear(6, 16), nn::GELU(), nn::Linear(16, 8), nn::GELU("tanh"), nn::Linear(8, 3)};
+  nn::Sequential fused = nn::fuse(model);
+  const Tensor x = hg::randn({4, 6});
+  // The fused run calls gelu once (the tanh form, not an epilogue's formula); the plain run twice.
+  const auto gelu_calls = [&](nn::Sequential& m, Tensor& y) {
+    amp::PrecisionReport report;
+    y = m(x);
+    int64_t n = 0;
+    for (const amp::PrecisionReport::Row& r : report.rows()) n += r.op == "gelu" ? r.calls : 0;
+    return n;
+  };
+  Tensor y_plain, y_fused;
+  CHECK(gelu_calls(model, y_plain) == 2);
+  CHECK(gelu_calls(fused, y_fused) == 1);
+  check_same(y_fused, y_plain, "output");
+  model.zero_grad();
+  hg::sum(model(x)).backward();
+  std::vector<Tensor> g_plain;
+  for (const Tensor& p : model.parameters()) g_plain.push_back(p.grad().clone());
+  fused.zero_grad();
+  hg::sum(fused(x)).backward();
+  for (size_t i = 0; i < g_plain.size(); ++i) check_same(fused.parameters()[i].grad(), g_plain[i], "gradient " + std::to_string(i));
 }

@@ -29,7 +29,11 @@ Tensor GptBlock::attention_branch(const Tensor& x) {
   return drop(std::get<0>(attn.forward(h, h, h, {.need_weights = false, .is_causal = true})));
 }
 
-Tensor GptBlock::mlp_branch(const Tensor& x) { return drop(proj(hg::gelu(fc(ln2(x))))); }
+// proj(gelu(fc(h))), with fc's GELU as its epilogue: the GEMM applies it to each block of the
+// product while the block is in cache (ops/epilogue.h), the same values as the unfused pair.
+Tensor GptBlock::mlp_branch(const Tensor& x) {
+  return drop(proj(hg::linear(ln2(x), fc.weight, fc.bias, {.epilogue = hg::Epilogue::Gelu})));
+}
 
 Tensor GptBlock::forward(const Tensor& x) {
   const Tensor y = x + attention_branch(x);

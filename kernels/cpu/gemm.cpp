@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -13,6 +14,7 @@
 #include "core/parallel.h"
 #include "core/visit.h"
 #include "kernels/cpu/gemm_microkernel.h"
+#include "kernels/cpu/vector_math.h"
 #include "kernels/math/activation.h"
 #include "core/simd_target.h"
 #include "kernels/gemm_layout.h"
@@ -227,6 +229,7 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
               kernel.tile(kc, packed_a + p * depth, packed_b + j * depth, c_tile, ldc, rows, cols, store);
           }
         }
+        if (epilogue.finish_block && k0 + kc == K) epilogue.finish_block(c + i0 * ldc + j0, ldc, i0, mc, j0, nc);
       }
     }
   }
@@ -363,39 +366,105 @@ template <class S>
 void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate, const S* bias, bool relu) {
   if (a.rows * b.cols == 0) return;
   if constexpr (std::is_same_v<S, float>)
-    if (has_packed_gemm() && a.cols > 0) return packed_gemm<float>(a, b, c, b.cols, accumulate, {bias, relu});
+    if (has_packed_gemm() && a.cols > 0) return packed_gemm<float>(a, b, c, b.cols, accumulate, {.column_bias = bias, .relu = relu});
   gemm_eigen_with_epilogue<S>(a, b, c, accumulate, bias, relu);
 }
 template void gemm_dense<float>(const MatrixView&, const MatrixView&, float*, bool, const float*, bool);
 template void gemm_dense<double>(const MatrixView&, const MatrixView&, double*, bool, const double*, bool);
 
+namespace {
+
+// What gemm() does to each finished f32 block of C (rows of `cols` values, ldc apart) before the
+// T result `out` (M, N) holds it: with gelu, bias + a @ b goes to `pre` (if asked) rounded to T,
+// and GELU is taken of that rounded value -- what linear's T output followed by gelu() computes,
+// so the fused pair equals the unfused one bit for bit; a 16-bit result is then rounded once.
+// For f32, `out` is C itself.
+template <class T>
+void finish_rows(float* block, int64_t ldc, int64_t row, int64_t rows, int64_t col, int64_t cols, bool gelu, T* pre,
+                 T* out, int64_t N) {
+  thread_local std::vector<T> rounded_row;  // 16-bit GELU without a pre_gelu output
+  for (int64_t r = 0; r < rows; ++r) {
+    float* values = block + r * ldc;
+    const int64_t at = (row + r) * N + col;
+    if (gelu) {
+      if constexpr (std::is_same_v<T, float>) {
+        if (pre != nullptr) std::copy_n(values, cols, pre + at);
+      } else {
+        if (pre == nullptr && rounded_row.size() < size_t(cols)) rounded_row.resize(size_t(cols));
+        T* rounded = pre != nullptr ? pre + at : rounded_row.data();
+        convert_from_float(values, rounded, size_t(cols));
+        convert_to_float(rounded, values, size_t(cols));
+      }
+      gelu_f32(values, values, cols);
+    }
+    if constexpr (!std::is_same_v<T, float>) convert_from_float(values, out + at, size_t(cols));
+  }
+}
+
+// f64's GELU epilogue (no packed kernel, no f32 lanes): a pass over C with Gelu's own formula.
+void gelu_f64(double* c, int64_t n, double* pre) {
+  if (pre != nullptr) std::copy_n(c, n, pre);
+  std::transform(c, c + n, c, [](double x) { return math::Gelu::fwd(x); });
+}
+
+// gemm() for f32 and 16-bit: the product in f32 (C itself for f32; a panel for 16-bit, rounded
+// into c block by block as the packed kernel finishes it), then finish_rows.
+template <class T>
+void gemm_f32_or_16bit(const MatrixView& a, const MatrixView& b, T* out, bool accumulate, const T* bias, bool relu,
+                       bool gelu, T* pre) {
+  const int64_t M = a.rows, N = b.cols, mn = M * N;
+  float* c_f32 = nullptr;
+  std::unique_ptr<float[]> c_panel;  // (uninitialised: every value is written before it is read)
+  std::vector<float> bias_f32;
+  const float* bias_or_null = nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    c_f32 = out;
+    bias_or_null = bias;
+  } else {
+    c_panel.reset(new float[size_t(mn)]);
+    c_f32 = c_panel.get();
+    if (accumulate) convert_to_float(out, c_f32, size_t(mn));
+    if (bias != nullptr) {
+      bias_f32.resize(size_t(N));
+      convert_to_float(bias, bias_f32.data(), bias_f32.size());
+      bias_or_null = bias_f32.data();
+    }
+  }
+  const bool needs_finish = gelu || !std::is_same_v<T, float>;
+  const BlockFinisher finish = [&](float* block, int64_t ldc, int64_t row, int64_t rows, int64_t col, int64_t cols) {
+    finish_rows<T>(block, ldc, row, rows, col, cols, gelu, pre, out, N);
+  };
+  if (has_packed_gemm() && a.cols > 0) {
+    packed_gemm<T>(a, b, c_f32, N, accumulate,
+                   {.column_bias = bias_or_null, .relu = relu, .finish_block = needs_finish ? finish : nullptr});
+    return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    gemm_dense<float>(a, b, c_f32, accumulate, bias_or_null, relu);
+  } else {
+    std::vector<float> a_panel, b_panel;
+    gemm_dense<float>(widen_block<T>(a, 0, M, 0, a.cols, a_panel), widen_block<T>(b, 0, b.rows, 0, N, b_panel), c_f32,
+                      accumulate, bias_or_null, relu);
+  }
+  if (needs_finish) finish(c_f32, N, 0, M, 0, N);  // (Eigen: the whole of C as one block)
+}
+
+}  // namespace
+
 void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool accumulate,
           const GemmEpilogue& epilogue) {
   HG_CHECK(a.cols == b.rows, "gemm: inner dimensions differ (", a.rows, "x", a.cols, " and ", b.rows, "x", b.cols, ")");
+  HG_CHECK(!(epilogue.relu && epilogue.gelu), "internal error: gemm asked for both relu and gelu");
   const int64_t mn = a.rows * b.cols;
   if (mn == 0) return;
   visit_floating(dtype, "gemm", [&]<class T> {
     const T* bias = static_cast<const T*>(epilogue.column_bias);
-    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    T* const pre = static_cast<T*>(epilogue.pre_gelu);
+    if constexpr (std::is_same_v<T, double>) {
       gemm_dense<T>(a, b, static_cast<T*>(c), accumulate, bias, epilogue.relu);
-    } else {  // 16-bit: multiplied in f32 (or as native bf16 pairs), bias added in f32, rounded once
-      std::vector<float> c_panel(static_cast<size_t>(mn)), bias_f32;
-      T* out = static_cast<T*>(c);
-      if (accumulate) convert_to_float(out, c_panel.data(), size_t(mn));
-      if (bias != nullptr) {
-        bias_f32.resize(size_t(b.cols));
-        convert_to_float(bias, bias_f32.data(), bias_f32.size());
-      }
-      const float* bias_or_null = bias != nullptr ? bias_f32.data() : nullptr;
-      if (has_packed_gemm() && a.cols > 0) {
-        packed_gemm<T>(a, b, c_panel.data(), b.cols, accumulate, {bias_or_null, epilogue.relu});
-      } else {
-        std::vector<float> a_panel, b_panel;
-        gemm_dense<float>(widen_block<T>(a, 0, a.rows, 0, a.cols, a_panel),
-                          widen_block<T>(b, 0, b.rows, 0, b.cols, b_panel), c_panel.data(), accumulate, bias_or_null,
-                          epilogue.relu);
-      }
-      convert_from_float(c_panel.data(), out, size_t(mn));
+      if (epilogue.gelu) gelu_f64(static_cast<T*>(c), mn, pre);
+    } else {
+      gemm_f32_or_16bit<T>(a, b, static_cast<T*>(c), accumulate, bias, epilogue.relu, epilogue.gelu, pre);
     }
   });
 }

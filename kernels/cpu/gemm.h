@@ -6,6 +6,7 @@
 // operands are multiplied in f32 (or natively as bf16 pairs on AVX512-BF16) and rounded once.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "core/tensor.h"
@@ -22,16 +23,29 @@ struct MatrixView {
 MatrixView matrix_view(const Tensor& t);
 MatrixView matrix_view(const void* data, int64_t rows, int64_t cols, int64_t row_stride, int64_t col_stride);
 
+// A finished block of the f32 result C: rows [row, row + rows) x columns [col, col + cols), at
+// `block` with leading dimension ldc (C's own memory).
+using BlockFinisher =
+    std::function<void(float* block, int64_t ldc, int64_t row, int64_t rows, int64_t col, int64_t cols)>;
+
 // What the GEMM applies to C as it stores it: linear's bias (one value per column of C, of C's
 // dtype) and then relu, NaN kept (kernels/math's Relu). The packed kernels apply both to the
 // tile in registers, which saves a pass over C for each (linear's forward did two).
 struct GemmEpilogue {
   const void* column_bias = nullptr;
   bool relu = false;
+  // gemm() only: GELU (the erf form, kernels/math's Gelu) after the bias, and where GELU's
+  // derivative will need it, bias + a @ b itself in pre_gelu (C's dtype, contiguous (M, N)).
+  bool gelu = false;
+  void* pre_gelu = nullptr;
+  // packed_gemm only: called on each block of C as soon as its last slice is stored, while the
+  // block is still in cache -- how gemm() applies GELU and rounds 16-bit results without another
+  // pass over C. Blocks of different tasks may run at once.
+  BlockFinisher finish_block = {};
 };
 
 // c = a @ b (accumulate = false) or c += a @ b, all of dtype `dtype`; c is contiguous (M, N).
-// With an epilogue: c = relu([c +] column_bias + a @ b).
+// With an epilogue: c = relu([c +] column_bias + a @ b), or c = gelu(...) with pre_gelu = (...).
 void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool accumulate,
           const GemmEpilogue& epilogue = {});
 
