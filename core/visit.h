@@ -11,6 +11,7 @@
 // use visit_any_dtype, which includes them.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <string_view>
 #include <tuple>
 #include <type_traits>
@@ -45,6 +46,13 @@ template <class T> using Acc = element_type<compute_dtype(dtype_of<T>())>;
 
 template <class T> inline constexpr bool is_floating_type_v = is_floating(dtype_of<T>());
 
+namespace detail {
+// What computing on an 8-bit float says, from visit_dtype and (after the op's name) visit_floating.
+inline std::string storage_only_message(DType dtype) {
+  return str("a ", dtype, " tensor is storage only: convert it with .to(hg::f32) (or f16, bf16) before computing on it");
+}
+}  // namespace detail
+
 template <class F>
 decltype(auto) visit_dtype(DType dtype, F&& f) {
   switch (dtype) {
@@ -57,7 +65,7 @@ decltype(auto) visit_dtype(DType dtype, F&& f) {
     case DType::U8: return f.template operator()<uint8_t>();
     case DType::F8E4M3:
     case DType::F8E5M2:
-      HG_FAIL("a ", dtype, " tensor is storage only: convert it with .to(hg::f32) (or f16, bf16) before computing on it");
+      HG_FAIL(detail::storage_only_message(dtype));
   }
   HG_FAIL("visit_dtype: invalid dtype tag ", int(dtype));
 }
@@ -78,8 +86,7 @@ decltype(auto) visit_any_dtype(DType dtype, F&& f) {
 template <class F>
 decltype(auto) visit_floating(DType dtype, std::string_view op, F&& f) {
   using R = decltype(f.template operator()<float>());
-  HG_CHECK(!is_float8(dtype), op, ": a ", dtype,
-           " tensor is storage only: convert it with .to(hg::f32) (or f16, bf16) before computing on it");
+  HG_CHECK(!is_float8(dtype), op, ": ", detail::storage_only_message(dtype));
   return visit_dtype(dtype, [&]<class T>() -> R {
     if constexpr (is_floating_type_v<T>) return f.template operator()<T>();
     else HG_FAIL(op, ": expected a floating tensor (f32, f64, f16, bf16), got ", dtype);
