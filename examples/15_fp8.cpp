@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "halfgrad.h"
+#include "lesson_csv.h"  // --csv DIR: the numbers checked, for the docs
 
 namespace {
 
@@ -280,9 +281,7 @@ void fp8_shadow_table(const hg::amp::ShadowCheck& check) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string csv_dir;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--csv") csv_dir = argv[i + 1];
+  const std::string csv_dir = csv_dir_argument(argc, argv);
   std::cout << "Lesson 15: FP8 -- formats, scaling recipes, and training with them (" << hg::cpu::isa_summary()
             << ")\n\n";
   formats_table();
@@ -307,12 +306,7 @@ int main(int argc, char** argv) {
   std::cout << "   FP8 with HYBRID formats and a scale per tensor (or tile) trains as f32 does here; on an H100\n"
             << "   its GEMMs would run at twice bf16's rate. On a CPU the recipe is emulated: slower, not faster.\n\n";
   fp8_shadow_table(check);
-  if (!csv_dir.empty()) {
-    std::ofstream csv(csv_dir + "/lesson15.csv");
-    csv << "key,value\n" << std::setprecision(17);
-    for (const auto& [key, value] : numbers) csv << key << ',' << value << '\n';
-    std::cout << "\n(wrote " << csv_dir << "/lesson15.csv)\n";
-  }
+  if (!csv_dir.empty()) write_numbers_csv(numbers, csv_dir, "lesson15.csv");
   if (failures > 0) {
     std::cout << "\n" << failures << " expectation(s) not met\n";
     return 1;

@@ -14,7 +14,6 @@
 // and checks its own numbers (exit 1 when one is off). With --csv DIR it writes every number it
 // checks to DIR/lesson16.csv (scripts/figures.sh puts them into docs/amp.md section 9).
 #include <cmath>
-#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <limits>
@@ -24,6 +23,7 @@
 #include <vector>
 
 #include "halfgrad.h"
+#include "lesson_csv.h"  // --csv DIR: the numbers checked, for the docs
 #include "train/memory_parts.h"  // the bytes by part, as hg-train --compare measures them
 
 namespace {
@@ -653,9 +653,7 @@ void memory() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string csv_dir;
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--csv") csv_dir = argv[i + 1];
+  const std::string csv_dir = csv_dir_argument(argc, argv);
   std::cout << "Lesson 16: AMP recipes and debugging (" << hg::cpu::isa_summary() << ")\n\n";
   const Task task = make_task(128, 1), test = make_task(4096, 2), train = make_task(2048, 3);
   clipping(task);
@@ -665,12 +663,7 @@ int main(int argc, char** argv) {
   forward_overflow();
   backward_nan(task);
   memory();
-  if (!csv_dir.empty()) {
-    std::ofstream csv(csv_dir + "/lesson16.csv");
-    csv << "key,value\n" << std::setprecision(17);
-    for (const auto& [key, value] : numbers) csv << key << ',' << value << '\n';
-    std::cout << "\n(wrote " << csv_dir << "/lesson16.csv)\n";
-  }
+  if (!csv_dir.empty()) write_numbers_csv(numbers, csv_dir, "lesson16.csv");
   if (failures > 0) {
     std::cout << "\n" << failures << " expectation(s) not met\n";
     return 1;
