@@ -107,10 +107,13 @@ void PrecisionReport::print(std::ostream& os) const {
   }
   table << rows_.size() << " distinct op rows; " << casts << " casts allocating " << bytes << " bytes; " << hits
         << " casts saved by the weight-cast cache\n";
+  // An FP8 op's errors have their own table (ShadowCheck prints it below this one): say so.
+  const bool fp8_rows = std::any_of(rows_.begin(), rows_.end(), [](const Row& r) { return is_float8(r.compute); });
   if (shadow)
     table << "shadow errors: |16-bit - f32 re-run| / max(|f32|, RMS of the f32 output), in epsilons of the autocast dtype ("
-          << shadow_epsilon << "); \"-\": no output to compare (composite or non-differentiable op); \"n/a\": every "
-             "f32 output was inf/NaN, nothing to measure against\n";
+          << shadow_epsilon << "); \"-\": no output to compare (composite or non-differentiable op"
+          << (fp8_rows ? "; an f8e4m3 row: its errors are in the FP8 ops table below" : "") << "); \"n/a\": every "
+          << "f32 output was inf/NaN, nothing to measure against\n";
   os << table.str();
 }
 
