@@ -180,6 +180,10 @@ TEST_CASE("amp.fp8_shadow.an_mlp_gives_a_row_per_layer_and_the_fp8_state_is_left
     CHECK(r.error.max_error < 8.0);
   }
   CHECK(check.fp8_ops()[1].input_shape == hg::Shape{8, 32});
+  // The main table has no errors in the FP8 rows ("-"); its legend sends the reader to their table.
+  std::ostringstream printed;
+  check.print(printed);
+  CHECK(printed.str().find("an f8e4m3 row: its errors are in the FP8 ops table below") != std::string::npos);
   // The f32 re-runs neither recorded an amax nor moved a scale: the same state as unchecked steps.
   const auto checked_state = checked.state_dict(), plain_state = plain.state_dict();
   REQUIRE(checked_state.size() == plain_state.size());
