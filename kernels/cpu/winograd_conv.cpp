@@ -87,27 +87,24 @@ std::vector<float> transform_filters(int64_t Cout, int64_t Cin, const Tap& tap) 
 //
 // On wide maps, each array's row is a strided copy out of an input row, which the compiler
 // vectorises (gather_patch_rows). On narrow ones (TW < kRowGatherWidth) the 40 loops of 4 values
-// of a 7x7 plane cost more than the copies: there entry e of D is plane[source[e]] where
-// inside[e], else 0, one branch-free loop per plane (gather_patches).
+// of a 7x7 plane cost more than the copies: there entry e of D is plane[source[e]], one loop
+// without branches per plane (gather_patches), the padding's entries reading a zero stored just
+// past the plane. (An earlier form chose between the value and 0 per entry: GCC made that a
+// branch, mispredicted often enough to cost 8% of a ResNet-20 step.)
 constexpr int64_t kRowGatherWidth = 8;
-struct PatchSources {
-  std::vector<int32_t> source;  // clamped into the plane where !inside
-  std::vector<uint8_t> inside;
-};
+using PatchSources = std::vector<int32_t>;  // per entry of D: its index in the plane, or H * W (the zero)
 
 PatchSources patch_sources(const Plan& p) {
-  const int64_t n = 8 * p.quadrant();
-  PatchSources s{std::vector<int32_t>(size_t(n), 0), std::vector<uint8_t>(size_t(n), 0)};
+  PatchSources source(size_t(8 * p.quadrant()));
   for (int64_t a = 0; a < 2; ++a)
     for (int64_t j = 0; j < 4; ++j)
       for (int64_t y = 0; y <= p.TH; ++y)
         for (int64_t x = 0; x < p.TW; ++x) {
           const int64_t h = 2 * y + a - p.pad, w = 2 * x + j - p.pad, e = ((a * 4 + j) * (p.TH + 1) + y) * p.TW + x;
           const bool inside = h >= 0 && h < p.H && w >= 0 && w < p.W;
-          s.source[size_t(e)] = inside ? int32_t(h * p.W + w) : 0;
-          s.inside[size_t(e)] = inside;
+          source[size_t(e)] = int32_t(inside ? h * p.W + w : p.H * p.W);
         }
-  return s;
+  return source;
 }
 
 void gather_patch_rows(const float* plane, const Plan& p, float* D) {
@@ -129,14 +126,11 @@ void gather_patch_rows(const float* plane, const Plan& p, float* D) {
   }
 }
 
+// `plane` has H * W + 1 values, the last 0.
 void gather_patches(const float* plane, const PatchSources& sources, float* D) {
-  const int32_t* source = sources.source.data();
-  const uint8_t* inside = sources.inside.data();
-  const int64_t n = int64_t(sources.source.size());
-  for (int64_t e = 0; e < n; ++e) {
-    const float value = plane[source[e]];
-    D[e] = inside[e] ? value : 0.0f;
-  }
+  const int32_t* source = sources.data();
+  const int64_t n = int64_t(sources.size());
+  for (int64_t e = 0; e < n; ++e) D[e] = plane[source[e]];
 }
 
 // V[xi][c][t0 + tile] = (B^T d B)[xi] for every tile of channel c gathered in D, in blocks of
@@ -196,13 +190,18 @@ void transform_products(const float* M, int64_t position_stride, int64_t pitch, 
         y[0][b][l] = bias + s[0][b][l] + s[1][b][l] + s[2][b][l];
         y[1][b][l] = bias + s[1][b][l] - s[2][b][l] - s[3][b][l];
       }
+    // (relu in a loop of its own: inside the interleaving loop below it kept GCC from vectorising
+    // either, and the pairs went out one scalar at a time.)
+    if (relu)
+      for (auto& row : y)
+        for (auto& pixels : row)
+          for (float& v : pixels) v = v < 0.0f ? 0.0f : v;  // (NaN kept, like relu)
     for (int a = 0; a < 2; ++a) {  // Y[a][2 tile + b] = y[a][b]: output row 2 ty + a of tile row ty is a run
-      float pairs[2 * kLanes];
+      float* pairs = Y.data() + a * y_pitch + 2 * f0;
       for (int64_t l = 0; l < kLanes; ++l) {
-        pairs[2 * l] = relu && y[a][0][l] < 0.0f ? 0.0f : y[a][0][l];  // (NaN kept, like relu)
-        pairs[2 * l + 1] = relu && y[a][1][l] < 0.0f ? 0.0f : y[a][1][l];
+        pairs[2 * l] = y[a][0][l];
+        pairs[2 * l + 1] = y[a][1][l];
       }
-      std::memcpy(Y.data() + a * y_pitch + 2 * f0, pairs, sizeof pairs);
     }
   }
   for (int64_t ty = 0; ty < p.TH; ++ty)  // tile rows -> output rows 2 ty, 2 ty + 1 (the last may be cut)
@@ -265,6 +264,18 @@ void run(const Plan& p, const T* input, const std::vector<float>& U, const std::
     if (by_rows) gather_patch_rows(plane, p, D);
     else gather_patches(plane, sources, D);
   };
+  // The plane as f32 for the gather: itself where it is f32 and read by rows; else copied into
+  // `line` (16-bit data widened once per plane) with the zero gather_patches reads after it.
+  const auto f32_plane = [&](const T* plane, std::vector<float>& line) -> const float* {
+    if constexpr (std::is_same_v<T, float>) {
+      if (by_rows) return plane;
+    }
+    grow(line, p.H * p.W + 1);
+    if constexpr (std::is_same_v<T, float>) std::copy_n(plane, p.H * p.W, line.data());
+    else convert_to_float(plane, line.data(), size_t(p.H * p.W));
+    line[size_t(p.H * p.W)] = 0.0f;
+    return line.data();
+  };
   parallel_for(0, chunks, 1, [&](int64_t lo, int64_t hi) {
     thread_local std::vector<float> V, M, D, Y, line;
     for (int64_t chunk = lo; chunk < hi; ++chunk) {
@@ -275,14 +286,7 @@ void run(const Plan& p, const T* input, const std::vector<float>& U, const std::
       grow(D, 8 * d_stride + p.TW + kLanes);
       for (int64_t n = n0; n < n1; ++n)
         for (int64_t c = 0; c < p.Cin; ++c) {
-          const T* plane = input + (n * p.Cin + c) * p.H * p.W;
-          if constexpr (std::is_same_v<T, float>) {
-            gather(plane, D.data());
-          } else {  // widened once per plane
-            grow(line, p.H * p.W);
-            convert_to_float(plane, line.data(), size_t(p.H * p.W));
-            gather(line.data(), D.data());
-          }
+          gather(f32_plane(input + (n * p.Cin + c) * p.H * p.W, line), D.data());
           transform_patches(D.data(), d_stride, p, V.data(), p.Cin * row_pitch, row_pitch, c, (n - n0) * per_image);
         }
       multiply(p, U, V.data(), row_pitch, chunk_tiles, M.data());
