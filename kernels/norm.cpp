@@ -5,8 +5,8 @@
 #include "core/copy.h"
 #include "core/parallel.h"
 #include "kernels/cpu/elementwise_loop.h"
-#include "kernels/cpu/lane_sum.h"
 #include "kernels/cuda/cuda_kernels.h"
+#include "kernels/math/activation.h"
 #include "kernels/math/norm.h"
 #include "kernels/reduce.h"
 
@@ -23,6 +23,21 @@ Tensor vector_tensor(const std::vector<double>& v, DType dtype, Device device) {
   return from_vector(v, {int64_t(v.size())}, {.dtype = dtype, .device = device});
 }
 
+// The sum of term(0) .. term(n - 1) over kLaneCount partial sums of type A, returned as a
+// double: lane k sums the terms k, k + kLaneCount, ..., so the lanes sit in vector registers. The
+// order is fixed, so the result is the same for any thread count.
+template <class A, int64_t kLaneCount, class Term>
+double interleaved_sum(int64_t n, const Term& term) {
+  A lanes[kLaneCount] = {};
+  int64_t i = 0;
+  for (; i + kLaneCount <= n; i += kLaneCount)
+    for (int64_t k = 0; k < kLaneCount; ++k) lanes[k] += term(i + k);
+  for (; i < n; ++i) lanes[i % kLaneCount] += term(i);
+  double total = 0;
+  for (const A lane : lanes) total += double(lane);
+  return total;
+}
+
 // ---- batch_norm: groups are channels of x viewed as (N, C, S) -------------------------------------
 
 struct ChannelLayout {
@@ -30,92 +45,135 @@ struct ChannelLayout {
   int64_t count() const { return N * S; }
 };
 
+// NOTE: the statistics take one pass over memory. Each row of S values is cut into blocks of
+// kBlock values that stay in L1 between two short passes: the block's mean mb in Acc<T> lanes,
+// then the lanes of d = x - mb and d * d. The block's exact mean is mb + sum(d) / n and its sum of
+// squared deviations sum(d * d) - sum(d)^2 / n (the corrected two-pass formula: mb's rounding
+// cancels out, and x - mb stays exact for data far from zero, e.g. 1e4 + noise). The blocks are
+// merged in double, in row order (Chan et al.'s pairwise update), so the result does not depend
+// on the thread count. Per-element math is f32 for f32 and 16-bit inputs (one vector lane per
+// value), f64 for f64.
+constexpr int64_t kBlock = 256;
+constexpr int64_t kAccLanes = 16;
+
+// Count, mean and sum of squared deviations of the values seen so far, in double.
+struct Moments {
+  double count = 0, mean = 0, m2 = 0;
+  void merge(double n, double block_mean, double block_m2) {
+    const double total = count + n, delta = block_mean - mean;
+    mean += delta * (n / total);
+    m2 += block_m2 + delta * delta * (count * n / total);
+    count = total;
+  }
+};
+
+template <class T>
+void add_block(const T* x, int64_t n, Moments& moments) {
+  using A = Acc<T>;
+  const A mb = A(interleaved_sum<A, kAccLanes>(n, [x](int64_t i) { return A(x[i]); }) / double(n));
+  const double sum_d = interleaved_sum<A, kAccLanes>(n, [x, mb](int64_t i) { return A(x[i]) - mb; });
+  const double sum_d2 = interleaved_sum<A, kAccLanes>(n, [x, mb](int64_t i) {
+    const A d = A(x[i]) - mb;
+    return d * d;
+  });
+  const double m2 = sum_d2 - sum_d * sum_d / double(n);
+  moments.merge(double(n), double(mb) + sum_d / double(n), m2 > 0 ? m2 : 0.0);
+}
+
 template <class T>
 void channel_stats(const T* x, const ChannelLayout& l, std::vector<double>& mean, std::vector<double>& var) {
   parallel_for(0, l.C, grain_for(2 * l.count()), [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
-      double total = 0, squares = 0;
+      Moments moments;
       for (int64_t n = 0; n < l.N; ++n) {
         const T* row = x + (n * l.C + c) * l.S;
-        total += cpu::lane_sum(l.S, [row](int64_t i) { return double(Acc<T>(row[i])); });
+        for (int64_t s = 0; s < l.S; s += kBlock) add_block(row + s, std::min(kBlock, l.S - s), moments);
       }
-      const double m = total / double(l.count());
-      for (int64_t n = 0; n < l.N; ++n) {
-        const T* row = x + (n * l.C + c) * l.S;
-        squares += cpu::lane_sum(l.S, [row, m](int64_t i) {
-          const double d = double(Acc<T>(row[i])) - m;
-          return d * d;
-        });
-      }
-      mean[size_t(c)] = m;
-      var[size_t(c)] = squares / double(l.count());
+      mean[size_t(c)] = moments.mean;
+      var[size_t(c)] = moments.m2 / moments.count;
     }
   });
 }
 
-// The backward's two sums over one row of S values, sum g and sum g * xhat, lane by lane as
-// cpu::lane_sum keeps them (both in one pass).
-template <class T>
-math::Normalization::GradientSums gradient_sums(const T* x, const T* g, int64_t S, double mean, double rstd) {
-  using cpu::kLanes;
-  double sum_g[kLanes] = {}, sum_g_xhat[kLanes] = {};
-  int64_t s = 0;
-  for (; s + kLanes <= S; s += kLanes)
-    for (int64_t k = 0; k < kLanes; ++k) {
-      const double gv = double(Acc<T>(g[s + k]));
-      sum_g[k] += gv;
-      sum_g_xhat[k] += gv * ((double(Acc<T>(x[s + k])) - mean) * rstd);
-    }
-  math::Normalization::GradientSums sums;
-  for (int64_t k = 0; k < kLanes; ++k) {
-    sums.g += sum_g[k];
-    sums.g_xhat += sum_g_xhat[k];
-  }
-  for (; s < S; ++s) sums.add(double(Acc<T>(g[s])), (double(Acc<T>(x[s])) - mean) * rstd);
-  return sums;
-}
-
-// y = x * scale[c] + shift[c], with scale = w * rstd and shift = b - mean * scale.
-template <class T>
+// y = x * scale[c] + shift[c] (scale = w * rstd, shift = b - mean * scale) in Acc<T>, rounded to
+// T; with `relu`, relu of that rounded value by relu's own functor (NaN stays NaN), so the fused
+// result is relu(batch_norm(x)) bit for bit.
+template <class T, bool kRelu>
 void channel_affine(const T* x, T* y, const ChannelLayout& l, const std::vector<double>& scale,
                     const std::vector<double>& shift) {
+  using A = Acc<T>;
   parallel_for(0, l.N * l.C, grain_for(l.S), [&](int64_t lo, int64_t hi) {
     for (int64_t nc = lo; nc < hi; ++nc) {
       const int64_t c = nc % l.C;
-      const Acc<T> a = Acc<T>(scale[size_t(c)]), b = Acc<T>(shift[size_t(c)]);
-      for (int64_t s = 0; s < l.S; ++s) y[nc * l.S + s] = T(Acc<T>(x[nc * l.S + s]) * a + b);
+      const A a = A(scale[size_t(c)]), b = A(shift[size_t(c)]);
+      const T* in = x + nc * l.S;
+      T* out = y + nc * l.S;
+      for (int64_t s = 0; s < l.S; ++s) {
+        const T v = T(A(in[s]) * a + b);
+        out[s] = kRelu ? T(math::Relu::fwd(A(v))) : v;
+      }
     }
   });
 }
 
+// What the backward reads: x, the incoming gradient and, after a ReLU epilogue, the fused op's
+// output, whose positive values are where relu passed the gradient (relu's own backward rule).
 template <class T>
-void batch_norm_backward_kernel(const T* x, const T* g, const ChannelLayout& l, const std::vector<double>& mean,
+struct BackwardInputs {
+  const T *x, *g, *relu_out;
+  Acc<T> grad(int64_t k) const {
+    using A = Acc<T>;
+    return relu_out == nullptr ? A(g[k]) : math::Relu::bwd(A(relu_out[k]), A(g[k]));
+  }
+};
+
+// A channel's sum(g) and sum(g * (x - mean)) in double, from Acc<T> lanes per block of a row;
+// x - mean is taken against mean rounded to Acc<T> (mean_acc) and corrected in double.
+template <class T>
+math::Normalization::GradientSums channel_gradient_sums(const BackwardInputs<T>& in, const ChannelLayout& l,
+                                                        int64_t c, double mean, double rstd) {
+  using A = Acc<T>;
+  const A mean_acc = A(mean);
+  double sum_g = 0, sum_gd = 0;
+  for (int64_t n = 0; n < l.N; ++n) {
+    const int64_t row = (n * l.C + c) * l.S;
+    for (int64_t s0 = 0; s0 < l.S; s0 += kBlock) {
+      const int64_t base = row + s0, len = std::min(kBlock, l.S - s0);
+      sum_g += interleaved_sum<A, kAccLanes>(len, [&](int64_t i) { return in.grad(base + i); });
+      sum_gd += interleaved_sum<A, kAccLanes>(
+          len, [&](int64_t i) { return in.grad(base + i) * (A(in.x[base + i]) - mean_acc); });
+    }
+  }
+  return {sum_g, rstd * (sum_gd + (double(mean_acc) - mean) * sum_g)};
+}
+
+template <class T>
+void batch_norm_backward_kernel(const BackwardInputs<T>& in, const ChannelLayout& l, const std::vector<double>& mean,
                                 const std::vector<double>& rstd, const std::vector<double>& w, bool training, T* dx,
                                 std::vector<double>& dw, std::vector<double>& db) {
+  using A = Acc<T>;
   parallel_for(0, l.C, grain_for(3 * l.count()), [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
       const double m = mean[size_t(c)], r = rstd[size_t(c)];
-      math::Normalization::GradientSums sums;
+      const math::Normalization::GradientSums sums = channel_gradient_sums(in, l, c, m, r);
+      dw[size_t(c)] = sums.g_xhat;
+      db[size_t(c)] = sums.g;
+      if (dx == nullptr) continue;
+      // math::Normalization::input_grad expanded to dx = kg * g + kx * (x - mean_acc) + k0, its
+      // per-channel coefficients in double and the per-value multiply-adds in Acc<T>.
+      const double M = double(l.count()), wc = w[size_t(c)];
+      const A mean_acc = A(m);
+      const double kx = training ? -wc * r * r * sums.g_xhat / M : 0.0;
+      const A kg = A(wc * r), kxa = A(kx), k0 = A(training ? -wc * r * sums.g / M + kx * (double(mean_acc) - m) : 0.0);
       for (int64_t n = 0; n < l.N; ++n) {
         const int64_t row = (n * l.C + c) * l.S;
-        const math::Normalization::GradientSums part = gradient_sums(x + row, g + row, l.S, m, r);
-        sums.g += part.g;
-        sums.g_xhat += part.g_xhat;
-      }
-      const double sum_g = sums.g, sum_g_xhat = sums.g_xhat;
-      dw[size_t(c)] = sum_g_xhat;
-      db[size_t(c)] = sum_g;
-      if (dx == nullptr) continue;
-      const double M = double(l.count()), wc = w[size_t(c)];
-      for (int64_t n = 0; n < l.N; ++n)
-        for (int64_t s = 0; s < l.S; ++s) {
-          const int64_t k = (n * l.C + c) * l.S + s;
-          const double gv = double(Acc<T>(g[k]));
-          const double xhat = (double(Acc<T>(x[k])) - m) * r;
-          const double value = training ? math::Normalization::input_grad(wc, r, M, gv, xhat, sum_g, sum_g_xhat)
-                                        : gv * wc * r;
-          dx[k] = T(Acc<T>(value));
+        if (!training) {
+          for (int64_t s = 0; s < l.S; ++s) dx[row + s] = T(kg * in.grad(row + s));
+          continue;
         }
+        for (int64_t s = 0; s < l.S; ++s)
+          dx[row + s] = T(kg * in.grad(row + s) + (kxa * (A(in.x[row + s]) - mean_acc) + k0));
+      }
     }
   });
 }
@@ -131,21 +189,12 @@ struct RowAffine {
   int64_t first(int64_t r) const { return (r % groups) * channels; }
 };
 
-// The sum of term(0) .. term(n - 1) in double over 8 interleaved partial sums: one running sum
-// makes every add wait for the one before (a row of layer_norm's statistics was a chain of
-// dependent adds, ~11% of a char-GPT step); eight independent ones keep the adder busy. The order
-// is fixed, so the result is the same for any thread count.
+// layer_norm's and group_norm's row sums: in double over 8 interleaved partial sums. One running
+// sum makes every add wait for the one before (a row of layer_norm's statistics was a chain of
+// dependent adds, ~11% of a char-GPT step); eight independent ones keep the adder busy.
 template <class Term>
 double lane_sum(int64_t n, const Term& term) {
-  constexpr int kLanes = 8;
-  double lanes[kLanes] = {};
-  int64_t j = 0;
-  for (; j + kLanes <= n; j += kLanes)
-    for (int l = 0; l < kLanes; ++l) lanes[l] += term(j + l);
-  for (; j < n; ++j) lanes[j % kLanes] += term(j);
-  double total = 0;
-  for (double lane : lanes) total += lane;
-  return total;
+  return interleaved_sum<double, 8>(n, term);
 }
 
 template <class T>
@@ -221,8 +270,10 @@ DType parameter_dtype(const Tensor& weight) { return weight.defined() ? weight.d
 // ---- batch_norm ------------------------------------------------------------------------------------
 
 Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                          const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats) {
+                          const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats,
+                          bool relu) {
   if (x.device().is_cuda()) {
+    HG_CHECK(!relu, "batch_norm: the CUDA kernel has no ReLU epilogue (ops/norm.cpp composes it)");
     Tensor out = kernels::cuda::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps,
                                                   stats.mean_t, stats.rstd_t);
     if (training)  // the kernel wrote the running statistics in place
@@ -263,16 +314,20 @@ Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Ten
     shift[size_t(c)] = affine.shift;
   }
   Tensor out = empty(x.shape(), x.options());
-  visit_floating(x.dtype(), "batch_norm", [&]<class T> { channel_affine<T>(x.data_ptr<T>(), out.data_ptr<T>(), l, scale, shift); });
+  visit_floating(x.dtype(), "batch_norm", [&]<class T> {
+    if (relu) channel_affine<T, true>(x.data_ptr<T>(), out.data_ptr<T>(), l, scale, shift);
+    else channel_affine<T, false>(x.data_ptr<T>(), out.data_ptr<T>(), l, scale, shift);
+  });
   stats.mean = std::move(mean);
   stats.rstd = std::move(rstd);
   return out;
 }
 
 NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
-                                  bool training) {
+                                  bool training, const Tensor& relu_output) {
   NormGradients out;
   if (x.device().is_cuda()) {
+    HG_CHECK(!relu_output.defined(), "batch_norm: the CUDA kernel has no ReLU epilogue (ops/norm.cpp composes it)");
     kernels::cuda::batch_norm_backward(x, grad, weight, stats.mean_t, stats.rstd_t, training, out.dx, out.dw, out.db);
     return out;
   }
@@ -284,8 +339,9 @@ NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Ten
   out.dx = empty(x.shape(), x.options());
   std::vector<double> dw(static_cast<size_t>(C)), db(static_cast<size_t>(C));
   visit_floating(x.dtype(), "batch_norm", [&]<class T> {
-    batch_norm_backward_kernel<T>(x.data_ptr<T>(), grad.data_ptr<T>(), l, stats.mean, stats.rstd, w, training,
-                                  out.dx.data_ptr<T>(), dw, db);
+    const BackwardInputs<T> in{x.data_ptr<T>(), grad.data_ptr<T>(),
+                               relu_output.defined() ? relu_output.data_ptr<T>() : nullptr};
+    batch_norm_backward_kernel<T>(in, l, stats.mean, stats.rstd, w, training, out.dx.data_ptr<T>(), dw, db);
   });
   out.dw = vector_tensor(dw, parameter_dtype(weight), x.device());
   out.db = vector_tensor(db, parameter_dtype(weight), x.device());

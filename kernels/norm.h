@@ -1,7 +1,8 @@
 // The normalisation kernels: batch_norm, layer_norm and group_norm, forward and backward, on the input's
 // device. The CPU loops run the formulas of kernels/math/norm.h (shared with the CUDA kernels) and
-// compute the statistics in double (two passes: the mean, then squared deviations) whatever the
-// input dtype; the output keeps the input dtype, so f16 activations stay f16 under autocast.
+// compute the statistics in double (layer_norm, group_norm: two passes, the mean then squared
+// deviations; batch_norm: one pass over memory, blocks merged in double) whatever the input dtype;
+// the output keeps the input dtype, so f16 activations stay f16 under autocast.
 #pragma once
 #include <vector>
 
@@ -23,11 +24,14 @@ struct NormGradients {
 
 // x contiguous (N, C, ...), per-channel tensors defined or not. Training computes the batch
 // statistics and updates the running ones in place (unbiased variance, like PyTorch);
-// evaluation reads the running ones.
+// evaluation reads the running ones. `relu` (CPU only) applies relu to the result in the same
+// pass; its backward then takes that output as `relu_output` and passes the gradient where it is
+// positive, relu's own rule.
 Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                          const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats);
+                          const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats,
+                          bool relu = false);
 NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
-                                  bool training);
+                                  bool training, const Tensor& relu_output = {});
 
 // x contiguous, viewed as (rows, D); weight and bias hold D values (or are undefined).
 Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t D, double eps,

@@ -116,6 +116,36 @@ TEST_CASE("ops.scenario01.batch_norm_updates_running_statistics") {
   }
 }
 
+// batch_norm's statistics take one pass over memory (kernels/norm.cpp: blocks of a row in f32,
+// merged in double). Data far from zero -- 1e4 plus noise of 1e-2, a variance 1e12 times smaller
+// than the mean's square -- is where sum(x^2) - sum(x)^2 / n would lose every digit; the variance
+// must still match the f64 reference within T(f32), for 1 and 2 threads alike, bitwise.
+TEST_CASE("ops.scenario01.batch_norm_statistics_of_data_far_from_zero") {
+  hg::manual_seed(112);
+  for (const hg::Shape& shape : std::vector<hg::Shape>{{8, 3, 37, 29}, {300, 2}, {5, 2, 257}}) {
+    CAPTURE(shape);
+    const int64_t C = shape[1];
+    const Tensor x = normal(shape, 1e-2) + 1e4;
+    std::vector<double> mean, var;
+    ref::channel_stats(ref::of(x), mean, var);
+    const double count = double(ref::numel(shape) / C);
+    std::vector<std::vector<double>> runs;
+    for (const int threads : {1, 2}) {
+      const int before = hg::get_num_threads();
+      hg::set_num_threads(threads);
+      const Tensor running_mean = hg::zeros({C}, {.dtype = hg::f64}), running_var = hg::zeros({C}, {.dtype = hg::f64});
+      hg::batch_norm(x, running_mean, running_var, {}, {}, true, 1.0, 1e-5);  // momentum 1: the batch's
+      hg::set_num_threads(before);
+      ref::Array expected_mean{{C}, mean}, expected_var{{C}, {}};
+      for (int64_t c = 0; c < C; ++c) expected_var.v.push_back(var[size_t(c)] * count / (count - 1));
+      CHECK_MATCHES_REF(running_mean, expected_mean, kF32);
+      CHECK_MATCHES_REF(running_var, expected_var, kF32);
+      runs.push_back(values(running_var));
+    }
+    CHECK(runs[0] == runs[1]);
+  }
+}
+
 TEST_CASE("ops.scenario01.f64_norms_keep_f64_precision") {
   // An f64 model must not lose precision through f32 temporaries: outputs, running statistics
   // and weight gradients of f64 tensors are computed in double, so they agree with the
