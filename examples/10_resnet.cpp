@@ -46,7 +46,7 @@ struct ResNet20 : nn::Module {
     register_module("head", head);
   }
   Tensor forward(const Tensor& x) override {
-    Tensor y = hg::relu(stem_bn(stem(x)));  // [B, 16, 28, 28]
+    Tensor y = stem_bn.forward(stem(x), hg::Epilogue::Relu);  // relu(stem_bn(..)) in one op: [B, 16, 28, 28]
     for (nn::Module& stage : stages)        // -> [B, 32, 14, 14] -> [B, 64, 7, 7]
       for (nn::Module& block : static_cast<nn::ModuleList&>(stage)) y = block(y);
     return head(hg::adaptive_avg_pool2d(y, {1, 1}).flatten(1));

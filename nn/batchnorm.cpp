@@ -29,7 +29,9 @@ void BatchNorm1d::check_input(const Tensor& x) const {
   HG_CHECK(x.dim() == 2 || x.dim() == 3, "BatchNorm1d: expected 2-D or 3-D input (N, C) or (N, C, L), got ", x.shape());
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
+Tensor BatchNorm::forward(const Tensor& x) { return forward(x, Epilogue::None); }
+
+Tensor BatchNorm::forward(const Tensor& x, Epilogue epilogue) {
   check_input(x);
   if (is_training()) {
     NoGradGuard no_grad;
@@ -44,7 +46,7 @@ Tensor BatchNorm::forward(const Tensor& x) {
       num_batches_tracked.copy_(from_vector(std::vector<int64_t>{next}, {}));
     }
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), options.momentum, options.eps);
+  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), options.momentum, options.eps, epilogue);
 }
 
 }  // namespace hg::nn

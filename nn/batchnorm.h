@@ -4,6 +4,7 @@
 // num_batches_tracked (PyTorch's state-dict names).
 #pragma once
 #include "nn/module.h"
+#include "ops/epilogue.h"
 
 namespace hg::nn {
 
@@ -17,6 +18,9 @@ struct BatchNormOptions {
 class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& x) override;
+  // forward(x, Epilogue::Relu) == relu(forward(x)) in one pass (hg::batch_norm's epilogue,
+  // ops/epilogue.h): what nn::fuse runs for a BatchNorm -> ReLU pair, and what a ResNet block calls.
+  Tensor forward(const Tensor& x, Epilogue epilogue);
 
   int64_t num_features;
   BatchNormOptions options;

@@ -4,6 +4,7 @@
 #include <typeinfo>
 
 #include "nn/activation.h"
+#include "nn/batchnorm.h"
 #include "nn/conv.h"
 #include "nn/layers.h"
 #include "nn/linear.h"
@@ -31,6 +32,8 @@ std::optional<Tensor> forward_fused(Module& layer, Module& next, const Tensor& x
     const Linear& fc = static_cast<const Linear&>(layer);
     return linear(x, fc.weight, fc.bias, {.epilogue = Epilogue::Relu});
   }
+  if (typeid(layer) == typeid(BatchNorm2d) || typeid(layer) == typeid(BatchNorm1d))
+    return static_cast<BatchNorm&>(layer).forward(x, Epilogue::Relu);
   if (typeid(layer) == typeid(Conv2d)) {
     const Conv2d& conv = static_cast<const Conv2d&>(layer);
     return conv2d(x, conv.weight, conv.bias,

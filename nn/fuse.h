@@ -1,12 +1,12 @@
-// nn::fuse: asks a Sequential to run each Linear->ReLU, Linear->GELU (the exact form) and
-// Conv2d->ReLU pair as one op, the activation being the layer's epilogue (ops/epilogue.h): one
-// pass less over the activations.
+// nn::fuse: asks a Sequential to run each Linear->ReLU, Linear->GELU (the exact form),
+// Conv2d->ReLU, BatchNorm2d->ReLU and BatchNorm1d->ReLU pair as one op, the activation being the
+// layer's epilogue (ops/epilogue.h): one pass less over the activations.
 //
 //   hg::nn::Sequential model{hg::nn::Linear(784, 256), hg::nn::ReLU(), hg::nn::Linear(256, 10)};
 //   hg::nn::Sequential fast = hg::nn::fuse(model);   // the same layers and parameters
 //   fast(x);   // linear(x, w0, b0, {.epilogue = Relu}), then linear(.., w2, b2)
 //
-// Nothing else changes: the fused op is still `linear` / `conv2d` for the cast policy
+// Nothing else changes: the fused op is still `linear` / `conv2d` / `batch_norm` for the cast policy
 // (set_policy("linear", ...) reaches it), the PrecisionReport and ShadowCheck, and its results
 // and gradients equal the unfused pair's, NaN included. Only modules of exactly these types fuse
 // (a class derived from Linear may do something else in its forward); nested Sequentials are

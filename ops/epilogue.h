@@ -1,14 +1,16 @@
-// Epilogue: an activation a GEMM-like op applies to its output before anyone reads it, saving
-// one pass over the activations. The op stays the op the user called -- linear or conv2d, under
-// that op's cast policy and PrecisionReport row -- and the result equals the unfused pair,
-// NaN included:
+// Epilogue: an activation a GEMM-like op (or batch_norm) applies to its output before anyone reads
+// it, saving one pass over the activations. The op stays the op the user called -- linear, conv2d
+// or batch_norm, under that op's cast policy and PrecisionReport row -- and the result equals the
+// unfused pair, NaN included:
 //
 //   hg::linear(x, w, b, {.epilogue = hg::Epilogue::Relu})   ==  hg::relu(hg::linear(x, w, b))
 //   hg::linear(x, w, b, {.epilogue = hg::Epilogue::Gelu})   ==  hg::gelu(hg::linear(x, w, b))
 //   hg::conv2d(x, w, b, {.padding = 1, .epilogue = hg::Epilogue::Relu})
+//   hg::batch_norm(x, mean, var, w, b, training, momentum, eps, hg::Epilogue::Relu)
 //
-// nn::fuse (nn/fuse.h) uses it for the Linear->ReLU, Linear->GELU and Conv2d->ReLU pairs of a
-// Sequential; a transformer's MLP calls linear with the GELU epilogue itself.
+// nn::fuse (nn/fuse.h) uses it for the Linear->ReLU, Linear->GELU, Conv2d->ReLU and
+// BatchNorm->ReLU pairs of a Sequential; a transformer's MLP calls linear with the GELU epilogue
+// itself, a ResNet block batch_norm with the ReLU one.
 #pragma once
 #include <cstdint>
 

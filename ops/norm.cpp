@@ -8,6 +8,7 @@
 #include "autograd/node.h"
 #include "core/copy.h"
 #include "kernels/norm.h"
+#include "ops/activation.h"
 #include "ops/elementwise.h"  // check_same_device
 #include "ops/record.h"
 #include "ops/reduce.h"
@@ -16,7 +17,12 @@ namespace hg {
 
 
 Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight_in,
-                  const Tensor& bias_in, bool training, double momentum, double eps) {
+                  const Tensor& bias_in, bool training, double momentum, double eps, Epilogue epilogue) {
+  HG_CHECK(epilogue != Epilogue::Gelu, "batch_norm: the Gelu epilogue is linear's only (write gelu(batch_norm(...)))");
+  // The CUDA kernels have no epilogue: the pair, composed (same results, one pass more)
+  if (epilogue == Epilogue::Relu && x_in.device().is_cuda())
+    return relu(batch_norm(x_in, running_mean, running_var, weight_in, bias_in, training, momentum, eps));
+  const bool fuse_relu = epilogue == Epilogue::Relu;
   auto [x0, weight, bias] = amp::prepare(amp::Op::BatchNorm, x_in, weight_in, bias_in);
   HG_CHECK(x0.dim() >= 2, "batch_norm: input must be (N, C, ...), got ", x0.shape());
   HG_CHECK(is_floating(x0.dtype()), "batch_norm: expected a floating input, got ", x0.dtype());
@@ -34,11 +40,15 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   HG_CHECK(!training || x.numel() / C > 1, "batch_norm: expected more than 1 value per channel when training, got input ",
            x.shape());
   kernels::NormStatistics stats;
-  Tensor out = kernels::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps, stats);
+  Tensor out =
+      kernels::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps, stats, fuse_relu);
+  // With the ReLU epilogue the backward reads the output (positive where relu passed the
+  // gradient): the next layer keeps it anyway, so it costs no memory.
   record(amp::Op::BatchNorm, out, {x, weight, bias},
-         [sx = SavedTensor(x), sw = SavedTensor(weight), stats = std::move(stats), training,
-          has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {
-           kernels::NormGradients g = kernels::batch_norm_backward(sx.get(), grad.contiguous(), sw.get(), stats, training);
+         [sx = SavedTensor(x), sw = SavedTensor(weight), sy = SavedTensor(fuse_relu ? out : Tensor()),
+          stats = std::move(stats), training, has_b = bias.defined()](const Tensor& grad) -> std::vector<Tensor> {
+           kernels::NormGradients g =
+               kernels::batch_norm_backward(sx.get(), grad.contiguous(), sw.get(), stats, training, sy.get());
            return {g.dx, sw.defined() ? g.dw : Tensor(), has_b ? g.db : Tensor()};
          });
   return out;

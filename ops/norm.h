@@ -19,11 +19,16 @@
 #include <optional>
 
 #include "core/tensor.h"
+#include "ops/epilogue.h"
 
 namespace hg {
 
+// epilogue = Epilogue::Relu gives relu(batch_norm(...)) in one pass over the activations, its result
+// and gradients equal to the pair's bit for bit, NaN included (ops/epilogue.h); the op is still
+// batch_norm for autocast and the PrecisionReport.
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
-                  const Tensor& bias, bool training, double momentum, double eps);
+                  const Tensor& bias, bool training, double momentum, double eps,
+                  Epilogue epilogue = Epilogue::None);
 Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight, const Tensor& bias, double eps);
 Tensor rms_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight = {},
                 std::optional<double> eps = std::nullopt);

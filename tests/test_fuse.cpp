@@ -162,6 +162,39 @@ TEST_CASE("fuse.conv2d_relu_epilogue_equals_relu_of_conv2d") {
   }
 }
 
+// batch_norm's ReLU epilogue: applied in its affine pass to the value rounded to x's dtype, and the
+// backward masks the gradient by the saved output inside batch_norm's backward. Shapes with rows
+// longer than the kernel's block of 256 values, and (N, C) input (one value per row).
+TEST_CASE("fuse.batch_norm_relu_epilogue_equals_relu_of_batch_norm") {
+  hg::manual_seed(38);
+  const Tensor eval_mean = hg::randn({3}) * 0.3, eval_var = hg::rand({3}) + 0.5;
+  for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
+    CAPTURE(dt);
+    const Tensor w = (hg::randn({3}) + 1.0).to(dt), b = (hg::randn({3}) * 0.5).to(dt);
+    for (const bool training : {true, false}) {
+      CAPTURE(training);
+      // Fresh running statistics per call: training updates them in place.
+      const auto call = [training, &eval_mean, &eval_var](const std::vector<Tensor>& in, hg::Epilogue epilogue) {
+        const Tensor mean = training ? hg::zeros({3}) : eval_mean, var = training ? hg::ones({3}) : eval_var;
+        return hg::batch_norm(in[0], mean, var, in[1], in[2], training, 0.1, 1e-5, epilogue);
+      };
+      const auto fused = [&](const std::vector<Tensor>& in) { return call(in, kRelu); };
+      const auto unfused = [&](const std::vector<Tensor>& in) { return hg::relu(call(in, hg::Epilogue::None)); };
+      for (const hg::Shape& shape : std::vector<hg::Shape>{{2, 3, 5, 6}, {2, 3, 17, 19}, {7, 3}}) {
+        CAPTURE(shape);
+        const Tensor x = (hg::randn(shape) * 2.0 + 0.3).to(dt);
+        check_fused_equals_unfused("with weight and bias", {x, w, b}, fused, unfused);
+        check_fused_equals_unfused("without weight and bias", {x, Tensor(), Tensor()}, fused, unfused);
+        check_fused_equals_unfused("weight only", {x, w, Tensor()}, fused, unfused);
+        check_fused_equals_unfused("a NaN input", {with_nan(x.clone(), 4), w, b}, fused, unfused);
+        CHECK(has_nan(fused({with_nan(x.clone(), 4), w, b})));
+      }
+    }
+  }
+  CHECK_THROWS_WITH_AS(hg::batch_norm(hg::randn({2, 3}), {}, {}, {}, {}, true, 0.1, 1e-5, hg::Epilogue::Gelu),
+                       doctest::Contains("the Gelu epilogue is linear's only"), hg::Error);
+}
+
 TEST_CASE("fuse.epilogue_gradients_pass_gradcheck") {
   hg::manual_seed(33);
   const auto input = [](hg::Shape s) { return hg::randn(std::move(s), {.dtype = hg::f64, .requires_grad = true}); };
@@ -175,6 +208,16 @@ TEST_CASE("fuse.epilogue_gradients_pass_gradcheck") {
   CHECK(hg::autograd::gradcheck(
       [](const std::vector<Tensor>& in) { return hg::conv2d(in[0], in[1], in[2], {.padding = 1, .epilogue = kRelu}); },
       conv));
+  const std::vector<Tensor> bn{input({3, 2, 3, 2}), input({2}), input({2})};
+  CHECK(hg::autograd::gradcheck(
+      [](const std::vector<Tensor>& in) { return hg::batch_norm(in[0], {}, {}, in[1], in[2], true, 0.1, 1e-5, kRelu); },
+      bn));
+  CHECK(hg::autograd::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        const Tensor mean = hg::zeros({2}, {.dtype = hg::f64}) + 0.1, var = hg::ones({2}, {.dtype = hg::f64}) * 1.5;
+        return hg::batch_norm(in[0], mean, var, in[1], in[2], false, 0.1, 1e-5, kRelu);
+      },
+      bn));
 }
 
 // ---- nn::fuse ----------------------------------------------------------------------------------
@@ -184,6 +227,15 @@ nn::Sequential make_cnn() {
   return nn::Sequential{nn::Conv2d(1, 4, 3, {.padding = 1}), nn::ReLU(), nn::MaxPool2d(2),
                         nn::Conv2d(4, 6, 3, {.padding = 1}), nn::ReLU(), nn::Flatten(), nn::Linear(6 * 3 * 3, 8),
                         nn::ReLU(), nn::Linear(8, 3)};
+}
+
+// Runs m on x into y and returns how many times `op` ran, as a PrecisionReport counts them.
+int64_t calls_of(const std::string& op, nn::Sequential& m, const Tensor& x, Tensor& y) {
+  amp::PrecisionReport report;
+  y = m(x);
+  int64_t n = 0;
+  for (const amp::PrecisionReport::Row& r : report.rows()) n += r.op == op ? r.calls : 0;
+  return n;
 }
 
 std::set<std::string> report_ops(const amp::PrecisionReport& report) {
@@ -274,16 +326,9 @@ TEST_CASE("fuse.sequential_fuses_linear_gelu_but_not_the_tanh_approximation") {
   nn::Sequential fused = nn::fuse(model);
   const Tensor x = hg::randn({4, 6});
   // The fused run calls gelu once (the tanh form, not an epilogue's formula); the plain run twice.
-  const auto gelu_calls = [&](nn::Sequential& m, Tensor& y) {
-    amp::PrecisionReport report;
-    y = m(x);
-    int64_t n = 0;
-    for (const amp::PrecisionReport::Row& r : report.rows()) n += r.op == "gelu" ? r.calls : 0;
-    return n;
-  };
   Tensor y_plain, y_fused;
-  CHECK(gelu_calls(model, y_plain) == 2);
-  CHECK(gelu_calls(fused, y_fused) == 1);
+  CHECK(calls_of("gelu", model, x, y_plain) == 2);
+  CHECK(calls_of("gelu", fused, x, y_fused) == 1);
   check_same(y_fused, y_plain, "output");
   model.zero_grad();
   hg::sum(model(x)).backward();
@@ -292,4 +337,36 @@ TEST_CASE("fuse.sequential_fuses_linear_gelu_but_not_the_tanh_approximation") {
   fused.zero_grad();
   hg::sum(fused(x)).backward();
   for (size_t i = 0; i < g_plain.size(); ++i) check_same(fused.parameters()[i].grad(), g_plain[i], "gradient " + std::to_string(i));
+}
+
+// BatchNorm2d -> ReLU and BatchNorm1d -> ReLU fuse: relu runs no more (its calls counted by a
+// PrecisionReport), and outputs, gradients and running statistics are the plain model's, in
+// training and in evaluation.
+TEST_CASE("fuse.sequential_fuses_batch_norm_relu") {
+  // Two models with the same initial parameters (the same seed) and their own running statistics.
+  const auto make = [] {
+    hg::manual_seed(39);
+    return nn::Sequential{nn::Conv2d(1, 4, 3, {.padding = 1, .bias = false}), nn::BatchNorm2d(4), nn::ReLU(),
+                          nn::Flatten(), nn::Linear(4 * 5 * 5, 8), nn::BatchNorm1d(8), nn::ReLU(), nn::Linear(8, 3)};
+  };
+  nn::Sequential model = make();
+  nn::Sequential fused = nn::fuse(make());
+  const Tensor x = hg::randn({6, 1, 5, 5});
+  for (const bool training : {true, false}) {
+    CAPTURE(training);
+    model.train(training);
+    fused.train(training);
+    model.zero_grad();
+    fused.zero_grad();
+    Tensor y_plain, y_fused;
+    CHECK(calls_of("relu", model, x, y_plain) == 2);
+    CHECK(calls_of("relu", fused, x, y_fused) == 0);
+    check_same(y_fused, y_plain, "output");
+    hg::sum(y_plain * y_plain).backward();
+    hg::sum(y_fused * y_fused).backward();
+    for (size_t i = 0; i < model.parameters().size(); ++i)
+      check_same(fused.parameters()[i].grad(), model.parameters()[i].grad(), "gradient " + std::to_string(i));
+    for (size_t i = 0; i < model.buffers().size(); ++i)
+      check_same(fused.buffers()[i], model.buffers()[i], "buffer " + std::to_string(i));
+  }
 }

@@ -23,14 +23,16 @@ BasicBlock::BasicBlock(int64_t in, int64_t out, int64_t stride)
 }
 
 hg::Tensor BasicBlock::forward(const hg::Tensor& x) {
-  const hg::Tensor y = bn2(conv2(hg::relu(bn1(conv1(x)))));
+  // bn1's ReLU runs as its epilogue (ops/epilogue.h): one pass less over the activations
+  const hg::Tensor y = bn2(conv2(bn1.forward(conv1(x), hg::Epilogue::Relu)));
   return hg::relu(y + (shortcut.size() > 0 ? shortcut(x) : x));
 }
 
 namespace {
 
 Sequential resnet20() {
-  Sequential model{Conv2d(1, 16, 3, {.padding = 1, .bias = false}), BatchNorm2d(16), ReLU()};
+  // fuse: the stem's BatchNorm2d -> ReLU runs as one op (nn/fuse.h)
+  Sequential model = fuse(Sequential{Conv2d(1, 16, 3, {.padding = 1, .bias = false}), BatchNorm2d(16), ReLU()});
   int64_t channels = 16;
   for (const int64_t width : {16, 32, 64})
     for (int block = 0; block < 3; ++block) {
