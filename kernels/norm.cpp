@@ -96,22 +96,26 @@ void channel_stats(const T* x, const ChannelLayout& l, std::vector<double>& mean
 }
 
 // y = x * scale[c] + shift[c] (scale = w * rstd, shift = b - mean * scale) in Acc<T>, rounded to
-// T; with `relu`, relu of that rounded value by relu's own functor (NaN stays NaN), so the fused
-// result is relu(batch_norm(x)) bit for bit.
+// T; plus the residual's value (rounded to T again, as an add after batch_norm rounds); with
+// `relu`, relu of that by relu's own functor (NaN stays NaN): the fused result is
+// relu(batch_norm(x) [+ residual]) bit for bit.
 template <class T, bool kRelu>
-void channel_affine(const T* x, T* y, const ChannelLayout& l, const std::vector<double>& scale,
+void channel_affine(const T* x, const T* residual, T* y, const ChannelLayout& l, const std::vector<double>& scale,
                     const std::vector<double>& shift) {
   using A = Acc<T>;
+  const auto finish = [](T v) { return kRelu ? T(math::Relu::fwd(A(v))) : v; };
   parallel_for(0, l.N * l.C, grain_for(l.S), [&](int64_t lo, int64_t hi) {
     for (int64_t nc = lo; nc < hi; ++nc) {
       const int64_t c = nc % l.C;
       const A a = A(scale[size_t(c)]), b = A(shift[size_t(c)]);
       const T* in = x + nc * l.S;
       T* out = y + nc * l.S;
-      for (int64_t s = 0; s < l.S; ++s) {
-        const T v = T(A(in[s]) * a + b);
-        out[s] = kRelu ? T(math::Relu::fwd(A(v))) : v;
+      if (residual == nullptr) {
+        for (int64_t s = 0; s < l.S; ++s) out[s] = finish(T(A(in[s]) * a + b));
+        continue;
       }
+      const T* add = residual + nc * l.S;
+      for (int64_t s = 0; s < l.S; ++s) out[s] = finish(T(A(T(A(in[s]) * a + b)) + A(add[s])));
     }
   });
 }
@@ -289,9 +293,9 @@ DType parameter_dtype(const Tensor& weight) { return weight.defined() ? weight.d
 
 Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                           const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats,
-                          bool relu) {
+                          bool relu, const Tensor& residual) {
   if (x.device().is_cuda()) {
-    HG_CHECK(!relu, "batch_norm: the CUDA kernel has no ReLU epilogue (ops/norm.cpp composes it)");
+    HG_CHECK(!relu && !residual.defined(), "batch_norm: the CUDA kernel has no epilogue (ops/norm.cpp composes it)");
     Tensor out = kernels::cuda::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps,
                                                   stats.mean_t, stats.rstd_t);
     if (training)  // the kernel wrote the running statistics in place
@@ -333,8 +337,9 @@ Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Ten
   }
   Tensor out = empty(x.shape(), x.options());
   visit_floating(x.dtype(), "batch_norm", [&]<class T> {
-    if (relu) channel_affine<T, true>(x.data_ptr<T>(), out.data_ptr<T>(), l, scale, shift);
-    else channel_affine<T, false>(x.data_ptr<T>(), out.data_ptr<T>(), l, scale, shift);
+    const T* add = residual.defined() ? residual.data_ptr<T>() : nullptr;
+    if (relu) channel_affine<T, true>(x.data_ptr<T>(), add, out.data_ptr<T>(), l, scale, shift);
+    else channel_affine<T, false>(x.data_ptr<T>(), add, out.data_ptr<T>(), l, scale, shift);
   });
   stats.mean = std::move(mean);
   stats.rstd = std::move(rstd);
@@ -342,10 +347,20 @@ Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Ten
 }
 
 NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
-                                  bool training, const Tensor& relu_output) {
+                                  bool training, const Tensor& relu_output, bool residual) {
   NormGradients out;
+  if (residual) {
+    // The residual's gradient is the masked gradient itself (relu's own backward kernel), and
+    // batch_norm's backward reads it instead of masking again.
+    const Tensor masked = relu_output.defined() ? map_to_new<2>(x.shape(), {relu_output, grad.contiguous()},
+                                                                math::BackwardFromInput<math::Relu>{})
+                                                : grad.contiguous();
+    out = batch_norm_backward(x, masked, weight, stats, training);
+    out.dresidual = masked;
+    return out;
+  }
   if (x.device().is_cuda()) {
-    HG_CHECK(!relu_output.defined(), "batch_norm: the CUDA kernel has no ReLU epilogue (ops/norm.cpp composes it)");
+    HG_CHECK(!relu_output.defined(), "batch_norm: the CUDA kernel has no epilogue (ops/norm.cpp composes it)");
     kernels::cuda::batch_norm_backward(x, grad, weight, stats.mean_t, stats.rstd_t, training, out.dx, out.dw, out.db);
     return out;
   }

@@ -20,18 +20,20 @@ struct NormStatistics {
 // dx in x's dtype; dw and db in the weight's dtype (f32 without a weight), flat.
 struct NormGradients {
   Tensor dx, dw, db;
+  Tensor dresidual;  // batch_norm with a residual: the gradient the residual receives
 };
 
 // x contiguous (N, C, ...), per-channel tensors defined or not. Training computes the batch
 // statistics and updates the running ones in place (unbiased variance, like PyTorch);
-// evaluation reads the running ones. `relu` (CPU only) applies relu to the result in the same
-// pass; its backward then takes that output as `relu_output` and passes the gradient where it is
-// positive, relu's own rule.
+// evaluation reads the running ones. CPU only: a defined `residual` (contiguous, x's shape and
+// dtype) is added to the result rounded to x's dtype, and `relu` applies relu to that, in the same
+// pass. The backward takes that output as `relu_output` and passes the gradient where it is
+// positive, relu's own rule; with `residual` it also returns the residual's gradient.
 Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                           const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats,
-                          bool relu = false);
+                          bool relu = false, const Tensor& residual = {});
 NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
-                                  bool training, const Tensor& relu_output = {});
+                                  bool training, const Tensor& relu_output = {}, bool residual = false);
 
 // x contiguous, viewed as (rows, D); weight and bias hold D values (or are undefined).
 Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t D, double eps,

@@ -31,7 +31,7 @@ void BatchNorm1d::check_input(const Tensor& x) const {
 
 Tensor BatchNorm::forward(const Tensor& x) { return forward(x, Epilogue::None); }
 
-Tensor BatchNorm::forward(const Tensor& x, Epilogue epilogue) {
+Tensor BatchNorm::forward(const Tensor& x, Epilogue epilogue, const Tensor& residual) {
   check_input(x);
   if (is_training()) {
     NoGradGuard no_grad;
@@ -46,7 +46,8 @@ Tensor BatchNorm::forward(const Tensor& x, Epilogue epilogue) {
       num_batches_tracked.copy_(from_vector(std::vector<int64_t>{next}, {}));
     }
   }
-  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), options.momentum, options.eps, epilogue);
+  return batch_norm(x, running_mean, running_var, weight, bias, is_training(), options.momentum, options.eps, epilogue,
+                    residual);
 }
 
 }  // namespace hg::nn

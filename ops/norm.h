@@ -25,10 +25,12 @@ namespace hg {
 
 // epilogue = Epilogue::Relu gives relu(batch_norm(...)) in one pass over the activations, its result
 // and gradients equal to the pair's bit for bit, NaN included (ops/epilogue.h); the op is still
-// batch_norm for autocast and the PrecisionReport.
+// batch_norm for autocast and the PrecisionReport. A defined `residual` (x's shape) is added
+// before the epilogue: relu(batch_norm(...) + residual), a ResNet block's end, in the same pass
+// and bit for bit equal to the composition too (composed where the add would promote dtypes).
 Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                   const Tensor& bias, bool training, double momentum, double eps,
-                  Epilogue epilogue = Epilogue::None);
+                  Epilogue epilogue = Epilogue::None, const Tensor& residual = {});
 Tensor layer_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight, const Tensor& bias, double eps);
 Tensor rms_norm(const Tensor& x, Shape normalized_shape, const Tensor& weight = {},
                 std::optional<double> eps = std::nullopt);

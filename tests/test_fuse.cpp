@@ -162,24 +162,35 @@ TEST_CASE("fuse.conv2d_relu_epilogue_equals_relu_of_conv2d") {
   }
 }
 
+namespace {
+
+// batch_norm of in = {x, weight, bias[, residual]} (3 channels): fresh running statistics in
+// training (it updates them in place), fixed ones in eval. `fused` hands the epilogue and the
+// residual to batch_norm; otherwise they are composed after it: relu(batch_norm(x) + residual).
+Tensor batch_norm_of(const std::vector<Tensor>& in, bool training, hg::Epilogue epilogue, bool fused) {
+  const Tensor mean = training ? hg::zeros({3}) : hg::from_vector(std::vector<double>{0.2, -0.1, 0.3}, {3});
+  const Tensor var = training ? hg::ones({3}) : hg::from_vector(std::vector<double>{0.7, 1.3, 0.9}, {3});
+  const Tensor residual = in.size() > 3 ? in[3] : Tensor();
+  if (fused) return hg::batch_norm(in[0], mean, var, in[1], in[2], training, 0.1, 1e-5, epilogue, residual);
+  Tensor y = hg::batch_norm(in[0], mean, var, in[1], in[2], training, 0.1, 1e-5);
+  if (residual.defined()) y = y + residual;
+  return epilogue == kRelu ? hg::relu(y) : y;
+}
+
+}  // namespace
+
 // batch_norm's ReLU epilogue: applied in its affine pass to the value rounded to x's dtype, and the
 // backward masks the gradient by the saved output inside batch_norm's backward. Shapes with rows
 // longer than the kernel's block of 256 values, and (N, C) input (one value per row).
 TEST_CASE("fuse.batch_norm_relu_epilogue_equals_relu_of_batch_norm") {
   hg::manual_seed(38);
-  const Tensor eval_mean = hg::randn({3}) * 0.3, eval_var = hg::rand({3}) + 0.5;
   for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
     CAPTURE(dt);
     const Tensor w = (hg::randn({3}) + 1.0).to(dt), b = (hg::randn({3}) * 0.5).to(dt);
     for (const bool training : {true, false}) {
       CAPTURE(training);
-      // Fresh running statistics per call: training updates them in place.
-      const auto call = [training, &eval_mean, &eval_var](const std::vector<Tensor>& in, hg::Epilogue epilogue) {
-        const Tensor mean = training ? hg::zeros({3}) : eval_mean, var = training ? hg::ones({3}) : eval_var;
-        return hg::batch_norm(in[0], mean, var, in[1], in[2], training, 0.1, 1e-5, epilogue);
-      };
-      const auto fused = [&](const std::vector<Tensor>& in) { return call(in, kRelu); };
-      const auto unfused = [&](const std::vector<Tensor>& in) { return hg::relu(call(in, hg::Epilogue::None)); };
+      const auto fused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, kRelu, true); };
+      const auto unfused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, kRelu, false); };
       for (const hg::Shape& shape : std::vector<hg::Shape>{{2, 3, 5, 6}, {2, 3, 17, 19}, {7, 3}}) {
         CAPTURE(shape);
         const Tensor x = (hg::randn(shape) * 2.0 + 0.3).to(dt);
@@ -193,6 +204,37 @@ TEST_CASE("fuse.batch_norm_relu_epilogue_equals_relu_of_batch_norm") {
   }
   CHECK_THROWS_WITH_AS(hg::batch_norm(hg::randn({2, 3}), {}, {}, {}, {}, true, 0.1, 1e-5, hg::Epilogue::Gelu),
                        doctest::Contains("the Gelu epilogue is linear's only"), hg::Error);
+}
+
+// A ResNet block's end, relu(batch_norm(z) + shortcut), in one pass: batch_norm's output rounded
+// to z's dtype before the add (as the composition rounds it), the add in Acc<T>, then relu; the
+// residual's gradient is relu's masked gradient. Without the epilogue: batch_norm(z) + residual.
+TEST_CASE("fuse.batch_norm_residual_relu_equals_the_composition") {
+  hg::manual_seed(40);
+  for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
+    CAPTURE(dt);
+    const Tensor w = (hg::randn({3}) + 1.0).to(dt), b = (hg::randn({3}) * 0.5).to(dt);
+    for (const bool training : {true, false})
+      for (const hg::Epilogue epilogue : {kRelu, hg::Epilogue::None}) {
+        CAPTURE(training);
+        CAPTURE(epilogue == kRelu);
+        const auto fused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, epilogue, true); };
+        const auto unfused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, epilogue, false); };
+        for (const hg::Shape& shape : std::vector<hg::Shape>{{2, 3, 5, 6}, {2, 3, 17, 19}, {7, 3}}) {
+          CAPTURE(shape);
+          const Tensor x = (hg::randn(shape) * 2.0 + 0.3).to(dt), r = hg::randn(shape).to(dt);
+          check_fused_equals_unfused("with weight and bias", {x, w, b, r}, fused, unfused);
+          check_fused_equals_unfused("without weight and bias", {x, Tensor(), Tensor(), r}, fused, unfused);
+          check_fused_equals_unfused("a NaN input", {with_nan(x.clone(), 4), w, b, r}, fused, unfused);
+          check_fused_equals_unfused("a NaN residual", {x, w, b, with_nan(r.clone(), 5)}, fused, unfused);
+          // A residual of another dtype: the add promotes, so the op composes (the same results).
+          if (dt != hg::f64)
+            check_fused_equals_unfused("an f64 residual", {x, w, b, r.to(hg::f64)}, fused, unfused);
+        }
+      }
+  }
+  CHECK_THROWS_WITH_AS(hg::batch_norm(hg::randn({2, 3}), {}, {}, {}, {}, true, 0.1, 1e-5, kRelu, hg::randn({2, 4})),
+                       doctest::Contains("the residual must have the input's shape"), hg::Error);
 }
 
 TEST_CASE("fuse.epilogue_gradients_pass_gradcheck") {
@@ -218,6 +260,13 @@ TEST_CASE("fuse.epilogue_gradients_pass_gradcheck") {
         return hg::batch_norm(in[0], mean, var, in[1], in[2], false, 0.1, 1e-5, kRelu);
       },
       bn));
+  std::vector<Tensor> bn_residual = bn;
+  bn_residual.push_back(input({3, 2, 3, 2}));
+  CHECK(hg::autograd::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return hg::batch_norm(in[0], {}, {}, in[1], in[2], true, 0.1, 1e-5, kRelu, in[3]);
+      },
+      bn_residual));
 }
 
 // ---- nn::fuse ----------------------------------------------------------------------------------
