@@ -95,27 +95,47 @@ void channel_stats(const T* x, const ChannelLayout& l, std::vector<double>& mean
   });
 }
 
-// y = x * scale[c] + shift[c] (scale = w * rstd, shift = b - mean * scale) in Acc<T>, rounded to
-// T; plus the residual's value (rounded to T again, as an add after batch_norm rounds); with
-// `relu`, relu of that by relu's own functor (NaN stays NaN): the fused result is
-// relu(batch_norm(x) [+ residual]) bit for bit.
+// v rounded to T and back, in place: a value as the next op reads it from a T tensor (nothing to
+// do for f32 and f64). The SIMD converters of map_run's chunks (kernels/cpu/elementwise_loop.h),
+// so the fused passes round exactly as the separate ops do, NaN included.
+template <class T>
+void round_through(Acc<T>* v, int64_t m) {
+  if constexpr (!std::is_same_v<T, Acc<T>>) {
+    alignas(64) T rounded[kChunk];
+    convert_from_float(v, rounded, size_t(m));
+    convert_to_float(rounded, v, size_t(m));
+  }
+}
+
+// y = x * scale[c] + shift[c] (scale = w * rstd, shift = b - mean * scale) in Acc<T>; plus the
+// residual, added to that value rounded to T (an add after batch_norm reads batch_norm's T
+// output); with `relu`, relu of the rounded sum by relu's own functor (NaN stays NaN). Chunks of
+// kChunk values widened and rounded with the SIMD converters, as map_run does: the fused result
+// is relu(batch_norm(x) [+ residual]) bit for bit.
 template <class T, bool kRelu>
 void channel_affine(const T* x, const T* residual, T* y, const ChannelLayout& l, const std::vector<double>& scale,
                     const std::vector<double>& shift) {
   using A = Acc<T>;
-  const auto finish = [](T v) { return kRelu ? T(math::Relu::fwd(A(v))) : v; };
   parallel_for(0, l.N * l.C, grain_for(l.S), [&](int64_t lo, int64_t hi) {
+    alignas(64) A inputs[kChunk], added[kChunk], results[kChunk];
     for (int64_t nc = lo; nc < hi; ++nc) {
-      const int64_t c = nc % l.C;
-      const A a = A(scale[size_t(c)]), b = A(shift[size_t(c)]);
-      const T* in = x + nc * l.S;
-      T* out = y + nc * l.S;
-      if (residual == nullptr) {
-        for (int64_t s = 0; s < l.S; ++s) out[s] = finish(T(A(in[s]) * a + b));
-        continue;
+      const A a = A(scale[size_t(nc % l.C)]), b = A(shift[size_t(nc % l.C)]);
+      for (int64_t j = 0; j < l.S; j += kChunk) {
+        const int64_t m = std::min(kChunk, l.S - j), at = nc * l.S + j;
+        const A* in = load_chunk<T>(reinterpret_cast<const char*>(x + at), sizeof(T), m, inputs);
+        A* v = std::is_same_v<T, A> ? reinterpret_cast<A*>(y + at) : results;  // f32/f64: in place
+        for (int64_t i = 0; i < m; ++i) v[i] = in[i] * a + b;
+        if (residual != nullptr) {
+          round_through<T>(v, m);
+          const A* r = load_chunk<T>(reinterpret_cast<const char*>(residual + at), sizeof(T), m, added);
+          for (int64_t i = 0; i < m; ++i) v[i] = v[i] + r[i];
+        }
+        if (kRelu) {
+          round_through<T>(v, m);
+          for (int64_t i = 0; i < m; ++i) v[i] = math::Relu::fwd(v[i]);
+        }
+        if (!std::is_same_v<T, A>) store_chunk<T>(v, reinterpret_cast<char*>(y + at), sizeof(T), m);
       }
-      const T* add = residual + nc * l.S;
-      for (int64_t s = 0; s < l.S; ++s) out[s] = finish(T(A(T(A(in[s]) * a + b)) + A(add[s])));
     }
   });
 }
