@@ -3,7 +3,9 @@
 // T x T matrix materialised, as without a fused kernel): time per step and the step's peak memory
 // (hg::memory's counters, beyond the inputs) at T = 256, 1024 and 4096. The fused kernel's peak
 // grows linearly in T, the naive one's quadratically. bench/py/attention_bench.py times PyTorch
-// 2.x's F.scaled_dot_product_attention on the same shapes.
+// 2.x's F.scaled_dot_product_attention on the same shapes. "fused MHA ms" times the fused op on
+// the layout nn::MultiheadAttention gives it: q, k, v [1, H, T, D] views of one [1, T, 3 * H * D]
+// projection, the output merged back to [1, T, H * D] (read in place, no copies; kernels/attention.h).
 //
 //   build/bench/attention_bench [--threads N] [--heads H] [--dim D] [--lengths 256,1024,4096]
 #include <cmath>
@@ -26,6 +28,23 @@ Tensor naive_attention(const Tensor& q, const Tensor& k, const Tensor& v) {
   const Tensor scores = hg::matmul(q, k.transpose(-1, -2)) * (1.0 / std::sqrt(double(q.shape()[3])));
   const Tensor future = hg::triu(hg::ones({T, T}, {.dtype = hg::u8}), 1);
   return hg::matmul(hg::softmax(hg::masked_fill(scores, future, -std::numeric_limits<double>::infinity()), -1), v);
+}
+
+// Forward + backward of the fused op on head views of one projection, merged back: ms per step.
+double measure_head_views(int64_t heads, int64_t T, int64_t D, hg::DType dtype) {
+  hg::manual_seed(1);
+  const int64_t E = heads * D;
+  const Tensor projection = hg::randn({1, T, 3 * E}).to(dtype).requires_grad_(true);
+  const Tensor grad = hg::randn({1, T, E}).to(dtype);
+  auto step = [&] {
+    projection.set_grad(Tensor());
+    const std::vector<Tensor> qkv = hg::chunk(projection, 3, -1);
+    auto head = [&](const Tensor& t) { return t.reshape({1, T, heads, D}).transpose(1, 2); };
+    const Tensor out = hg::scaled_dot_product_attention(head(qkv[0]), head(qkv[1]), head(qkv[2]), {.is_causal = true});
+    out.transpose(1, 2).reshape({1, T, E}).backward(grad);
+  };
+  step();
+  return hg_bench::time_it(step, T >= 4096 ? 2.0 : 0.5) * 1e3;
 }
 
 struct Measured {
@@ -81,8 +100,8 @@ int main(int argc, char** argv) {
   std::printf("attention_bench: causal self-attention forward + backward, batch 1, %lld heads, head dim %lld, %d "
               "thread(s), CPU level %s\n\n",
               (long long)heads, (long long)D, threads, hg::cpu::isa_name(hg::cpu::isa()));
-  std::printf("| T | dtype | fused ms | naive ms | naive / fused | fused peak MiB | naive peak MiB |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  std::printf("| T | dtype | fused ms | fused MHA ms | naive ms | naive / fused | fused peak MiB | naive peak MiB |\n");
+  std::printf("|---|---|---|---|---|---|---|---|\n");
   const auto fused = [](const Tensor& q, const Tensor& k, const Tensor& v) {
     return hg::scaled_dot_product_attention(q, k, v, {.is_causal = true});
   };
@@ -90,8 +109,9 @@ int main(int argc, char** argv) {
     for (hg::DType dtype : {hg::f32, hg::bf16}) {
       try {
         const Measured f = measure(fused, heads, T, D, dtype), n = measure(naive_attention, heads, T, D, dtype);
-        std::printf("| %lld | %s | %.2f | %.2f | %.2fx | %.1f | %.1f |\n", (long long)T,
-                    std::string(hg::dtype_name(dtype)).c_str(), f.ms, n.ms, n.ms / f.ms, f.peak_mib, n.peak_mib);
+        const double mha = measure_head_views(heads, T, D, dtype);
+        std::printf("| %lld | %s | %.2f | %.2f | %.2f | %.2fx | %.1f | %.1f |\n", (long long)T,
+                    std::string(hg::dtype_name(dtype)).c_str(), f.ms, mha, n.ms, n.ms / f.ms, f.peak_mib, n.peak_mib);
       } catch (const std::exception& e) {
         std::printf("| %lld | %s | error: %s |\n", (long long)T, std::string(hg::dtype_name(dtype)).c_str(), e.what());
       }

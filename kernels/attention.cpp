@@ -25,12 +25,65 @@ namespace {
 // for its packing.
 constexpr int64_t kBlockRows = 64, kBlockCols = 64;
 
-// t in the compute type, contiguous, seen as [batch, rows, cols] (a copy only when needed).
+// Where each batch entry's [rows, cols] matrix of `t` ([..., rows, cols]) starts: the batch dims
+// may be several (a [B, H, T, D] view of a [B, T, H * D] projection) or broadcast (stride 0).
+std::vector<int64_t> batch_offsets(const Tensor& t, int64_t batch) {
+  const int n = t.dim();
+  std::vector<int64_t> offsets(size_t(batch), 0);
+  for (int64_t b = 0; b < batch; ++b) {
+    int64_t rest = b, offset = 0;
+    for (int d = n - 3; d >= 0; --d) {
+      offset += rest % t.shape()[d] * t.strides()[d];
+      rest /= t.shape()[d];
+    }
+    offsets[size_t(b)] = offset;
+  }
+  return offsets;
+}
+
+// One batch entry's rows: row i starts at data + i * stride, its values one apart.
 template <class S>
-Tensor compute_copy(const Tensor& t, int64_t batch, int64_t rows, int64_t cols) {
-  const Tensor c = t.dtype() == dtype_of<S>() ? detail::dense(t)
-                                               : detail::copy_with_options(t, {.dtype = dtype_of<S>()});
-  return detail::dense_view(c, {batch, rows, cols});
+struct Rows {
+  const S* data;
+  int64_t stride;
+  const S* row(int64_t i) const { return data + i * stride; }
+};
+
+// An operand [batch, rows, cols] of the compute type S, read in place through its strides (the
+// heads of nn::MultiheadAttention are [B, H, T, D] views of [B, T, H * D]). A copy only where one
+// is needed: 16-bit values are widened, and a last dim with stride != 1 (or rows that overlap)
+// is gathered. The arithmetic is the same either way; only the addressing differs.
+template <class S>
+struct Operand {
+  Tensor held;  // the tensor read: the input itself or its compute-type copy
+  std::vector<int64_t> offsets;
+  int64_t row_stride;
+  Rows<S> operator[](int64_t b) const { return {held.data_ptr<S>() + offsets[size_t(b)], row_stride}; }
+};
+
+template <class S>
+Operand<S> operand(const Tensor& t, int64_t batch, int64_t rows, int64_t cols) {
+  const int n = t.dim();
+  const bool in_place = t.dtype() == dtype_of<S>() && (cols <= 1 || t.strides()[n - 1] == 1) &&
+                        (rows <= 1 || t.strides()[n - 2] >= cols);
+  const Tensor held = in_place                     ? t
+                      : t.dtype() == dtype_of<S>() ? detail::dense_copy(t)
+                                                   : detail::copy_with_options(t, {.dtype = dtype_of<S>()});
+  // One row: its stride never steps, so it gets the dense one (the GEMM views then see the
+  // layout a contiguous operand gives).
+  const int64_t row_stride = rows <= 1 ? cols : held.strides()[n - 2];
+  return {held, batch_offsets(held, batch), row_stride};
+}
+
+// The output [..., L, Ev] of the compute type, zero. For 4-D q ([B, H, L, E]) it is stored as
+// [B, L, H, Ev] and returned as that buffer's transpose(1, 2): merging the heads back,
+// out.transpose(1, 2).reshape({B, L, H * Ev}), is then a view, not a copy.
+template <class S>
+Tensor output_of(const Tensor& q, const AttentionGeometry& g) {
+  Shape shape = q.shape();
+  shape.back() = g.Ev;
+  if (q.dim() != 4) return zeros(shape, {.dtype = dtype_of<S>()});
+  return zeros({shape[0], shape[2], shape[1], shape[3]}, {.dtype = dtype_of<S>()}).transpose(1, 2);
 }
 
 // Where each batch entry's [L, S] mask starts, and its row and column strides: the mask may
@@ -49,23 +102,15 @@ MaskLayout mask_layout(const Tensor& mask, const AttentionGeometry& g) {
   layout.data = mask.raw_data();
   layout.row_stride = mask.strides()[n - 2];
   layout.col_stride = mask.strides()[n - 1];
-  layout.batch_offset.assign(size_t(g.batch), 0);
-  for (int64_t b = 0; b < g.batch; ++b) {
-    int64_t rest = b, offset = 0;
-    for (int d = n - 3; d >= 0; --d) {
-      offset += rest % mask.shape()[d] * mask.strides()[d];
-      rest /= mask.shape()[d];
-    }
-    layout.batch_offset[size_t(b)] = offset;
-  }
+  layout.batch_offset = batch_offsets(mask, g.batch);
   return layout;
 }
 
 // The block of scores S[r][c] = scale * (Q K^T)[r][c] + mask, -inf where causality hides the key.
 template <class S>
-void scores_block(const S* q, const S* k, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows, int64_t j0,
+void scores_block(Rows<S> q, Rows<S> k, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows, int64_t j0,
                   int64_t cols, const AttentionGeometry& g, S* block) {
-  cpu::gemm_dense<S>(cpu::matrix_view(q + i0 * g.E, rows, g.E, g.E, 1), cpu::matrix_view(k + j0 * g.E, g.E, cols, 1, g.E),
+  cpu::gemm_dense<S>(cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1), cpu::matrix_view(k.row(j0), g.E, cols, 1, k.stride),
                      block, false);
   const S scale = S(g.scale), minus_inf = -std::numeric_limits<S>::infinity();
   const S* m = mask.data ? static_cast<const S*>(mask.data) + mask.batch_offset[size_t(b)] : nullptr;
@@ -122,8 +167,8 @@ int64_t key_end(int64_t i0, int64_t rows, const AttentionGeometry& g) {
 }
 
 template <class S>
-void forward_rows(const S* q, const S* k, const S* v, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows,
-                  const AttentionGeometry& g, S* out, S* lse) {
+void forward_rows(Rows<S> q, Rows<S> k, Rows<S> v, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows,
+                  const AttentionGeometry& g, S* out, int64_t out_stride, S* lse) {
   const S minus_inf = -std::numeric_limits<S>::infinity();
   std::vector<S> block(size_t(rows * kBlockCols)), acc(size_t(rows * g.Ev), S(0));
   std::vector<S> z(g.dropout_p > 0 ? size_t(rows * kBlockCols) : 0);
@@ -153,13 +198,13 @@ void forward_rows(const S* q, const S* k, const S* v, const MaskLayout& mask, in
       for (int64_t e = 0; e < rows * cols; ++e) block[size_t(e)] *= z[size_t(e)];
     }
     cpu::gemm_dense<S>(cpu::matrix_view(block.data(), rows, cols, cols, 1),
-                       cpu::matrix_view(v + j0 * g.Ev, cols, g.Ev, g.Ev, 1), acc.data(), true);
+                       cpu::matrix_view(v.row(j0), cols, g.Ev, v.stride, 1), acc.data(), true);
   }
   for (int64_t r = 0; r < rows; ++r) {
     // A row whose keys are all masked has l = 0: its output is 0/0 = NaN and its lse -inf, as
     // PyTorch's softmax of a row of -inf.
     const S inv = S(1) / l[size_t(r)];
-    for (int64_t d = 0; d < g.Ev; ++d) out[(i0 + r) * g.Ev + d] = acc[size_t(r * g.Ev + d)] * inv;
+    for (int64_t d = 0; d < g.Ev; ++d) out[(i0 + r) * out_stride + d] = acc[size_t(r * g.Ev + d)] * inv;
     lse[i0 + r] = m[size_t(r)] + std::log(l[size_t(r)]);
   }
 }
@@ -167,12 +212,13 @@ void forward_rows(const S* q, const S* k, const S* v, const MaskLayout& mask, in
 template <class S>
 std::pair<Tensor, Tensor> forward_typed(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                         const Tensor& mask_in, const AttentionGeometry& g) {
-  const Tensor q = compute_copy<S>(q_in, g.batch, g.L, g.E), k = compute_copy<S>(k_in, g.batch, g.S, g.E),
-               v = compute_copy<S>(v_in, g.batch, g.S, g.Ev);
+  const Operand<S> q = operand<S>(q_in, g.batch, g.L, g.E), k = operand<S>(k_in, g.batch, g.S, g.E),
+                  v = operand<S>(v_in, g.batch, g.S, g.Ev);
   const MaskLayout mask = mask_layout(mask_in, g);
-  Tensor out = zeros({g.batch, g.L, g.Ev}, {.dtype = dtype_of<S>()});
+  Tensor out = output_of<S>(q_in, g);
   Tensor lse = full({g.batch, g.L}, -std::numeric_limits<double>::infinity(), {.dtype = dtype_of<S>()});
-  const S *qp = q.data_ptr<S>(), *kp = k.data_ptr<S>(), *vp = v.data_ptr<S>();
+  const std::vector<int64_t> out_offsets = batch_offsets(out, g.batch);
+  const int64_t out_stride = out.strides()[out.dim() - 2];
   S *op = out.data_ptr<S>(), *lp = lse.data_ptr<S>();
   // No keys (S = 0): the output is an empty sum, 0, as PyTorch's softmax(..) @ v.
   if (g.S > 0) {
@@ -181,8 +227,8 @@ std::pair<Tensor, Tensor> forward_typed(const Tensor& q_in, const Tensor& k_in, 
     parallel_for(0, g.batch * blocks, grain_for(cost), [&](int64_t first, int64_t last) {
       for (int64_t task = first; task < last; ++task) {
         const int64_t b = task / blocks, i0 = task % blocks * kBlockRows;
-        forward_rows<S>(qp + b * g.L * g.E, kp + b * g.S * g.E, vp + b * g.S * g.Ev, mask, b, i0,
-                        std::min(kBlockRows, g.L - i0), g, op + b * g.L * g.Ev, lp + b * g.L);
+        forward_rows<S>(q[b], k[b], v[b], mask, b, i0, std::min(kBlockRows, g.L - i0), g, op + out_offsets[size_t(b)],
+                        out_stride, lp + b * g.L);
       }
     });
   }
@@ -191,13 +237,14 @@ std::pair<Tensor, Tensor> forward_typed(const Tensor& q_in, const Tensor& k_in, 
 
 // One batch entry's gradients: dq [L, E], dk [S, E], dv [S, Ev], zeroed by the caller.
 template <class S>
-void backward_one(const S* q, const S* k, const S* v, const S* o, const S* dout, const S* lse, const MaskLayout& mask,
+void backward_one(Rows<S> q, Rows<S> k, Rows<S> v, Rows<S> o, Rows<S> dout, const S* lse, const MaskLayout& mask,
                   int64_t b, const AttentionGeometry& g, S* dq, S* dk, S* dv) {
   // D_i = rowsum(dO_i * O_i): the softmax backward's sum_j P_ij dP_ij, without P.
   std::vector<S> D(size_t(g.L));
   for (int64_t i = 0; i < g.L; ++i) {
     S total = 0;
-    for (int64_t d = 0; d < g.Ev; ++d) total += dout[i * g.Ev + d] * o[i * g.Ev + d];
+    const S *dout_row = dout.row(i), *o_row = o.row(i);
+    for (int64_t d = 0; d < g.Ev; ++d) total += dout_row[d] * o_row[d];
     D[size_t(i)] = total;
   }
   std::vector<S> p(size_t(kBlockRows * kBlockCols)), dp(size_t(kBlockRows * kBlockCols));
@@ -217,9 +264,9 @@ void backward_one(const S* q, const S* k, const S* v, const S* o, const S* dout,
       }
       // dV_j += (P Z)^T dO_i; dP = dO_i V_j^T (times Z: the dropped probabilities' gradient)
       cpu::gemm_dense<S>(dropout ? cpu::matrix_view(pz.data(), cols, rows, 1, cols) : p_t,
-                         cpu::matrix_view(dout + i0 * g.Ev, rows, g.Ev, g.Ev, 1), dv + j0 * g.Ev, true);
-      cpu::gemm_dense<S>(cpu::matrix_view(dout + i0 * g.Ev, rows, g.Ev, g.Ev, 1),
-                         cpu::matrix_view(v + j0 * g.Ev, g.Ev, cols, 1, g.Ev), dp.data(), false);
+                         cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1), dv + j0 * g.Ev, true);
+      cpu::gemm_dense<S>(cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1),
+                         cpu::matrix_view(v.row(j0), g.Ev, cols, 1, v.stride), dp.data(), false);
       if (dropout)
         for (int64_t e = 0; e < rows * cols; ++e) dp[size_t(e)] *= z[size_t(e)];
       // dS = P * (dP - D) (the softmax backward), times the scale the scores were multiplied by;
@@ -230,9 +277,9 @@ void backward_one(const S* q, const S* k, const S* v, const S* o, const S* dout,
           x = x * (dp[size_t(r * cols + c)] - D[size_t(i0 + r)]) * scale;
         }
       // dQ_i += dS K_j; dK_j += dS^T Q_i
-      cpu::gemm_dense<S>(cpu::matrix_view(p.data(), rows, cols, cols, 1), cpu::matrix_view(k + j0 * g.E, cols, g.E, g.E, 1),
+      cpu::gemm_dense<S>(cpu::matrix_view(p.data(), rows, cols, cols, 1), cpu::matrix_view(k.row(j0), cols, g.E, k.stride, 1),
                          dq + i0 * g.E, true);
-      cpu::gemm_dense<S>(p_t, cpu::matrix_view(q + i0 * g.E, rows, g.E, g.E, 1), dk + j0 * g.E, true);
+      cpu::gemm_dense<S>(p_t, cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1), dk + j0 * g.E, true);
     }
   }
 }
@@ -241,23 +288,21 @@ template <class S>
 std::array<Tensor, 3> backward_typed(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& out_in,
                                      const Tensor& lse, const Tensor& grad_in, const Tensor& mask_in,
                                      const AttentionGeometry& g) {
-  const Tensor q = compute_copy<S>(q_in, g.batch, g.L, g.E), k = compute_copy<S>(k_in, g.batch, g.S, g.E),
-               v = compute_copy<S>(v_in, g.batch, g.S, g.Ev), out = compute_copy<S>(out_in, g.batch, g.L, g.Ev),
-               grad = compute_copy<S>(grad_in, g.batch, g.L, g.Ev);
+  const Operand<S> q = operand<S>(q_in, g.batch, g.L, g.E), k = operand<S>(k_in, g.batch, g.S, g.E),
+                  v = operand<S>(v_in, g.batch, g.S, g.Ev), out = operand<S>(out_in, g.batch, g.L, g.Ev),
+                  grad = operand<S>(grad_in, g.batch, g.L, g.Ev);
   const MaskLayout mask = mask_layout(mask_in, g);
   Tensor dq = zeros({g.batch, g.L, g.E}, {.dtype = dtype_of<S>()}), dk = zeros({g.batch, g.S, g.E}, {.dtype = dtype_of<S>()}),
          dv = zeros({g.batch, g.S, g.Ev}, {.dtype = dtype_of<S>()});
-  const S *qp = q.data_ptr<S>(), *kp = k.data_ptr<S>(), *vp = v.data_ptr<S>(), *op = out.data_ptr<S>(),
-          *gp = grad.data_ptr<S>(), *lp = lse.data_ptr<S>();
+  const S* lp = lse.data_ptr<S>();
   S *dqp = dq.data_ptr<S>(), *dkp = dk.data_ptr<S>(), *dvp = dv.data_ptr<S>();
   // NOTE: one task per batch entry (batch x heads): dK and dV sum over every query block, so
   // splitting the query blocks over threads would need per-thread partial sums.
   const int64_t cost = 2 * g.L * g.S * (g.E + g.Ev);
   parallel_for(0, g.batch, grain_for(cost), [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b)
-      backward_one<S>(qp + b * g.L * g.E, kp + b * g.S * g.E, vp + b * g.S * g.Ev, op + b * g.L * g.Ev,
-                      gp + b * g.L * g.Ev, lp + b * g.L, mask, b, g, dqp + b * g.L * g.E, dkp + b * g.S * g.E,
-                      dvp + b * g.S * g.Ev);
+      backward_one<S>(q[b], k[b], v[b], out[b], grad[b], lp + b * g.L, mask, b, g, dqp + b * g.L * g.E,
+                      dkp + b * g.S * g.E, dvp + b * g.S * g.Ev);
   });
   if (q_in.dtype() != dtype_of<S>()) {
     dq = detail::copy_with_options(dq, {.dtype = q_in.dtype()});

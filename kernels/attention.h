@@ -35,17 +35,21 @@ struct AttentionGeometry {
   uint64_t dropout_seed = 0, dropout_offset = 0;
 };
 
-// q [batch, L, E], k [batch, S, E], v [batch, S, Ev] of one floating dtype (any strides).
+// q [batch, L, E], k [batch, S, E], v [batch, S, Ev] of one floating dtype (any strides; `batch`
+// the product of their leading dims). Compute-type operands whose last dim is contiguous are read
+// in place, through their strides (nn::MultiheadAttention's heads are [B, H, T, D] views).
 // `mask`, if defined, is an additive mask of the compute type (f32, or f64) whose last two dims
 // are [L, S] and whose leading dims are `batch_shape` (any strides: 0 where it broadcasts).
-// Returns the output [batch, L, Ev] and the row log-sum-exp [batch, L], both in the compute type:
+// Returns the output [..., L, Ev] (q's shape, Ev last; for 4-D q [B, H, L, E] the transpose(1, 2)
+// view of a contiguous [B, L, H, Ev], so that merging the heads back is free) and the row
+// log-sum-exp [batch, L], both in the compute type:
 // the backward wants the unrounded output (its rowsum(dO * O) cancels against dO V^T, and a
 // 16-bit O there costs the q and k gradients more than one rounding).
 std::pair<Tensor, Tensor> attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                             const AttentionGeometry& g);
 
 // dq, dk, dv in q's dtype from the forward's inputs, its compute-type output and log-sum-exp, and
-// the gradient of the output (any strides).
+// the gradient of the output (any strides: read in place as the inputs are).
 std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                          const Tensor& lse, const Tensor& grad, const Tensor& mask,
                                          const AttentionGeometry& g);

@@ -80,7 +80,7 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
     k = linear(key, part(1), part_bias(1));
     v = linear(value, part(2), part_bias(2));
   }
-  // [B, T, E] -> [B, H, T, head_dim]
+  // [B, T, E] -> [B, H, T, head_dim]: views the fused kernel reads in place, through their strides
   const auto heads = [&](const Tensor& t, int64_t T) { return t.reshape({B, T, num_heads, head_dim}).transpose(1, 2); };
   q = heads(q, L), k = heads(k, S), v = heads(v, S);
 
@@ -111,7 +111,8 @@ std::tuple<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query_in, c
     attended = matmul(weights, v);
     if (o.average_attn_weights) weights = mean(weights, {1});
   }
-  // [B, H, L, head_dim] -> [B, L, E]
+  // [B, H, L, head_dim] -> [B, L, E]: a view after the fused op (it returns the transpose of a
+  // contiguous [B, L, H, head_dim], kernels/attention.h), a copy after the need_weights path.
   Tensor out = out_proj(attended.transpose(1, 2).reshape({B, L, embed_dim}));
   if (!options.batch_first) out = out.transpose(0, 1);
   return {out, weights};

@@ -83,6 +83,17 @@ std::array<Tensor, 3> fused_backward(const Tensor& q, const Tensor& k, const Ten
   return kernels::cuda::attention_backward(q, k, v, out, lse, grad, mask, g);
 }
 
+// The kernel's output as the user's [..., L, Ev] in q's dtype. The CPU kernel returns that shape
+// (for 4-D q a transposed view of [B, L, H, Ev], kernels/attention.h), CUDA's a contiguous
+// [batch, L, Ev]; a 16-bit conversion keeps the CPU layout, so merging heads stays a view.
+Tensor user_output(const Tensor& out3, const Shape& shape, TensorOptions options) {
+  const Tensor shaped = out3.shape() == shape ? out3 : detail::dense_view(out3, shape);
+  if (shaped.dtype() == options.dtype) return shaped;
+  if (shaped.dim() == 4 && !shaped.is_contiguous())
+    return detail::copy_with_options(shaped.transpose(1, 2), options).transpose(1, 2);
+  return detail::copy_with_options(shaped, options);
+}
+
 }  // namespace
 
 Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
@@ -140,8 +151,7 @@ Tensor scaled_dot_product_attention(const Tensor& q_in, const Tensor& k_in, cons
   out_shape.back() = Ev;
   // The user's output in q's dtype; the backward keeps the compute-type one (the same tensor
   // unless q is 16-bit).
-  Tensor out = detail::dense_view(out3.dtype() == q.dtype() ? out3 : detail::copy_with_options(out3, q.options()),
-                                  out_shape);
+  Tensor out = user_output(out3, out_shape, q.options());
   record(amp::Op::ScaledDotProductAttention, out, {q, k, v},
          [sq = SavedTensor(q), sk = SavedTensor(k), sv = SavedTensor(v), so = SavedTensor(out3), lse, mask, g,
           shapes = std::vector<Shape>{q.shape(), k.shape(), v.shape()}](const Tensor& grad) {

@@ -135,3 +135,76 @@ TEST_CASE("attention.the_result_does_not_depend_on_the_thread_count") {
   };
   CHECK(run(1) == run(2));
 }
+
+namespace {
+
+// q, k, v as nn::MultiheadAttention makes them: [B, H, T, D] views of one [B, T, 3 * H * D]
+// projection (strides (T*3*H*D, D, 3*H*D, 1)), leaves of their own so each gets a gradient.
+std::vector<Tensor> head_views(int64_t B, int64_t H, int64_t T, int64_t D, hg::DType dtype) {
+  const Tensor projection = hg::randn({B, T, 3 * H * D}, {.dtype = dtype});
+  std::vector<Tensor> views;
+  for (int64_t i = 0; i < 3; ++i)
+    views.push_back(hg::as_strided(projection, {B, H, T, D}, {T * 3 * H * D, D, 3 * H * D, 1}, i * H * D));
+  return views;
+}
+
+// The output, then dq, dk, dv, of one forward and backward, as f64 values (exact for f32 and f64).
+std::vector<std::vector<double>> attention_step(const std::vector<Tensor>& qkv, const Tensor& grad,
+                                                hg::ScaledDotProductAttentionOptions options) {
+  std::vector<Tensor> leaves;
+  for (const Tensor& t : qkv) leaves.push_back(t.detach().requires_grad_(true));
+  hg::manual_seed(5);  // the dropout draws
+  const Tensor out = hg::scaled_dot_product_attention(leaves[0], leaves[1], leaves[2], options);
+  out.backward(grad);
+  std::vector<std::vector<double>> values{out.to_vector<double>()};
+  for (const Tensor& t : leaves) values.push_back(t.grad().to_vector<double>());
+  return values;
+}
+
+}  // namespace
+
+TEST_CASE("attention.strided_views_give_the_bits_of_their_contiguous_copies") {
+  // The kernel reads compute-type operands with a contiguous last dim in place, through their
+  // strides: only the addressing changes, so the bits must be those of .contiguous() copies --
+  // forward, and backward (which reads the saved output and the incoming gradient the same way).
+  const int64_t B = 2, H = 3, T = 70, D = 8;  // 70 rows: across the 64-row blocks
+  for (hg::DType dtype : {hg::f32, hg::f64}) {
+    hg::manual_seed(31);
+    const std::vector<Tensor> views = head_views(B, H, T, D, dtype);
+    std::vector<Tensor> dense;
+    for (const Tensor& t : views) dense.push_back(t.contiguous());
+    // The gradient as heads merging back gives it: a [B, H, T, D] view of [B, T, H, D].
+    const Tensor grad_buffer = hg::randn({B, T, H, D}, {.dtype = dtype});
+    const Tensor grad = hg::as_strided(grad_buffer, {B, H, T, D}, {T * H * D, D, H * D, 1}, 0);
+    const Tensor mask = hg::randn({T, T}, {.dtype = dtype});
+    const hg::ScaledDotProductAttentionOptions cases[] = {
+        {.is_causal = true}, {.attn_mask = mask}, {.dropout_p = 0.3, .is_causal = true}, {.attn_mask = mask, .dropout_p = 0.3}};
+    for (const hg::ScaledDotProductAttentionOptions& options : cases) {
+      CAPTURE(dtype);
+      CAPTURE(options.is_causal);
+      CAPTURE(options.dropout_p);
+      CHECK(attention_step(views, grad, options) == attention_step(dense, grad.contiguous(), options));
+    }
+    // A last dim that is not contiguous (k^T's storage) is gathered: the same bits too.
+    const Tensor k_columns = hg::randn({B, H, D, T}, {.dtype = dtype}).transpose(-1, -2);
+    CHECK(attention_step({views[0], k_columns, views[2]}, grad, {.is_causal = true}) ==
+          attention_step({dense[0], k_columns.contiguous(), dense[2]}, grad, {.is_causal = true}));
+  }
+}
+
+TEST_CASE("attention.four_d_output_merges_heads_without_a_copy") {
+  // [B, H, L, Ev] returned as the transpose of a contiguous [B, L, H, Ev] (kernels/attention.h):
+  // nn::MultiheadAttention's transpose(1, 2).reshape({B, L, H * Ev}) is a view. 16-bit too.
+  for (hg::DType dtype : {hg::f32, hg::bf16}) {
+    CAPTURE(dtype);
+    hg::manual_seed(3);
+    const Tensor q = hg::randn({2, 3, 5, 4}).to(dtype), k = hg::randn({2, 3, 6, 4}).to(dtype),
+                 v = hg::randn({2, 3, 6, 7}).to(dtype);
+    const Tensor out = hg::scaled_dot_product_attention(q, k, v);
+    CHECK(out.shape() == hg::Shape{2, 3, 5, 7});
+    CHECK(out.transpose(1, 2).is_contiguous());
+    const Tensor reference = hg::matmul(hg::softmax(hg::matmul(q.to(hg::f32), k.to(hg::f32).transpose(-1, -2)) * 0.5, -1),
+                                        v.to(hg::f32));
+    CHECK_CLOSE_WITH(out.to(hg::f32), reference, (dtype == hg::f32 ? Tolerance{1e-5, 1e-5} : Tolerance{2e-2, 2e-2}));
+  }
+}
