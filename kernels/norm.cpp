@@ -372,9 +372,9 @@ NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Ten
   if (residual) {
     // The residual's gradient is the masked gradient itself (relu's own backward kernel), and
     // batch_norm's backward reads it instead of masking again.
-    const Tensor masked = relu_output.defined() ? map_to_new<2>(x.shape(), {relu_output, grad.contiguous()},
+    const Tensor masked = relu_output.defined() ? map_to_new<2>(x.shape(), {relu_output, detail::dense(grad)},
                                                                 math::BackwardFromInput<math::Relu>{})
-                                                : grad.contiguous();
+                                                : detail::dense(grad);
     out = batch_norm_backward(x, masked, weight, stats, training);
     out.dresidual = masked;
     return out;
