@@ -83,7 +83,10 @@ Tensor output_of(const Tensor& q, const AttentionGeometry& g) {
   Shape shape = q.shape();
   shape.back() = g.Ev;
   if (q.dim() != 4) return zeros(shape, {.dtype = dtype_of<S>()});
-  return zeros({shape[0], shape[2], shape[1], shape[3]}, {.dtype = dtype_of<S>()}).transpose(1, 2);
+  const Tensor buffer = zeros({shape[0], shape[2], shape[1], shape[3]}, {.dtype = dtype_of<S>()});  // [B, L, H, Ev]
+  const Shape& stride = buffer.strides();
+  // (An alias, not Tensor::transpose: that one is an op, a layer above the kernels.)
+  return detail::alias(buffer, shape, {stride[0], stride[2], stride[1], stride[3]}, buffer.storage_offset());
 }
 
 // Where each batch entry's [L, S] mask starts, and its row and column strides: the mask may
