@@ -5,6 +5,7 @@
 #include "core/copy.h"
 #include "core/parallel.h"
 #include "kernels/cpu/elementwise_loop.h"
+#include "kernels/cpu/lane_sum.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/activation.h"
 #include "kernels/math/norm.h"
@@ -21,21 +22,6 @@ std::vector<double> values_or(const Tensor& t, int64_t n, double fallback) {
 // Per-channel results in `dtype`, converted straight from the double statistics.
 Tensor vector_tensor(const std::vector<double>& v, DType dtype, Device device) {
   return from_vector(v, {int64_t(v.size())}, {.dtype = dtype, .device = device});
-}
-
-// The sum of term(0) .. term(n - 1) over kLaneCount partial sums of type A, returned as a
-// double: lane k sums the terms k, k + kLaneCount, ..., so the lanes sit in vector registers. The
-// order is fixed, so the result is the same for any thread count.
-template <class A, int64_t kLaneCount, class Term>
-double interleaved_sum(int64_t n, const Term& term) {
-  A lanes[kLaneCount] = {};
-  int64_t i = 0;
-  for (; i + kLaneCount <= n; i += kLaneCount)
-    for (int64_t k = 0; k < kLaneCount; ++k) lanes[k] += term(i + k);
-  for (; i < n; ++i) lanes[i % kLaneCount] += term(i);
-  double total = 0;
-  for (const A lane : lanes) total += double(lane);
-  return total;
 }
 
 // ---- batch_norm: groups are channels of x viewed as (N, C, S) -------------------------------------
@@ -70,9 +56,9 @@ struct Moments {
 template <class T>
 void add_block(const T* x, int64_t n, Moments& moments) {
   using A = Acc<T>;
-  const A mb = A(interleaved_sum<A, kAccLanes>(n, [x](int64_t i) { return A(x[i]); }) / double(n));
-  const double sum_d = interleaved_sum<A, kAccLanes>(n, [x, mb](int64_t i) { return A(x[i]) - mb; });
-  const double sum_d2 = interleaved_sum<A, kAccLanes>(n, [x, mb](int64_t i) {
+  const A mb = A(cpu::lane_sum<A, kAccLanes>(n, [x](int64_t i) { return A(x[i]); }) / double(n));
+  const double sum_d = cpu::lane_sum<A, kAccLanes>(n, [x, mb](int64_t i) { return A(x[i]) - mb; });
+  const double sum_d2 = cpu::lane_sum<A, kAccLanes>(n, [x, mb](int64_t i) {
     const A d = A(x[i]) - mb;
     return d * d;
   });
@@ -163,8 +149,8 @@ math::Normalization::GradientSums channel_gradient_sums(const BackwardInputs<T>&
     const int64_t row = (n * l.C + c) * l.S;
     for (int64_t s0 = 0; s0 < l.S; s0 += kBlock) {
       const int64_t base = row + s0, len = std::min(kBlock, l.S - s0);
-      sum_g += interleaved_sum<A, kAccLanes>(len, [&](int64_t i) { return in.grad(base + i); });
-      sum_gd += interleaved_sum<A, kAccLanes>(
+      sum_g += cpu::lane_sum<A, kAccLanes>(len, [&](int64_t i) { return in.grad(base + i); });
+      sum_gd += cpu::lane_sum<A, kAccLanes>(
           len, [&](int64_t i) { return in.grad(base + i) * (A(in.x[base + i]) - mean_acc); });
     }
   }
@@ -213,14 +199,6 @@ struct RowAffine {
   int64_t first(int64_t r) const { return (r % groups) * channels; }
 };
 
-// layer_norm's and group_norm's row sums: in double over 8 interleaved partial sums. One running
-// sum makes every add wait for the one before (a row of layer_norm's statistics was a chain of
-// dependent adds, ~11% of a char-GPT step); eight independent ones keep the adder busy.
-template <class Term>
-double lane_sum(int64_t n, const Term& term) {
-  return interleaved_sum<double, 8>(n, term);
-}
-
 // Value j's channel within a row, j / spatial, for group_norm (the division done once per call);
 // empty for layer_norm, whose values are their own channels.
 std::vector<size_t> channel_of_values(const RowAffine& a, int64_t D) {
@@ -248,8 +226,8 @@ void row_norm_forward_kernel(const T* x, T* y, int64_t rows, int64_t D, double e
   parallel_for(0, rows, grain_for(8 * D), [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
       const T* row = x + r * D;
-      const double m = lane_sum(D, [&](int64_t j) { return double(Acc<T>(row[j])); }) / double(D);
-      const double squares = lane_sum(D, [&](int64_t j) {
+      const double m = cpu::lane_sum(D, [&](int64_t j) { return double(Acc<T>(row[j])); }) / double(D);
+      const double squares = cpu::lane_sum(D, [&](int64_t j) {
         const double d = double(Acc<T>(row[j])) - m;
         return d * d;
       });
@@ -285,8 +263,8 @@ void row_norm_backward_kernel(const T* x, const T* g, int64_t rows, int64_t D, c
       const auto backward_row = [&](auto param) {
         const auto gh = [&](int64_t j) { return double(Acc<T>(g_row[j])) * w[param(j)]; };
         const auto xhat = [&](int64_t j) { return (double(Acc<T>(x_row[j])) - m) * rs; };
-        const double sum_gh = lane_sum(D, gh);
-        const double sum_gh_xhat = lane_sum(D, [&](int64_t j) { return gh(j) * xhat(j); });
+        const double sum_gh = cpu::lane_sum(D, gh);
+        const double sum_gh_xhat = cpu::lane_sum(D, [&](int64_t j) { return gh(j) * xhat(j); });
         for (int64_t j = 0; j < D; ++j) {
           const double gv = double(Acc<T>(g_row[j]));
           part_w[param(j)] += gv * xhat(j);
