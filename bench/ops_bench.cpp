@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "core/cpu_features.h"
 #include "core/simd_target.h"
 #include "halfgrad.h"
 #include "kernels/cpu/winograd_conv.h"
@@ -174,8 +175,9 @@ void gemm_table(double& peak_per_core) {
 // forward and input gradient, on im2col + GEMM and on Winograd F(2x2, 3x3)
 // (kernels/cpu/winograd_conv.h), the input gradient also as the convolution of dy with the flipped
 // weight (ConvAlgorithm::Im2colFlipped), and the weight gradient: the measurements behind
-// kernels/conv.cpp's choices. Best of the runs (the machine may be shared), and im2col / the other
-// (above 1: the other is faster).
+// kernels/conv.cpp's choices. bf16 on a CPU with native bf16 products adds the forward and the
+// flipped input gradient on wide columns (ConvAlgorithm::WideColumns: no im2col). Best of the runs
+// (the machine may be shared), and im2col / the other (above 1: the other is faster).
 void conv3x3_table() {
   using hg::kernels::cpu::ConvAlgorithm;
   struct Layer {
@@ -183,8 +185,9 @@ void conv3x3_table() {
   };
   const Layer layers[] = {{16, 28, 16}, {32, 14, 32}, {64, 7, 64}, {16, 14, 32}, {3, 28, 16}, {8, 28, 8}};
   std::printf("\n| conv2d 3x3 p1, batch 128 | dtype | forward im2col ms | forward Winograd ms | ratio | input grad im2col ms "
-              "| input grad Winograd ms | ratio | input grad flipped ms | ratio | weight grad ms |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "| input grad Winograd ms | ratio | input grad flipped ms | ratio | weight grad ms | forward wide ms | ratio "
+              "| input grad flipped wide ms | ratio |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   hg::manual_seed(0);
   for (const Layer& l : layers)
     for (hg::DType d : {hg::f32, hg::bf16}) {
@@ -205,9 +208,21 @@ void conv3x3_table() {
       ms[k++] = 1e3 * hg_bench::time_runs([&] {
                   hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, hg::Tensor(), g, false, true, false);
                 }).best;
-      std::printf("| %lldx%lldx%lld -> %lld | %s | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx | %.2f | %.2fx | %.2f |\n",
+      std::printf("| %lldx%lldx%lld -> %lld | %s | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx | %.2f | %.2fx | %.2f |",
                   (long long)l.c, (long long)l.hw, (long long)l.hw, (long long)l.o, std::string(hg::dtype_name(d)).c_str(),
                   ms[0], ms[2], ms[0] / ms[2], ms[1], ms[3], ms[1] / ms[3], ms[4], ms[1] / ms[4], ms[5]);
+      if (d == hg::bf16 && hg::cpu::has_native_bf16()) {
+        const double wide = 1e3 * hg_bench::time_runs([&] {
+                              hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideColumns, x, w, hg::Tensor(), g, false);
+                            }).best;
+        const double wide_grad = 1e3 * hg_bench::time_runs([&] {
+                                   hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideColumns, x, w, dy, hg::Tensor(),
+                                                                          g, true, false, false);
+                                 }).best;
+        std::printf(" %.2f | %.2fx | %.2f | %.2fx |\n", wide, ms[0] / wide, wide_grad, ms[4] / wide_grad);
+      } else {
+        std::printf(" - | - | - | - |\n");
+      }
     }
 }
 

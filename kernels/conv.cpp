@@ -13,7 +13,8 @@
 // where the CPU has AVX512-BF16). Grouped convolutions run one such GEMM per group; depthwise ones
 // (one input channel per group) have their own direct loops (kernels/cpu/depthwise_conv.h), and
 // 3x3 stride-1 ones with enough channels run as Winograd F(2x2, 3x3), forward and input gradient
-// (kernels/cpu/winograd_conv.h; use_winograd says where). On a GPU: cuDNN (kernels/cuda/conv.cpp).
+// (kernels/cpu/winograd_conv.h; use_winograd says where), and stride-1 bf16 ones on CPUs with native
+// bf16 products skip im2col (kernels/cpu/conv_wide_columns.h). On a GPU: cuDNN (kernels/cuda/conv.cpp).
 #include "kernels/conv.h"
 
 #include <algorithm>
@@ -25,6 +26,7 @@
 #include "core/parallel.h"
 #include "core/simd_target.h"
 #include "kernels/cpu/col2im.h"
+#include "kernels/cpu/conv_wide_columns.h"
 #include "kernels/cpu/depthwise_conv.h"
 #include "kernels/cpu/elementwise_loop.h"
 #include "kernels/cpu/gemm.h"
@@ -288,8 +290,10 @@ void panel_gemm(const cpu::MatrixView& a, const cpu::MatrixView& b, S* c, bool a
 
 // ---- forward ------------------------------------------------------------------------------------
 
+// wide: the stride-1 bf16 GEMMs on wide columns (kernels/cpu/conv_wide_columns.h) where they apply.
 template <class T, class P>
-void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const ConvGeometry& g, bool relu) {
+void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const ConvGeometry& g, bool relu,
+                  bool wide = false) {
   using S = Acc<T>;
   std::vector<P> w_panel;
   const P* weight = as_panel<T, P>(w.data_ptr<T>(), g.O * g.ckk(), w_panel);
@@ -297,6 +301,13 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
   if (b.defined()) {
     const std::vector<double> values = b.to_vector<double>();
     std::copy(values.begin(), values.end(), bias.begin());
+  }
+  if constexpr (std::is_same_v<P, bfloat16>) {
+    if (wide && cpu::wide_columns_apply(g)) {  // images side by side as below, read without im2col
+      const int64_t images = std::clamp<int64_t>(kBatchPixels / g.ohw(), 1, kImagesPerPartial);
+      return cpu::conv2d_wide_columns(x.data_ptr<bfloat16>(), weight, bias.data(), out.data_ptr<bfloat16>(), g, relu,
+                                      images);
+    }
   }
   const T* input = x.data_ptr<T>();
   T* output = out.data_ptr<T>();
@@ -488,7 +499,7 @@ bool input_grad_is_a_convolution(const ConvGeometry& g) {
 }
 
 template <class T, class P>
-void input_grad_as_convolution(const Tensor& w, const Tensor& gy, const ConvGeometry& g, const Tensor& dx) {
+void input_grad_as_convolution(const Tensor& w, const Tensor& gy, const ConvGeometry& g, const Tensor& dx, bool wide) {
   Tensor flipped = empty({g.C, g.O, g.kh, g.kw}, w.options());
   const T* src = w.data_ptr<T>();
   T* dst = flipped.data_ptr<T>();
@@ -499,7 +510,7 @@ void input_grad_as_convolution(const Tensor& w, const Tensor& gy, const ConvGeom
           dst[((c * g.O + o) * g.kh + i) * g.kw + j] = src[((o * g.C + c) * g.kh + (g.kh - 1 - i)) * g.kw + (g.kw - 1 - j)];
   ConvGeometry t{g.N, g.O, g.OH, g.OW, g.C, g.kh, g.kw, 1, (g.kh - 1) * g.dilation - g.pad, g.H, g.W};
   t.dilation = g.dilation;
-  conv_forward<T, P>(gy, flipped, Tensor(), dx, t, false);
+  conv_forward<T, P>(gy, flipped, Tensor(), dx, t, false, wide);
 }
 
 // Runs body.template operator()<T, P>() with the panel type for T (see as_panel).
@@ -536,7 +547,8 @@ void with_panel_type(const Body& body) {
 bool use_winograd(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
   switch (algorithm) {
     case cpu::ConvAlgorithm::Im2col:
-    case cpu::ConvAlgorithm::Im2colFlipped: return false;
+    case cpu::ConvAlgorithm::Im2colFlipped:
+    case cpu::ConvAlgorithm::WideColumns: return false;
     case cpu::ConvAlgorithm::Winograd:
       HG_CHECK(cpu::winograd_applies(g, dtype), "conv2d: Winograd asked for a convolution it cannot compute");
       return true;
@@ -568,11 +580,35 @@ bool use_flipped_convolution(cpu::ConvAlgorithm algorithm, const ConvGeometry& g
     case cpu::ConvAlgorithm::Im2col:
     case cpu::ConvAlgorithm::Winograd: return false;
     case cpu::ConvAlgorithm::Im2colFlipped:
+    case cpu::ConvAlgorithm::WideColumns:
       HG_CHECK(input_grad_is_a_convolution(g), "conv2d: a flipped-convolution input gradient asked for a strided or grouped convolution");
       return true;
     case cpu::ConvAlgorithm::Auto: break;
   }
   return input_grad_is_a_convolution(g) && g.kh == 3 && dtype == bf16 && hg::cpu::has_native_bf16() && g.C >= g.O;
+}
+
+// Whether the stride-1 GEMMs of this convolution (its forward, or the flipped convolution of its
+// input gradient) read wide columns (cpu::conv2d_wide_columns) rather than im2col's. WideColumns
+// insists (an hg::Error where the CPU or dtype cannot). Auto's rule, from bench/ops_bench
+// --conv3x3 (batch 128, 1 thread, Sapphire Rapids, AMX; im2col time / wide-columns time):
+//
+//   convolution        C -> O    forward    flipped input gradient (O -> C)
+//   16x28x28 -> 16     16 -> 16  1.21x      1.16x
+//   32x14x14 -> 32     32 -> 32  1.08x      1.13x
+//   64x7x7   -> 64     64 -> 64  1.01x      1.00x
+//   8x28x28  -> 8      8 -> 8    1.08x      1.09x
+//   16x14x14 -> 32     16 -> 32  0.88x      1.25x   (32 -> 16)
+//   3x28x28  -> 16     3 -> 16   0.82x      1.34x   (16 -> 3)
+//
+// so: where the convolution has at least as many input channels as outputs (a short B with many
+// rows of A per column spends relatively more on the columns it computes and drops).
+bool use_wide_columns(cpu::ConvAlgorithm algorithm, DType dtype, int64_t in_channels, int64_t out_channels) {
+  const bool possible = dtype == bf16 && cpu::wide_columns_available();
+  if (algorithm == cpu::ConvAlgorithm::WideColumns)
+    HG_CHECK(possible, "conv2d: wide columns asked for ", dtype, " on a CPU level without native bf16 products");
+  return possible && (algorithm == cpu::ConvAlgorithm::WideColumns ||
+                      (algorithm == cpu::ConvAlgorithm::Auto && in_channels >= out_channels));
 }
 
 }  // namespace
@@ -591,7 +627,10 @@ Tensor cpu::conv2d_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& 
     cpu::winograd_conv2d(x, w, b, out, g, relu);
   } else {
     visit_floating(x.dtype(), "conv2d", [&]<class T> {
-      with_panel_type<T>([&]<class U, class P> { conv_forward<U, P>(x, w, b, out, g, relu); });
+      const bool wide = use_wide_columns(algorithm, x.dtype(), g.C, g.O);
+      HG_CHECK(algorithm != ConvAlgorithm::WideColumns || cpu::wide_columns_apply(g),
+               "conv2d: wide columns asked for a strided, grouped or 1x1 convolution");
+      with_panel_type<T>([&]<class U, class P> { conv_forward<U, P>(x, w, b, out, g, relu, wide); });
     });
   }
   return out;
@@ -626,7 +665,8 @@ Conv2dGrads cpu::conv2d_backward_with(ConvAlgorithm algorithm, const Tensor& x, 
       cpu::winograd_conv2d_input_grad(w, gy, g, r.x);
     } else {
       visit_floating(x.dtype(), "conv2d", [&]<class T> {
-        with_panel_type<T>([&]<class U, class P> { input_grad_as_convolution<U, P>(w, gy, g, r.x); });
+        const bool wide = use_wide_columns(algorithm, x.dtype(), g.C, g.O);
+        with_panel_type<T>([&]<class U, class P> { input_grad_as_convolution<U, P>(w, gy, g, r.x, wide); });
       });
     }
     need_x = false;

@@ -40,6 +40,32 @@ void at_each_level(const Body& body) {
   }
 }
 
+// A stride-1 convolution of the tests below: its geometry, and its name for failure messages.
+struct StrideOneCase {
+  int64_t N, C, O, H, W, k, pad, dilation;
+  ConvGeometry geometry() const {
+    const int64_t OH = H + 2 * pad - (k - 1) * dilation, OW = W + 2 * pad - (k - 1) * dilation;
+    ConvGeometry g{N, C, H, W, O, k, k, 1, pad, OH, OW};
+    g.dilation = dilation;
+    return g;
+  }
+  std::string name() const {
+    return std::to_string(N) + "x" + std::to_string(C) + "x" + std::to_string(H) + "x" + std::to_string(W) + " -> " +
+           std::to_string(O) + ", k " + std::to_string(k) + ", pad " + std::to_string(pad) + ", dilation " +
+           std::to_string(dilation);
+  }
+};
+
+// body(c, its geometry) for each case, the case named in failure messages.
+template <class Body>
+void for_each_case(std::initializer_list<StrideOneCase> cases, const Body& body) {
+  for (const StrideOneCase& c : cases) {
+    const std::string shape = c.name();
+    CAPTURE(shape);
+    body(c, c.geometry());
+  }
+}
+
 struct Shape {
   int64_t N, C, O, H, W, pad;
 };
@@ -150,20 +176,10 @@ TEST_CASE("winograd.input_grad_matches_the_reference_and_im2col") {
 // kernels/conv.cpp): stride 1, any kernel size, padding up to (k - 1) * dilation, dilation.
 TEST_CASE("conv.flipped_input_grad_matches_the_reference_and_im2col") {
   hg::manual_seed(15);
-  struct Case {
-    int64_t N, C, O, H, W, k, pad, dilation;
-  };
-  const Case cases[] = {{2, 16, 16, 14, 14, 3, 1, 1}, {1, 5, 13, 7, 9, 3, 1, 1}, {2, 17, 3, 6, 5, 3, 0, 1},
-                        {1, 4, 6, 5, 4, 3, 2, 1},     {1, 3, 4, 9, 8, 5, 2, 1},  {2, 6, 5, 4, 3, 1, 0, 1},
-                        {1, 4, 3, 9, 10, 3, 2, 2},    {1, 33, 40, 1, 1, 3, 1, 1}};
-  for (const Case& k : cases) {
-    const int64_t OH = k.H + 2 * k.pad - (k.k - 1) * k.dilation, OW = k.W + 2 * k.pad - (k.k - 1) * k.dilation;
-    ConvGeometry g{k.N, k.C, k.H, k.W, k.O, k.k, k.k, 1, k.pad, OH, OW};
-    g.dilation = k.dilation;
-    const std::string shape = std::to_string(k.C) + "x" + std::to_string(k.H) + "x" + std::to_string(k.W) + " -> " +
-                              std::to_string(k.O) + ", k " + std::to_string(k.k) + ", pad " + std::to_string(k.pad) +
-                              ", dilation " + std::to_string(k.dilation);
-    CAPTURE(shape);
+  for_each_case({{2, 16, 16, 14, 14, 3, 1, 1}, {1, 5, 13, 7, 9, 3, 1, 1}, {2, 17, 3, 6, 5, 3, 0, 1},
+                 {1, 4, 6, 5, 4, 3, 2, 1},     {1, 3, 4, 9, 8, 5, 2, 1},  {2, 6, 5, 4, 3, 1, 0, 1},
+                 {1, 4, 3, 9, 10, 3, 2, 2},    {1, 33, 40, 1, 1, 3, 1, 1}}, [&](const StrideOneCase& k, const ConvGeometry& g) {
+    const int64_t OH = g.OH, OW = g.OW;
     const Tensor x = normal({k.N, k.C, k.H, k.W}), w = normal({k.O, k.C, k.k, k.k}), dy = normal({k.N, k.O, OH, OW});
     const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
     at_each_level([&] {
@@ -197,7 +213,7 @@ TEST_CASE("conv.flipped_input_grad_matches_the_reference_and_im2col") {
         }
       }
     });
-  }
+  });
   const ConvGeometry strided{1, 4, 8, 8, 4, 3, 3, 2, 1, 4, 4};
   const Tensor x = normal({1, 4, 8, 8}), w = normal({4, 4, 3, 3}), dy = normal({1, 4, 4, 4});
   CHECK_THROWS_HG(hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2colFlipped, x, w, dy, Tensor(), strided, true, false, false),
@@ -322,4 +338,49 @@ TEST_CASE("winograd.only_3x3_stride_1_single_group_convolutions") {
   const Tensor x = normal({1, 4, 8, 8}), w = normal({4, 4, 3, 3});
   CHECK_THROWS_HG(hg::kernels::cpu::conv2d_with(ConvAlgorithm::Winograd, x, w, Tensor(), strided, false),
                   "Winograd asked for a convolution it cannot compute");
+}
+
+// The stride-1 GEMMs on wide columns (ConvAlgorithm::WideColumns, kernels/conv.cpp): images side
+// by side in one padded plane, read through row offsets instead of im2col's copies. Every output
+// sees the same products in the same order, so the forward and the flipped input gradient are
+// bitwise im2col's -- over batches that fill the side-by-side planes or not (N not a multiple of
+// the images per plane), maps of 28x28 down to 1x1, padding 0 to (k - 1) * dilation, 5x5 and
+// dilated kernels, bias and relu. Only where the CPU multiplies bf16 natively; elsewhere asking
+// for them is an error.
+TEST_CASE("conv.wide_columns_are_bitwise_im2col") {
+  hg::manual_seed(16);
+  for_each_case({{3, 16, 16, 28, 28, 3, 1, 1}, {11, 32, 32, 7, 7, 3, 1, 1}, {5, 8, 24, 14, 14, 3, 1, 1},
+                 {4, 5, 13, 7, 9, 3, 0, 1},    {3, 3, 4, 9, 8, 5, 2, 1},    {9, 4, 3, 9, 10, 3, 2, 2},
+                 {10, 33, 17, 1, 1, 3, 1, 1},  {2, 7, 6, 5, 6, 3, 2, 1}}, [&](const StrideOneCase& k, const ConvGeometry& g) {
+    const int64_t OH = g.OH, OW = g.OW;
+    const Tensor x = normal({k.N, k.C, k.H, k.W}).to(hg::bf16), w = normal({k.O, k.C, k.k, k.k}).to(hg::bf16);
+    const Tensor bias = normal({k.O}).to(hg::bf16), dy = normal({k.N, k.O, OH, OW}).to(hg::bf16);
+    at_each_level([&] {
+      if (!hg::cpu::has_native_bf16()) {
+        CHECK_THROWS_AS(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideColumns, x, w, bias, g, false), hg::Error);
+        return;
+      }
+      for (bool relu : {false, true}) {
+        CAPTURE(relu);
+        const Tensor wide = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideColumns, x, w, bias, g, relu);
+        const Tensor im2col = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, bias, g, relu);
+        CHECK_CLOSE_WITH(wide, im2col, kExact);
+        const Tensor y_or_none = relu ? im2col : Tensor();
+        const auto wide_grads = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideColumns, x, w, dy, y_or_none, g,
+                                                                       true, true, true);
+        const auto flipped = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2colFlipped, x, w, dy, y_or_none, g,
+                                                                    true, true, true);
+        CHECK_CLOSE_WITH(wide_grads.x, flipped.x, kExact);
+        CHECK_CLOSE_WITH(wide_grads.w, flipped.w, kExact);
+        CHECK_CLOSE_WITH(wide_grads.b, flipped.b, kExact);
+      }
+    });
+  });
+  // A strided convolution has no wide columns.
+  if (hg::cpu::has_native_bf16()) {
+    const ConvGeometry strided{2, 4, 8, 8, 4, 3, 3, 2, 1, 4, 4};
+    CHECK_THROWS_AS(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideColumns, normal({2, 4, 8, 8}).to(hg::bf16),
+                                                  normal({4, 4, 3, 3}).to(hg::bf16), Tensor(), strided, false),
+                    hg::Error);
+  }
 }

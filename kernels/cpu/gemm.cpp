@@ -245,6 +245,11 @@ int64_t padded_tile_work(const PackedGemmKernel& kernel, int64_t M, int64_t N) {
 
 bool has_packed_gemm() { return packed_kernel() != nullptr; }
 
+bool has_native_bf16_gemm() {
+  const PackedGemmKernel* kernel = packed_kernel();
+  return kernel != nullptr && kernel->bf16 != nullptr;
+}
+
 bool prefer_transposed_product(int64_t M, int64_t N) {
   const PackedGemmKernel* kernel = packed_kernel();
   return kernel != nullptr && padded_tile_work(*kernel, N, M) < padded_tile_work(*kernel, M, N);
@@ -282,11 +287,16 @@ void packed_gemm_driver(const MatrixView& a, const MatrixView& b, const PackedRh
 template <class T>
 void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate,
                  const GemmEpilogue& epilogue) {
+  HG_CHECK(a.row_offsets == nullptr && (b.row_offsets == nullptr || (std::is_same_v<T, bfloat16> &&
+                                                                     has_native_bf16_gemm() && b.col_stride == 1)),
+           "internal error: packed_gemm reads row offsets only in a bf16 right operand with contiguous rows, on a CPU "
+           "with native bf16 products");
   packed_gemm_driver<T>(a, b, nullptr, c, ldc, accumulate, epilogue);
 }
 
 template <class T>
 PackedRhs pack_rhs(const MatrixView& b) {
+  HG_CHECK(b.row_offsets == nullptr, "internal error: pack_rhs of a view with row offsets");
   const PackedGemmKernel& kernel = *packed_kernel();
   PackedRhs packed;
   packed.dtype = dtype_of<T>();
@@ -364,6 +374,7 @@ void gemm_eigen_with_epilogue(const MatrixView& a, const MatrixView& b, S* c, bo
 
 template <class S>
 void gemm_dense(const MatrixView& a, const MatrixView& b, S* c, bool accumulate, const S* bias, bool relu) {
+  HG_CHECK(a.row_offsets == nullptr && b.row_offsets == nullptr, "internal error: gemm_dense of a view with row offsets");
   if (a.rows * b.cols == 0) return;
   if constexpr (std::is_same_v<S, float>)
     if (has_packed_gemm() && a.cols > 0) return packed_gemm<float>(a, b, c, b.cols, accumulate, {.column_bias = bias, .relu = relu});
@@ -455,6 +466,7 @@ void gemm(DType dtype, const MatrixView& a, const MatrixView& b, void* c, bool a
           const GemmEpilogue& epilogue) {
   HG_CHECK(a.cols == b.rows, "gemm: inner dimensions differ (", a.rows, "x", a.cols, " and ", b.rows, "x", b.cols, ")");
   HG_CHECK(!(epilogue.relu && epilogue.gelu), "internal error: gemm asked for both relu and gelu");
+  HG_CHECK(a.row_offsets == nullptr && b.row_offsets == nullptr, "internal error: gemm of a view with row offsets");
   const int64_t mn = a.rows * b.cols;
   if (mn == 0) return;
   visit_floating(dtype, "gemm", [&]<class T> {

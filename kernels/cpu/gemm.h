@@ -17,6 +17,11 @@ struct MatrixView {
   const void* data;
   int64_t rows, cols;
   int64_t row_stride, col_stride;  // in elements
+  // When set, row r starts at data + row_offsets[r] elements instead of r * row_stride: rows at
+  // irregular distances, such as the taps of a convolution read straight from a padded image
+  // (kernels/conv.cpp's wide columns). Accepted only as packed_gemm<bfloat16>'s right operand,
+  // with col_stride 1, on a CPU level with native bf16 products (has_native_bf16_gemm()).
+  const int64_t* row_offsets = nullptr;
 };
 
 // A 2-D view of `t` (any dtype); throws if neither its rows nor its columns are contiguous.
@@ -62,6 +67,9 @@ template <class T>
 void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate,
                  const GemmEpilogue& epilogue = {});
 bool has_packed_gemm();
+// True when packed_gemm<bfloat16> multiplies bf16 pairs natively (AVX512-BF16, AMX): the only
+// kernels that read a MatrixView's row_offsets.
+bool has_native_bf16_gemm();
 
 // A right operand B (K x N, element type T) packed once for many products: what packed_gemm
 // packs on every call, kept. For a B used again and again with small left operands -- an RNN's

@@ -80,7 +80,7 @@ void pack_a_tiles(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64
 void pack_b_tiles(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, uint16_t* out) {
   const int64_t chunks = (kc + kTileK - 1) / kTileK;
   pack_bf16_pairs(static_cast<const uint16_t*>(b.data), b.col_stride, b.row_stride, j0, nc, k0, kc, kNR,
-                  chunks * kChunkPairs, out);
+                  chunks * kChunkPairs, out, b.row_offsets);
 }
 
 // sums + [C +] [bias], then relu (TileStore), as the AVX-512 microkernels store theirs.

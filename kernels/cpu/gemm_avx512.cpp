@@ -181,14 +181,22 @@ void interleave_pair(const uint16_t* k_even, const uint16_t* k_odd, int64_t vali
 
 // (gemm_microkernel.h) Lanes are rows of A or columns of B.
 void pack_bf16_pairs(const uint16_t* base, int64_t lane_stride, int64_t k_stride, int64_t lane0, int64_t lanes,
-                     int64_t k0, int64_t kc, int64_t width, int64_t padded_pairs, uint16_t* out) {
+                     int64_t k0, int64_t kc, int64_t width, int64_t padded_pairs, uint16_t* out,
+                     const int64_t* k_offsets) {
   const int64_t pairs = (kc + 1) / 2, full_pairs = kc / 2;
   for (int64_t p = 0; p < lanes; p += width) {
     const int64_t valid = std::min(width, lanes - p);
     uint16_t* panel = out + p * padded_pairs * 2;
     std::memset(panel + pairs * width * 2, 0, sizeof(uint16_t) * size_t((padded_pairs - pairs) * width * 2));
     const uint16_t* origin = base + (lane0 + p) * lane_stride + k0 * k_stride;
-    if (k_stride == 1 && lane_stride % 2 == 0) {
+    if (k_offsets != nullptr) {  // B's rows at irregular offsets (lanes along memory): interleave two k-rows
+      const uint16_t* lanes_at = base + lane0 + p;
+      for (int64_t kk = 0; kk < pairs; ++kk) {
+        const int64_t k = k0 + 2 * kk;
+        interleave_pair(lanes_at + k_offsets[k], 2 * kk + 1 < kc ? lanes_at + k_offsets[k + 1] : nullptr, valid, width,
+                        panel + kk * width * 2);
+      }
+    } else if (k_stride == 1 && lane_stride % 2 == 0) {
       // k runs along memory, so each pair is a 32-bit word and the pack is a transpose of words:
       // done 16 x 16 in registers, like the f32 packs (the shuffles move bits, never convert).
       for (int64_t r = 0; r < valid; r += 16)
@@ -235,7 +243,7 @@ void pack_a_bf16(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_
 
 void pack_b_bf16(const MatrixView& b, int64_t k0, int64_t kc, int64_t j0, int64_t nc, uint16_t* out) {
   pack_bf16_pairs(static_cast<const uint16_t*>(b.data), b.col_stride, b.row_stride, j0, nc, k0, kc, kNR, (kc + 1) / 2,
-                  out);
+                  out, b.row_offsets);
 }
 
 }  // namespace

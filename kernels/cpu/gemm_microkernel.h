@@ -85,8 +85,11 @@ const PackedGemmKernel& packed_gemm_amx();  // gemm_amx.cpp: avx512bf16's f32 ha
 // AVX512-BF16's k-pair packer (gemm_avx512.cpp), which AMX shares for B: a block of a bf16 matrix,
 // `lanes` x `kc` from (lane0, k0), lane and k advancing by lane_stride and k_stride, into panels
 // of `width` lanes, [padded_pairs][width][2] each (padded_pairs >= (kc + 1) / 2, zeros after).
+// k_offsets (only with lane_stride 1: B's rows): k-row k starts at base + k_offsets[k] instead of
+// base + k * k_stride (MatrixView::row_offsets).
 void pack_bf16_pairs(const uint16_t* base, int64_t lane_stride, int64_t k_stride, int64_t lane0, int64_t lanes,
-                     int64_t k0, int64_t kc, int64_t width, int64_t padded_pairs, uint16_t* out);
+                     int64_t k0, int64_t kc, int64_t width, int64_t padded_pairs, uint16_t* out,
+                     const int64_t* k_offsets = nullptr);
 // Transposes up to 16 x 16 32-bit words with AVX-512 (gemm_avx512.cpp): `lanes` source rows (row r
 // at src + r * src_stride, `depth` contiguous words) become `depth` rows at dst + k * dst_stride.
 void transpose_words(const float* src, int64_t src_stride, int64_t lanes, int64_t depth, float* dst,

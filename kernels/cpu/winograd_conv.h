@@ -34,7 +34,10 @@ void winograd_conv2d_input_grad(const Tensor& w, const Tensor& dy, const ConvGeo
 // Winograd computes.
 // Im2colFlipped: Im2col, except that with stride 1 the input gradient is the convolution of the
 // gradient with the flipped weight (im2col + GEMM of the gradient, no col2im).
-enum class ConvAlgorithm { Auto, Im2col, Winograd, Im2colFlipped };
+// WideColumns: Im2colFlipped with its stride-1 GEMMs (the forward, the flipped input gradient)
+// reading the padded images without im2col (kernels/conv.cpp's wide columns): bf16 on a CPU with
+// native bf16 products only, else an hg::Error. Auto uses them wherever they apply.
+enum class ConvAlgorithm { Auto, Im2col, Winograd, Im2colFlipped, WideColumns };
 Tensor conv2d_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g,
                    bool relu);
 Conv2dGrads conv2d_backward_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& w, const Tensor& grad,
