@@ -376,6 +376,18 @@ TEST_CASE("conv.wide_columns_are_bitwise_im2col") {
       }
     });
   });
+  // Outputs in f32's subnormal range, which the bf16 rounding instruction would flush to zero:
+  // rounded as convert_from_float rounds them. (The bf16 products themselves flush subnormals, so
+  // the outputs come from a subnormal bias added to products of ~1e-39.)
+  if (hg::cpu::has_native_bf16()) {
+    const ConvGeometry g{4, 16, 7, 7, 16, 3, 3, 1, 1, 7, 7};
+    const Tensor x = (normal({4, 16, 7, 7}) * 1e-20).to(hg::bf16), w = (normal({16, 16, 3, 3}) * 1e-19).to(hg::bf16);
+    const Tensor bias = (normal({16}) * 1e-39).to(hg::bf16);
+    const Tensor wide = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideColumns, x, w, bias, g, false);
+    const Tensor im2col = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, bias, g, false);
+    CHECK(hg::sum(hg::ne(im2col, hg::zeros_like(im2col))).item<double>() > 0);  // (not all flushed)
+    CHECK_CLOSE_WITH(wide, im2col, kExact);
+  }
   // A strided convolution has no wide columns.
   if (hg::cpu::has_native_bf16()) {
     const ConvGeometry strided{2, 4, 8, 8, 4, 3, 3, 2, 1, 4, 4};

@@ -1,8 +1,9 @@
 // The wide-columns convolution (kernels/cpu/conv_wide_columns.h): one padded plane per batch of
 // images, one GEMM whose right operand is the plane read through per-tap row offsets, and the
-// valid columns gathered back into each image. Compiled for AVX512-BF16, the only level that
-// reaches it: the rows it moves are short (7 to 28 values) and of any length, which masked
-// AVX-512 moves copy without a library call per row (std::copy_n made one memmove call per row).
+// valid columns rounded straight into each image's rows. Compiled for AVX512-BF16, the only level
+// that reaches it: the rows it moves are short (7 to 28 values) and of any length, which masked
+// AVX-512 moves copy without a library call per row (std::copy_n made one memmove call per row,
+// and convert_from_float one dispatch per row).
 #include "kernels/cpu/conv_wide_columns.h"
 
 #include <algorithm>
@@ -39,14 +40,27 @@ void copy_words(const uint16_t* src, uint16_t* dst, int64_t n) {
   }
 }
 
-// n floats from src to dst, through relu when asked (max(0, x) keeps a NaN x: vmaxps returns its
-// second operand on NaN, as math::Relu::fwd).
-void copy_floats(const float* src, float* dst, int64_t n, bool relu) {
+// n floats from src (through relu when asked) rounded to bf16 at dst, as
+// convert_from_float rounds them at this level: vcvtneps2bf16, except that the lanes holding a
+// float subnormal (which the instruction flushes to zero) are rounded by the portable code.
+// relu is max(0, x), which keeps a NaN x (vmaxps returns its second operand on NaN) and -0, as
+// math::Relu::fwd.
+void store_row(const float* src, uint16_t* dst, int64_t n, bool relu) {
+  const __m512i magnitude_mask = _mm512_set1_epi32(0x7fffffff), smallest_normal = _mm512_set1_epi32(0x00800000);
   for (int64_t k = 0; k < n; k += 16) {
     const __mmask16 m = n - k >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << (n - k)) - 1);
     __m512 v = _mm512_maskz_loadu_ps(m, src + k);
     if (relu) v = _mm512_maskz_max_ps(m, _mm512_setzero_ps(), v);  // (the maskz form: GCC 12 warns on the plain one)
-    _mm512_mask_storeu_ps(dst + k, m, v);
+    _mm256_mask_storeu_epi16(dst + k, m, reinterpret_cast<__m256i>(_mm512_cvtneps_pbh(v)));
+    const __m512i magnitude = _mm512_and_si512(_mm512_castps_si512(v), magnitude_mask);
+    const __mmask16 subnormal =
+        _mm512_mask_cmplt_epu32_mask(_mm512_test_epi32_mask(magnitude, magnitude), magnitude, smallest_normal);
+    if (subnormal) {
+      alignas(64) float values[16];
+      _mm512_store_ps(values, v);
+      for (int lane = 0; lane < 16; ++lane)
+        if (subnormal & (1u << lane)) dst[k + lane] = detail::float_to_bf16_bits_portable(values[lane]);
+    }
   }
 }
 
@@ -57,7 +71,7 @@ void wide_columns_avx512bf16(const bfloat16* x, const bfloat16* w, const float* 
   parallel_for(0, g.N, batch, [&](int64_t lo, int64_t hi) {
     thread_local std::vector<uint16_t> padded;
     thread_local std::vector<int64_t> row_offsets;
-    thread_local std::vector<float> result, rows;
+    thread_local std::vector<float> result;
     for (int64_t n0 = lo; n0 < hi; n0 += batch) {
       const int64_t images = std::min(hi, n0 + batch) - n0, Wp = images * slot + g.pad, columns = g.OH * Wp;
       // The plane, then what the last row's taps read past it (into dropped columns): zeros.
@@ -79,14 +93,13 @@ void wide_columns_avx512bf16(const bfloat16* x, const bfloat16* w, const float* 
       const MatrixView weight{w, g.O, g.ckk(), g.ckk(), 1};
       const MatrixView taps{padded.data(), g.ckk(), columns, 0, 1, row_offsets.data()};
       packed_gemm<bfloat16>(weight, taps, result.data(), columns, true);
-      // Each image's output channels: the valid columns gathered (relu on the way), rounded once.
-      if (rows.size() < size_t(g.ohw())) rows.resize(size_t(g.ohw()));
+      // Each image's output rows: the valid columns (relu on the way), rounded once.
+      auto* output = reinterpret_cast<uint16_t*>(out);
       for (int64_t b = 0; b < images; ++b)
-        for (int64_t o = 0; o < g.O; ++o) {
+        for (int64_t o = 0; o < g.O; ++o)
           for (int64_t oh = 0; oh < g.OH; ++oh)
-            copy_floats(result.data() + o * columns + oh * Wp + b * slot, rows.data() + oh * g.OW, g.OW, relu);
-          convert_from_float(rows.data(), out + (n0 + b) * plane + o * g.ohw(), size_t(g.ohw()));
-        }
+            store_row(result.data() + o * columns + oh * Wp + b * slot, output + (n0 + b) * plane + (o * g.OH + oh) * g.OW,
+                      g.OW, relu);
     }
   });
 }
