@@ -381,14 +381,17 @@ TEST_CASE("cpu.silu_f32_at_every_level_is_within_3_ulp_and_the_same_bits_everywh
 TEST_CASE("cpu.gemm_with_a_prepacked_right_operand_is_bitwise_the_packed_gemm") {
   // pack_rhs once, then products with many left operands (an RNN's recurrent weight): the same
   // bits as packed_gemm packing B itself, for K in several slices, N not a multiple of the tile,
-  // small M (split by columns) and large M (split by rows), f32 and both 16-bit types.
+  // small M (split by columns), large M (split by rows, several row blocks per task) and wide N
+  // (two column blocks at AVX-512), f32 and both 16-bit types. Not large M with wide N: it adds
+  // no case the others miss, and it was three quarters of this program's time under qemu.
   using namespace hg::kernels::cpu;
   at_every_level([&](Isa) {
     if (!has_packed_gemm()) return;
     for (const hg::DType dtype : {hg::f32, hg::bf16, hg::f16})
-      for (const int64_t K : {7, 256, 700})
+      for (const int64_t K : {7, 256, 600})  // (600: three slices, each at most 256 deep)
         for (const int64_t N : {33, 1024})
           for (const int64_t M : {1, 32, 300}) {
+            if (M == 300 && N == 1024) continue;
             CAPTURE(dtype);
             CAPTURE(K);
             CAPTURE(N);
