@@ -601,8 +601,10 @@ bool use_flipped_convolution(cpu::ConvAlgorithm algorithm, const ConvGeometry& g
 //   16x14x14 -> 32     16 -> 32  0.88x      1.25x   (32 -> 16)
 //   3x28x28  -> 16     3 -> 16   0.82x      1.34x   (16 -> 3)
 //
-// so: where the convolution has at least as many input channels as outputs (a short B with many
-// rows of A per column spends relatively more on the columns it computes and drops).
+// so: forward, where the convolution has at least as many input channels as outputs (a short B
+// with many rows of A per column spends relatively more on the columns it computes and drops);
+// the flipped input gradient, always (every row above). Both come out of one test on the forward's
+// channels, C >= O: the flipped input gradient is only chosen where C >= O (use_flipped_convolution).
 bool use_wide_columns(cpu::ConvAlgorithm algorithm, DType dtype, int64_t in_channels, int64_t out_channels) {
   const bool possible = dtype == bf16 && cpu::wide_columns_available();
   if (algorithm == cpu::ConvAlgorithm::WideColumns)
