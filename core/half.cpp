@@ -4,6 +4,7 @@
 // instruction set inside HG_TARGET regions, so a portable build still uses them where present.
 #include "core/half.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/cpu_features.h"
@@ -117,5 +118,19 @@ void convert_from_float(const float* src, bfloat16* dst, size_t n) {
 #endif
   for (size_t i = 0; i < n; ++i) dst[i].bits = detail::float_to_bf16_bits_portable(src[i]);
 }
+
+template <class T>
+void round_through(float* values, size_t n) {
+  constexpr size_t kChunk = 1024;  // 2 KiB of T and 4 KiB of float per round: both in L1
+  T buffer[kChunk];
+  for (size_t i = 0; i < n; i += kChunk) {
+    const size_t count = std::min(kChunk, n - i);
+    convert_from_float(values + i, buffer, count);
+    convert_to_float(buffer, values + i, count);
+  }
+}
+
+template void round_through<half>(float*, size_t);
+template void round_through<bfloat16>(float*, size_t);
 
 }  // namespace hg

@@ -122,4 +122,10 @@ void convert_to_float(const bfloat16* src, float* dst, size_t n);
 void convert_from_float(const float* src, half* dst, size_t n);
 void convert_from_float(const float* src, bfloat16* dst, size_t n);
 
+// values[i] = float(T(values[i])) in place (T half or bfloat16): a float result rounded to the
+// 16-bit type as a 16-bit op's output is, kept in float. Through a small buffer that stays in
+// L1, without the 16-bit tensor a `.to(bf16).to(f32)` allocates.
+template <class T>
+void round_through(float* values, size_t n);
+
 }  // namespace hg

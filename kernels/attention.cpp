@@ -13,6 +13,7 @@
 #include "core/copy.h"
 #include "core/parallel.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/math/dropout.h"
 
@@ -129,15 +130,22 @@ void scores_block(Rows<S> q, Rows<S> k, const MaskLayout& mask, int64_t b, int64
   }
 }
 
-// row[c] = exp(row[c] - shift): f32 on the vectorised exp (kernels/cpu/vector_math.h).
+// How many of a block row's scores causality leaves (the rest are -inf): all of them without it.
+int64_t visible(int64_t i0, int64_t r, int64_t j0, int64_t cols, const AttentionGeometry& g) {
+  return g.causal ? std::clamp<int64_t>(i0 + r + 1 - j0, 0, cols) : cols;
+}
+
+// row[c] = exp(row[c] - shift) for c < n, 0 from n to cols (the scores causality hid, whose exp
+// is 0 exactly): f32 on the vectorised exp (kernels/cpu/vector_math.h).
 template <class S>
-void exp_shifted(S* row, int64_t n, S shift) {
+void exp_shifted(S* row, int64_t n, int64_t cols, S shift) {
   for (int64_t c = 0; c < n; ++c) row[c] -= shift;
   if constexpr (std::is_same_v<S, float>) {
     cpu::exp_f32(row, row, n);
   } else {
     for (int64_t c = 0; c < n; ++c) row[c] = std::exp(row[c]);
   }
+  std::fill(row + n, row + cols, S(0));
 }
 
 // The dropout factors of a block of probabilities: z[r][c] = 1 / (1 - p) where element
@@ -181,16 +189,18 @@ void forward_rows(Rows<S> q, Rows<S> k, Rows<S> v, const MaskLayout& mask, int64
     scores_block(q, k, mask, b, i0, rows, j0, cols, g, block.data());
     for (int64_t r = 0; r < rows; ++r) {
       S* row = block.data() + r * cols;
-      S m_new = m[size_t(r)];
-      for (int64_t c = 0; c < cols; ++c) m_new = std::max(m_new, row[c]);
+      const int64_t n = visible(i0, r, j0, cols, g);
+      // Max and sum in lanes (kernels/cpu/lane_sum.h): a single running value is a chain of
+      // dependent scalar operations, slower than the exps themselves on a 64-key block.
+      const S m_new = cpu::lane_max<S>(n, m[size_t(r)], [row](int64_t c) { return row[c]; },
+                                       [](S a, S b) { return std::max(a, b); });
       if (m_new == minus_inf) {  // every key so far masked out: nothing to add yet
         std::fill(row, row + cols, S(0));
         continue;
       }
       const S rescale = std::exp(m[size_t(r)] - m_new);  // 0 on the first unmasked block
-      exp_shifted(row, cols, m_new);
-      S sum = 0;
-      for (int64_t c = 0; c < cols; ++c) sum += row[c];
+      exp_shifted(row, n, cols, m_new);
+      const S sum = S(cpu::lane_sum<S, 16>(n, [row](int64_t c) { return row[c]; }));
       l[size_t(r)] = l[size_t(r)] * rescale + sum;
       m[size_t(r)] = m_new;
       if (rescale != S(1))
@@ -259,7 +269,7 @@ void backward_one(Rows<S> q, Rows<S> k, Rows<S> v, Rows<S> o, Rows<S> dout, cons
     for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlockCols) {
       const int64_t cols = std::min(kBlockCols, g.S - j0);
       scores_block(q, k, mask, b, i0, rows, j0, cols, g, p.data());
-      for (int64_t r = 0; r < rows; ++r) exp_shifted(p.data() + r * cols, cols, lse[i0 + r]);
+      for (int64_t r = 0; r < rows; ++r) exp_shifted(p.data() + r * cols, visible(i0, r, j0, cols, g), cols, lse[i0 + r]);
       const cpu::MatrixView p_t = cpu::matrix_view(p.data(), cols, rows, 1, cols);
       if (dropout) {
         dropout_factors(b, i0, rows, j0, cols, g, z.data());

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/cross_entropy.h"
@@ -21,15 +22,18 @@ template <class T>
 inline constexpr bool kFloatExps = !std::is_same_v<T, double>;
 
 // log sum exp of one row (kernels/math/cross_entropy.h); `scratch` holds C floats.
+// The max and the sum run in lanes (kernels/cpu/lane_sum.h): as single running values they were
+// chains of dependent scalar operations, two thirds of the loss's time on a GPT's 256 classes.
 template <class T>
 double row_log_sum_exp(const T* row, int64_t C, float* scratch) {
-  double max = -std::numeric_limits<double>::infinity();
-  for (int64_t c = 0; c < C; ++c) max = math::nan_max(max, double(Acc<T>(row[c])));
+  using A = Acc<T>;
+  const double max = double(cpu::lane_max<A>(C, -std::numeric_limits<A>::infinity(), [row](int64_t c) { return A(row[c]); },
+                                              [](A a, A b) { return math::nan_max(a, b); }));
   double total = 0;
   if (kFloatExps<T> && std::isfinite(max)) {
-    for (int64_t c = 0; c < C; ++c) scratch[c] = float(double(Acc<T>(row[c])) - max);
+    for (int64_t c = 0; c < C; ++c) scratch[c] = float(double(A(row[c])) - max);
     cpu::exp_f32(scratch, scratch, C);
-    for (int64_t c = 0; c < C; ++c) total += double(scratch[c]);
+    total = cpu::lane_sum(C, [scratch](int64_t c) { return double(scratch[c]); });
   } else {
     for (int64_t c = 0; c < C; ++c) total += math::CrossEntropy::exp_term(double(Acc<T>(row[c])), max);
   }

@@ -346,6 +346,39 @@ TEST_CASE("nn.rnn_bf16_autocast_stays_close_to_f32") {
   }
 }
 
+// The AMP loop calls backward after the autocast region has closed: the layers' backward runs
+// under the autocast state their forward saw (ops/function.h), so the recurrent GEMMs still
+// multiply in bf16 -- W_hh's gradient is a bf16 product's, bf16 values -- and the gradients are
+// the same, bit for bit, as those of a backward run inside the region.
+TEST_CASE("nn.rnn_backward_after_autocast_multiplies_in_the_forwards_dtype") {
+  hg::manual_seed(12);
+  nn::LSTM lstm(16, 32, {.num_layers = 2, .batch_first = true});
+  nn::GRU gru(16, 32, {.num_layers = 2, .batch_first = true});
+  const Tensor x = hg::randn({4, 10, 16});
+  const auto gradients = [&](bool backward_inside) {
+    std::map<std::string, Tensor> grads;
+    lstm.zero_grad(), gru.zero_grad();
+    Tensor loss;
+    {
+      hg::amp::Autocast autocast(hg::bf16);
+      const Tensor a = std::get<0>(lstm(x)).to(hg::f32), b = std::get<0>(gru(x)).to(hg::f32);
+      loss = hg::sum(a * a) + hg::sum(b * b);
+      if (backward_inside) loss.backward();
+    }
+    if (!backward_inside) loss.backward();
+    for (const auto& [name, p] : lstm.named_parameters()) grads["lstm." + name] = p.grad().clone();
+    for (const auto& [name, p] : gru.named_parameters()) grads["gru." + name] = p.grad().clone();
+    return grads;
+  };
+  const auto outside = gradients(false), inside = gradients(true);
+  for (const auto& [name, grad] : outside) {
+    CAPTURE(name);
+    CHECK(grad.to_vector<float>() == inside.at(name).to_vector<float>());
+    if (name.find("weight_hh") != std::string::npos)
+      CHECK(grad.to(hg::bf16).to(hg::f32).to_vector<float>() == grad.to_vector<float>());
+  }
+}
+
 TEST_CASE("nn.rnn_errors_name_the_shapes") {
   nn::LSTM lstm(3, 4, {.num_layers = 2});
   CHECK_THROWS_HG(lstm(hg::randn({2, 5, 3, 1})), "LSTM: expected input [T, B, input_size] or unbatched [T, input_size], got [2, 5, 3, 1]");

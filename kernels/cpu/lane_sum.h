@@ -5,6 +5,7 @@
 // stays scalar: its additions may not be reassociated). The order depends on n alone, never on
 // the thread count. A = double for the norms' row statistics and the depthwise convolution's
 // weight gradient; A = float for batch_norm's blocks of 256 values (16 lanes: one AVX-512 vector).
+// lane_max is the same shape for a maximum, which no order changes: the lanes only make it fast.
 #pragma once
 #include <cstdint>
 
@@ -22,6 +23,23 @@ double lane_sum(int64_t n, const Term& term) {
   double total = 0;
   for (const A lane : lanes) total += double(lane);
   return total;
+}
+
+// The largest of init and term(i), i < n, by `larger(a, b)` (the larger of the two: std::max's
+// rule, NaN ignored, or math::nan_max's, NaN wins). A maximum is the same whatever the order, so
+// kLaneCount running maxima combined at the end give a scan's value; a scan's single running
+// maximum is a chain of dependent compares the compiler will not vectorise.
+template <class A, int64_t kLaneCount = 16, class Term, class Larger>
+A lane_max(int64_t n, A init, const Term& term, const Larger& larger) {
+  A lanes[kLaneCount];
+  for (A& lane : lanes) lane = init;
+  int64_t i = 0;
+  for (; i + kLaneCount <= n; i += kLaneCount)
+    for (int64_t k = 0; k < kLaneCount; ++k) lanes[k] = larger(lanes[k], term(i + k));
+  for (; i < n; ++i) lanes[i % kLaneCount] = larger(lanes[i % kLaneCount], term(i));
+  A result = init;
+  for (const A lane : lanes) result = larger(result, lane);
+  return result;
 }
 
 }  // namespace hg::kernels::cpu
