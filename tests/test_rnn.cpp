@@ -371,7 +371,9 @@ TEST_CASE("nn.rnn_backward_after_autocast_multiplies_in_the_forwards_dtype") {
     return grads;
   };
   const auto outside = gradients(false), inside = gradients(true);
-  for (const auto& [name, grad] : outside) {
+  for (const auto& entry : outside) {
+    const std::string& name = entry.first;  // (not a structured binding: CAPTURE's lambda takes it)
+    const Tensor& grad = entry.second;
     CAPTURE(name);
     CHECK(grad.to_vector<float>() == inside.at(name).to_vector<float>());
     if (name.find("weight_hh") != std::string::npos)
