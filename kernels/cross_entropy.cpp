@@ -23,7 +23,8 @@ inline constexpr bool kFloatExps = !std::is_same_v<T, double>;
 
 // log sum exp of one row (kernels/math/cross_entropy.h); `scratch` holds C floats.
 // The max and the sum run in lanes (kernels/cpu/lane_sum.h): as single running values they were
-// chains of dependent scalar operations, two thirds of the loss's time on a GPT's 256 classes.
+// chains of dependent scalar operations (perf, a GPT's 256 classes: this function 4.6% -> 2.7%
+// of the bf16 step).
 template <class T>
 double row_log_sum_exp(const T* row, int64_t C, float* scratch) {
   using A = Acc<T>;
