@@ -98,21 +98,15 @@ std::tuple<Tensor, Tensor> gru_layer_composed(const Tensor& projected, const Ten
 // (dgates W_hh) and then gets dW_hh for the whole sequence in one GEMM ([T * B, G]^T @ [T * B, H])
 // instead of T small ones. The composite steps stay the cells' path and the tests' oracle.
 
-// sigmoid and tanh over an array, in place. f32 through the vectorised exp (tanh as
-// sign(x) (1 - e) / (1 + e), e = exp(-2|x|): no overflow, ~1e-7 absolute near 0).
-void sigmoid_(float* x, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) x[j] = -x[j];
-  kernels::cpu::exp_f32(x, x, n);
-  for (int64_t j = 0; j < n; ++j) x[j] = 1.0f / (1.0f + x[j]);
-}
+// sigmoid and tanh over an array, in place. f32 on the vectorised math functions
+// (kernels/cpu/vector_math.h, within 2 ulp). tanh there takes 1.26 ns per element against 2.64
+// for the three passes over exp it replaced: ~4 ms of the 2-layer, H = 256 LSTM's training step
+// (3.1 million tanh a step).
+void sigmoid_(float* x, int64_t n) { kernels::cpu::sigmoid_f32(x, x, n); }
 void sigmoid_(double* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) x[j] = 1.0 / (1.0 + std::exp(-x[j]));
 }
-void tanh_(float* x, int64_t n, float* scratch) {
-  for (int64_t j = 0; j < n; ++j) scratch[j] = -2.0f * std::fabs(x[j]);
-  kernels::cpu::exp_f32(scratch, scratch, n);
-  for (int64_t j = 0; j < n; ++j) x[j] = std::copysign((1.0f - scratch[j]) / (1.0f + scratch[j]), x[j]);
-}
+void tanh_(float* x, int64_t n, float*) { kernels::cpu::tanh_f32(x, x, n); }
 void tanh_(double* x, int64_t n, double*) {
   for (int64_t j = 0; j < n; ++j) x[j] = std::tanh(x[j]);
 }
