@@ -106,8 +106,8 @@ void sigmoid_(float* x, int64_t n) { kernels::cpu::sigmoid_f32(x, x, n); }
 void sigmoid_(double* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) x[j] = 1.0 / (1.0 + std::exp(-x[j]));
 }
-void tanh_(float* x, int64_t n, float*) { kernels::cpu::tanh_f32(x, x, n); }
-void tanh_(double* x, int64_t n, double*) {
+void tanh_(float* x, int64_t n) { kernels::cpu::tanh_f32(x, x, n); }
+void tanh_(double* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) x[j] = std::tanh(x[j]);
 }
 
@@ -182,17 +182,17 @@ Tensor previous_states(const Tensor& out, const Tensor& h0, bool reverse) {
 // LSTM. acts [T, B, 4H]: i, f, g, o after their activations; cells [T, B, H]: c after each time.
 template <class T>
 void lstm_forward_step(const T* proj, const T* rec, const T* c_prev, T* acts, T* c_next, T* h_next, int64_t B,
-                       int64_t H, T* scratch) {
+                       int64_t H) {
   for (int64_t b = 0; b < B; ++b) {
     T* a = acts + b * 4 * H;
     for (int64_t j = 0; j < 4 * H; ++j) a[j] = proj[b * 4 * H + j] + rec[b * 4 * H + j];
     sigmoid_(a, 2 * H);
-    tanh_(a + 2 * H, H, scratch);
+    tanh_(a + 2 * H, H);
     sigmoid_(a + 3 * H, H);
     T* c = c_next + b * H;
     T* h = h_next + b * H;
     for (int64_t j = 0; j < H; ++j) h[j] = c[j] = a[H + j] * c_prev[b * H + j] + a[j] * a[2 * H + j];
-    tanh_(h, H, scratch);
+    tanh_(h, H);
     for (int64_t j = 0; j < H; ++j) h[j] *= a[3 * H + j];
   }
 }
@@ -203,13 +203,12 @@ void lstm_forward_step(const T* proj, const T* rec, const T* c_prev, T* acts, T*
 template <class T>
 void lstm_backward_step(const T* __restrict acts, const T* __restrict c_prev, const T* __restrict c_now,
                         const T* __restrict dh, T* __restrict dc, T* __restrict dgates, int64_t B, int64_t H,
-                        T* __restrict scratch) {
-  T* tanh_c = scratch + H;
+                        T* __restrict tanh_c) {
   for (int64_t b = 0; b < B; ++b) {
     const T* a = acts + b * 4 * H;
     T* d = dgates + b * 4 * H;
     for (int64_t j = 0; j < H; ++j) tanh_c[j] = c_now[b * H + j];
-    tanh_(tanh_c, H, scratch);
+    tanh_(tanh_c, H);
     for (int64_t j = 0; j < H; ++j) {
       const T i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j], tc = tanh_c[j], dh_j = dh[b * H + j];
       const T dc_j = dc[b * H + j] + dh_j * o * (T(1) - tc * tc);
@@ -236,7 +235,6 @@ struct LstmLayer : autograd::Function<LstmLayer> {
     const int64_t T = projected.shape()[0], B = projected.shape()[1], H = w_hh.shape()[1];
     const TensorOptions options{.dtype = dtype, .device = projected.device()};
     Tensor out = empty({T, B, H}, options), cells = empty({T, B, H}, options), acts = empty({T, B, 4 * H}, options);
-    std::vector<double> scratch(static_cast<size_t>(2 * H));
     const DType gemm = gemm_dtype(w_hh);
     const RecurrentProduct recurrent(w_hh.to(gemm).transpose(0, 1).contiguous(), dtype);  // W_hh^T [H, 4H]
     for (int64_t s = 0; s < T; ++s) {
@@ -246,7 +244,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
       visit_compute(dtype, [&]<class V> {
         lstm_forward_step<V>(projected.data_ptr<V>() + t * B * 4 * H, rec.data_ptr<V>(), row_or<V>(cells, c0, p, B * H),
                              acts.data_ptr<V>() + t * B * 4 * H, cells.data_ptr<V>() + t * B * H,
-                             out.data_ptr<V>() + t * B * H, B, H, reinterpret_cast<V*>(scratch.data()));
+                             out.data_ptr<V>() + t * B * H, B, H);
       });
     }
     const int64_t last = time_of(T - 1, T, reverse);
@@ -270,7 +268,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
     const Tensor g_out = as_compute(grads[0], dtype);
     Tensor dh = as_compute(grads[1], dtype).clone(), dc = as_compute(grads[2], dtype).clone();
     Tensor dgates = empty({T, B, 4 * H}, {.dtype = dtype, .device = out.device()});
-    std::vector<double> scratch(static_cast<size_t>(2 * H));
+    std::vector<double> tanh_c(static_cast<size_t>(H));  // one row of tanh(c), read as V (double is wide enough for both)
     const DType gemm = gemm_dtype(w_hh);
     const RecurrentProduct recurrent(w_hh.to(gemm).contiguous(), dtype);  // W_hh [4H, H]
     for (int64_t s = T - 1; s >= 0; --s) {
@@ -279,7 +277,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
       visit_compute(dtype, [&]<class V> {
         lstm_backward_step<V>(acts.data_ptr<V>() + t * B * 4 * H, row_or<V>(cells, c0, p, B * H),
                               cells.data_ptr<V>() + t * B * H, dh.data_ptr<V>(), dc.data_ptr<V>(),
-                              dgates.data_ptr<V>() + t * B * 4 * H, B, H, reinterpret_cast<V*>(scratch.data()));
+                              dgates.data_ptr<V>() + t * B * 4 * H, B, H, reinterpret_cast<V*>(tanh_c.data()));
       });
       dh = recurrent(squeeze(narrow(dgates, 0, t, 1), 0));  // [B, H]
     }
@@ -296,7 +294,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
 // rec [B, 3H] = h W_hh^T without b_hh (bias: b_hh or nullptr).
 template <class T>
 void gru_forward_step(const T* proj, T* rec, const T* bias, const T* h_prev, T* acts, T* h_next, int64_t B,
-                      int64_t H, T* scratch) {
+                      int64_t H) {
   for (int64_t b = 0; b < B; ++b) {
     const T* x = proj + b * 3 * H;
     T* r = rec + b * 3 * H;
@@ -306,7 +304,7 @@ void gru_forward_step(const T* proj, T* rec, const T* bias, const T* h_prev, T* 
     for (int64_t j = 0; j < 2 * H; ++j) a[j] = x[j] + r[j];
     sigmoid_(a, 2 * H);
     for (int64_t j = 0; j < H; ++j) a[3 * H + j] = r[2 * H + j], a[2 * H + j] = x[2 * H + j] + a[j] * r[2 * H + j];
-    tanh_(a + 2 * H, H, scratch);
+    tanh_(a + 2 * H, H);
     for (int64_t j = 0; j < H; ++j) {
       const T n = a[2 * H + j];
       h_next[b * H + j] = n + a[H + j] * (h_prev[b * H + j] - n);
@@ -349,7 +347,6 @@ struct GruLayer : autograd::Function<GruLayer> {
     const int64_t T = projected.shape()[0], B = projected.shape()[1], H = w_hh.shape()[1];
     const TensorOptions options{.dtype = dtype, .device = projected.device()};
     Tensor out = empty({T, B, H}, options), acts = empty({T, B, 4 * H}, options);
-    std::vector<double> scratch(static_cast<size_t>(H));
     const DType gemm = gemm_dtype(w_hh);
     const RecurrentProduct recurrent(w_hh.to(gemm).transpose(0, 1).contiguous(), dtype);  // W_hh^T [H, 3H]
     const Tensor bias = b_hh.defined() ? as_compute(b_hh, dtype) : Tensor();
@@ -360,8 +357,7 @@ struct GruLayer : autograd::Function<GruLayer> {
       visit_compute(dtype, [&]<class V> {
         gru_forward_step<V>(projected.data_ptr<V>() + t * B * 3 * H, rec.data_ptr<V>(),
                             bias.defined() ? bias.data_ptr<V>() : nullptr, row_or<V>(out, h0, p, B * H),
-                            acts.data_ptr<V>() + t * B * 4 * H, out.data_ptr<V>() + t * B * H, B, H,
-                            reinterpret_cast<V*>(scratch.data()));
+                            acts.data_ptr<V>() + t * B * 4 * H, out.data_ptr<V>() + t * B * H, B, H);
       });
     }
     ctx.save_for_backward({w_hh, h0});
