@@ -1,5 +1,6 @@
 #include "kernels/norm.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/copy.h"
@@ -93,12 +94,31 @@ void round_through(Acc<T>* v, int64_t m) {
   }
 }
 
+// The epilogue's forward and backward, each by its op's own functor (NaN stays NaN): relu, and
+// relu6 = hardtanh(0, 6). The backward reads the activation's output, not its input: for relu6
+// 0 < y < 6 exactly where 0 < x < 6 (y is 0 for x <= 0, 6 for x >= 6, NaN for NaN), the test
+// hardtanh's backward makes on x.
+template <NormActivation kAct, class A>
+A activate(A v) {
+  if constexpr (kAct == NormActivation::Relu) return math::Relu::fwd(v);
+  else if constexpr (kAct == NormActivation::Relu6) return math::Hardtanh{0.0, 6.0}.fwd(v);
+  else return v;
+}
+template <NormActivation kAct, class A>
+A activation_gradient(A y, A g) {
+  if constexpr (kAct == NormActivation::Relu) return math::Relu::bwd(y, g);
+  // hardtanh(0, 6)'s test 0 < y < 6 as one compare, min(y, 6 - y) > 0 (false at 0, 6 and NaN as
+  // well): with two, GCC left the sums of batch_norm's backward scalar (2.5x its relu time)
+  else if constexpr (kAct == NormActivation::Relu6) return std::min(y, A(6) - y) > A(0) ? g : A(0);
+  else return g;
+}
+
 // y = x * scale[c] + shift[c] (scale = w * rstd, shift = b - mean * scale) in Acc<T>; plus the
 // residual, added to that value rounded to T (an add after batch_norm reads batch_norm's T
-// output); with `relu`, relu of the rounded sum by relu's own functor (NaN stays NaN). Chunks of
-// kChunk values widened and rounded with the SIMD converters, as map_run does: the fused result
-// is relu(batch_norm(x) [+ residual]) bit for bit.
-template <class T, bool kRelu>
+// output); then the activation of the rounded sum. Chunks of kChunk values widened and rounded
+// with the SIMD converters, as map_run does: the fused result is
+// activation(batch_norm(x) [+ residual]) bit for bit.
+template <class T, NormActivation kAct>
 void channel_affine(const T* x, const T* residual, T* y, const ChannelLayout& l, const std::vector<double>& scale,
                     const std::vector<double>& shift) {
   using A = Acc<T>;
@@ -116,9 +136,9 @@ void channel_affine(const T* x, const T* residual, T* y, const ChannelLayout& l,
           const A* r = load_chunk<T>(reinterpret_cast<const char*>(residual + at), sizeof(T), m, added);
           for (int64_t i = 0; i < m; ++i) v[i] = v[i] + r[i];
         }
-        if (kRelu) {
+        if constexpr (kAct != NormActivation::None) {
           round_through<T>(v, m);
-          for (int64_t i = 0; i < m; ++i) v[i] = math::Relu::fwd(v[i]);
+          for (int64_t i = 0; i < m; ++i) v[i] = activate<kAct>(v[i]);
         }
         if (!std::is_same_v<T, A>) store_chunk<T>(v, reinterpret_cast<char*>(y + at), sizeof(T), m);
       }
@@ -126,23 +146,36 @@ void channel_affine(const T* x, const T* residual, T* y, const ChannelLayout& l,
   });
 }
 
-// What the backward reads: x, the incoming gradient and, after a ReLU epilogue, the fused op's
-// output, whose positive values are where relu passed the gradient (relu's own backward rule).
-template <class T>
+// Calls f.template operator()<kAct>() with `activation` as the template argument (one loop per
+// activation, none of them testing it per value).
+template <class F>
+void with_activation(NormActivation activation, const F& f) {
+  switch (activation) {
+    case NormActivation::None: return f.template operator()<NormActivation::None>();
+    case NormActivation::Relu: return f.template operator()<NormActivation::Relu>();
+    case NormActivation::Relu6: return f.template operator()<NormActivation::Relu6>();
+  }
+}
+
+// What the backward reads: x, the incoming gradient and, after an epilogue, the fused op's
+// output, which says where the activation passed the gradient.
+template <class T, NormActivation kAct>
 struct BackwardInputs {
-  const T *x, *g, *relu_out;
+  using Value = T;
+  const T *x, *g, *activation_out;
   Acc<T> grad(int64_t k) const {
     using A = Acc<T>;
-    return relu_out == nullptr ? A(g[k]) : math::Relu::bwd(A(relu_out[k]), A(g[k]));
+    if constexpr (kAct == NormActivation::None) return A(g[k]);
+    else return activation_gradient<kAct>(A(activation_out[k]), A(g[k]));
   }
 };
 
 // A channel's sum(g) and sum(g * (x - mean)) in double, from Acc<T> lanes per block of a row;
 // x - mean is taken against mean rounded to Acc<T> (mean_acc) and corrected in double.
-template <class T>
-math::Normalization::GradientSums channel_gradient_sums(const BackwardInputs<T>& in, const ChannelLayout& l,
-                                                        int64_t c, double mean, double rstd) {
-  using A = Acc<T>;
+template <class Inputs>
+math::Normalization::GradientSums channel_gradient_sums(const Inputs& in, const ChannelLayout& l, int64_t c,
+                                                        double mean, double rstd) {
+  using A = Acc<typename Inputs::Value>;
   const A mean_acc = A(mean);
   double sum_g = 0, sum_gd = 0;
   for (int64_t n = 0; n < l.N; ++n) {
@@ -157,8 +190,8 @@ math::Normalization::GradientSums channel_gradient_sums(const BackwardInputs<T>&
   return {sum_g, rstd * (sum_gd + (double(mean_acc) - mean) * sum_g)};
 }
 
-template <class T>
-void batch_norm_backward_kernel(const BackwardInputs<T>& in, const ChannelLayout& l, const std::vector<double>& mean,
+template <class T, class Inputs>
+void batch_norm_backward_kernel(const Inputs& in, const ChannelLayout& l, const std::vector<double>& mean,
                                 const std::vector<double>& rstd, const std::vector<double>& w, bool training, T* dx,
                                 std::vector<double>& dw, std::vector<double>& db) {
   using A = Acc<T>;
@@ -291,9 +324,9 @@ DType parameter_dtype(const Tensor& weight) { return weight.defined() ? weight.d
 
 Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                           const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats,
-                          bool relu, const Tensor& residual) {
+                          NormActivation activation, const Tensor& residual) {
   if (x.device().is_cuda()) {
-    HG_CHECK(!relu && !residual.defined(), "batch_norm: the CUDA kernel has no epilogue (ops/norm.cpp composes it)");
+    HG_CHECK(activation == NormActivation::None && !residual.defined(), "batch_norm: the CUDA kernel has no epilogue (ops/norm.cpp composes it)");
     Tensor out = kernels::cuda::batch_norm_forward(x, running_mean, running_var, weight, bias, training, momentum, eps,
                                                   stats.mean_t, stats.rstd_t);
     if (training)  // the kernel wrote the running statistics in place
@@ -336,8 +369,9 @@ Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Ten
   Tensor out = empty(x.shape(), x.options());
   visit_floating(x.dtype(), "batch_norm", [&]<class T> {
     const T* add = residual.defined() ? residual.data_ptr<T>() : nullptr;
-    if (relu) channel_affine<T, true>(x.data_ptr<T>(), add, out.data_ptr<T>(), l, scale, shift);
-    else channel_affine<T, false>(x.data_ptr<T>(), add, out.data_ptr<T>(), l, scale, shift);
+    with_activation(activation, [&]<NormActivation kAct> {
+      channel_affine<T, kAct>(x.data_ptr<T>(), add, out.data_ptr<T>(), l, scale, shift);
+    });
   });
   stats.mean = std::move(mean);
   stats.rstd = std::move(rstd);
@@ -345,20 +379,24 @@ Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Ten
 }
 
 NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
-                                  bool training, const Tensor& relu_output, bool residual) {
+                                  bool training, NormActivation activation, const Tensor& activation_output,
+                                  bool residual) {
+  HG_CHECK((activation == NormActivation::None) != activation_output.defined(),
+           "batch_norm: the backward of an epilogue reads the fused output (and only then)");
   NormGradients out;
   if (residual) {
-    // The residual's gradient is the masked gradient itself (relu's own backward kernel), and
-    // batch_norm's backward reads it instead of masking again.
-    const Tensor masked = relu_output.defined() ? map_to_new<2>(x.shape(), {relu_output, detail::dense(grad)},
-                                                                math::BackwardFromInput<math::Relu>{})
-                                                : detail::dense(grad);
+    // The residual's gradient is the masked gradient itself (the activation's own backward
+    // kernel, on its output), and batch_norm's backward reads it instead of masking again.
+    const auto masked_by = [&](auto rule) { return map_to_new<2>(x.shape(), {activation_output, detail::dense(grad)}, rule); };
+    const Tensor masked = activation == NormActivation::Relu    ? masked_by(math::BackwardFromInput<math::Relu>{})
+                          : activation == NormActivation::Relu6 ? masked_by(math::BackwardFromInput<math::Hardtanh>{{0.0, 6.0}})
+                                                                : detail::dense(grad);
     out = batch_norm_backward(x, masked, weight, stats, training);
     out.dresidual = masked;
     return out;
   }
   if (x.device().is_cuda()) {
-    HG_CHECK(!relu_output.defined(), "batch_norm: the CUDA kernel has no epilogue (ops/norm.cpp composes it)");
+    HG_CHECK(activation == NormActivation::None, "batch_norm: the CUDA kernel has no epilogue (ops/norm.cpp composes it)");
     kernels::cuda::batch_norm_backward(x, grad, weight, stats.mean_t, stats.rstd_t, training, out.dx, out.dw, out.db);
     return out;
   }
@@ -370,9 +408,11 @@ NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Ten
   out.dx = empty(x.shape(), x.options());
   std::vector<double> dw(static_cast<size_t>(C)), db(static_cast<size_t>(C));
   visit_floating(x.dtype(), "batch_norm", [&]<class T> {
-    const BackwardInputs<T> in{x.data_ptr<T>(), grad.data_ptr<T>(),
-                               relu_output.defined() ? relu_output.data_ptr<T>() : nullptr};
-    batch_norm_backward_kernel<T>(in, l, stats.mean, stats.rstd, w, training, out.dx.data_ptr<T>(), dw, db);
+    with_activation(activation, [&]<NormActivation kAct> {
+      const BackwardInputs<T, kAct> in{x.data_ptr<T>(), grad.data_ptr<T>(),
+                                       kAct == NormActivation::None ? nullptr : activation_output.data_ptr<T>()};
+      batch_norm_backward_kernel<T>(in, l, stats.mean, stats.rstd, w, training, out.dx.data_ptr<T>(), dw, db);
+    });
   });
   out.dw = vector_tensor(dw, parameter_dtype(weight), x.device());
   out.db = vector_tensor(db, parameter_dtype(weight), x.device());

@@ -4,6 +4,7 @@
 // deviations; batch_norm: one pass over memory, blocks merged in double) whatever the input dtype;
 // the output keeps the input dtype, so f16 activations stay f16 under autocast.
 #pragma once
+#include <cstdint>
 #include <vector>
 
 #include "core/tensor.h"
@@ -23,17 +24,23 @@ struct NormGradients {
   Tensor dresidual;  // batch_norm with a residual: the gradient the residual receives
 };
 
+// The activation batch_norm applies in its own pass (ops/norm.cpp maps Epilogue::Relu and
+// Epilogue::Relu6 here): relu, or relu6 = hardtanh(0, 6), each by its op's own functor.
+enum class NormActivation : uint8_t { None, Relu, Relu6 };
+
 // x contiguous (N, C, ...), per-channel tensors defined or not. Training computes the batch
 // statistics and updates the running ones in place (unbiased variance, like PyTorch);
 // evaluation reads the running ones. CPU only: a defined `residual` (contiguous, x's shape and
-// dtype) is added to the result rounded to x's dtype, and `relu` applies relu to that, in the same
-// pass. The backward takes that output as `relu_output` and passes the gradient where it is
-// positive, relu's own rule; with `residual` it also returns the residual's gradient.
+// dtype) is added to the result rounded to x's dtype, and `activation` applies to that, in the
+// same pass. The backward takes that output as `activation_output` and passes the gradient where
+// the activation did (its own rule, read from the output: relu's y > 0, relu6's 0 < y < 6); with
+// `residual` it also returns the residual's gradient.
 Tensor batch_norm_forward(const Tensor& x, const Tensor& running_mean, const Tensor& running_var, const Tensor& weight,
                           const Tensor& bias, bool training, double momentum, double eps, NormStatistics& stats,
-                          bool relu = false, const Tensor& residual = {});
+                          NormActivation activation = NormActivation::None, const Tensor& residual = {});
 NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Tensor& weight, const NormStatistics& stats,
-                                  bool training, const Tensor& relu_output = {}, bool residual = false);
+                                  bool training, NormActivation activation = NormActivation::None,
+                                  const Tensor& activation_output = {}, bool residual = false);
 
 // x contiguous, viewed as (rows, D); weight and bias hold D values (or are undefined).
 Tensor layer_norm_forward(const Tensor& x, const Tensor& weight, const Tensor& bias, int64_t rows, int64_t D, double eps,

@@ -19,8 +19,9 @@ class BatchNorm : public Module {
  public:
   Tensor forward(const Tensor& x) override;
   // forward(x, Epilogue::Relu) == relu(forward(x)) in one pass (hg::batch_norm's epilogue,
-  // ops/epilogue.h): what nn::fuse runs for a BatchNorm -> ReLU pair. With a residual (x's
-  // shape): relu(forward(x) + residual), a ResNet block's end, also in one pass.
+  // ops/epilogue.h): what nn::fuse runs for a BatchNorm -> ReLU pair (Epilogue::Relu6 for a
+  // BatchNorm -> ReLU6 pair). With a residual (x's shape): relu(forward(x) + residual), a ResNet
+  // block's end, also in one pass.
   Tensor forward(const Tensor& x, Epilogue epilogue, const Tensor& residual = {});
 
   int64_t num_features;

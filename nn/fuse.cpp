@@ -27,13 +27,14 @@ std::optional<Tensor> forward_fused(Module& layer, Module& next, const Tensor& x
     const Linear& fc = static_cast<const Linear&>(layer);
     return linear(x, fc.weight, fc.bias, {.epilogue = Epilogue::Gelu});
   }
+  const bool batch_norm = typeid(layer) == typeid(BatchNorm2d) || typeid(layer) == typeid(BatchNorm1d);
+  if (batch_norm && typeid(next) == typeid(ReLU6)) return static_cast<BatchNorm&>(layer).forward(x, Epilogue::Relu6);
   if (typeid(next) != typeid(ReLU)) return std::nullopt;
   if (typeid(layer) == typeid(Linear)) {
     const Linear& fc = static_cast<const Linear&>(layer);
     return linear(x, fc.weight, fc.bias, {.epilogue = Epilogue::Relu});
   }
-  if (typeid(layer) == typeid(BatchNorm2d) || typeid(layer) == typeid(BatchNorm1d))
-    return static_cast<BatchNorm&>(layer).forward(x, Epilogue::Relu);
+  if (batch_norm) return static_cast<BatchNorm&>(layer).forward(x, Epilogue::Relu);
   if (typeid(layer) == typeid(Conv2d)) {
     const Conv2d& conv = static_cast<const Conv2d&>(layer);
     return conv2d(x, conv.weight, conv.bias,

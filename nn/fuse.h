@@ -1,6 +1,6 @@
 // nn::fuse: asks a Sequential to run each Linear->ReLU, Linear->GELU (the exact form),
-// Conv2d->ReLU, BatchNorm2d->ReLU and BatchNorm1d->ReLU pair as one op, the activation being the
-// layer's epilogue (ops/epilogue.h): one pass less over the activations.
+// Conv2d->ReLU, and BatchNorm2d/BatchNorm1d->ReLU or ->ReLU6 pair as one op, the activation being
+// the layer's epilogue (ops/epilogue.h): one pass less over the activations.
 //
 //   hg::nn::Sequential model{hg::nn::Linear(784, 256), hg::nn::ReLU(), hg::nn::Linear(256, 10)};
 //   hg::nn::Sequential fast = hg::nn::fuse(model);   // the same layers and parameters

@@ -43,7 +43,7 @@ class Sequential : public Module {
   Tensor forward(const Tensor& x) override;
   size_t size() const { return modules_->size(); }
   Module& operator[](size_t i) { return *modules_->at(i); }
-  // Whether Linear->ReLU and Conv2d->ReLU pairs run as one op (only in what nn::fuse returned).
+  // Whether the pairs nn/fuse.h names run as one op (only in what nn::fuse returned).
   bool fuses_activations() const { return fuse_activations_; }
 
  private:

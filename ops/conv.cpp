@@ -74,6 +74,8 @@ Tensor conv2d(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, Conv2d
   const bool relu = options.epilogue == Epilogue::Relu;
   HG_CHECK(options.epilogue != Epilogue::Gelu, name,
            ": the Gelu epilogue is linear's only (write gelu(conv2d(...)))");
+  HG_CHECK(options.epilogue != Epilogue::Relu6, name,
+           ": the Relu6 epilogue is batch_norm's only (write relu6(conv2d(...)))");
   if (amp::fp8_enabled())  // (ops/fp8_ops.h)
     return amp::detail::fp8_conv2d(x_in, w_in, b_in, options.stride, options.padding, options.dilation,
                                    options.groups, relu);

@@ -140,6 +140,8 @@ Tensor matmul_prepared(const Tensor& a0, const Tensor& b0) {
 Tensor linear(const Tensor& x_in, const Tensor& w_in, const Tensor& b_in, LinearOptions options) {
   const std::string_view name = amp::op_name(amp::Op::Linear);  // the report row, even with an epilogue
   const bool relu = options.epilogue == Epilogue::Relu, gelu = options.epilogue == Epilogue::Gelu;
+  HG_CHECK(options.epilogue != Epilogue::Relu6, name,
+           ": the Relu6 epilogue is batch_norm's only (write relu6(linear(...)))");
   if (amp::fp8_enabled()) {  // (ops/fp8_ops.h; its GEMM has no GELU epilogue: gelu() after it)
     const Tensor out = amp::detail::fp8_linear(x_in, w_in, b_in, relu);
     return gelu ? hg::gelu(out) : out;

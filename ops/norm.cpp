@@ -18,27 +18,28 @@ namespace hg {
 
 namespace {
 
-// The normalisation and its node: relu(batch_norm(x) [+ residual]) in one pass with `relu` or a
-// defined residual (CPU only; the residual contiguous, of x's shape and dtype).
+// The normalisation and its node: activation(batch_norm(x) [+ residual]) in one pass with an
+// activation or a defined residual (CPU only; the residual contiguous, of x's shape and dtype).
 struct BatchNormArguments {
   const Tensor &running_mean, &running_var;
   bool training = false;
   double momentum = 0, eps = 0;
 };
 
-Tensor normalise(const Tensor& x, const Tensor& weight, const Tensor& bias, const BatchNormArguments& a, bool relu,
-                 const Tensor& residual) {
+Tensor normalise(const Tensor& x, const Tensor& weight, const Tensor& bias, const BatchNormArguments& a,
+                 kernels::NormActivation activation, const Tensor& residual) {
   kernels::NormStatistics stats;
   Tensor out = kernels::batch_norm_forward(x, a.running_mean, a.running_var, weight, bias, a.training, a.momentum,
-                                           a.eps, stats, relu, residual);
-  // With the ReLU the backward reads the output (positive where relu passed the gradient): the
-  // next layer keeps it anyway, so it costs no memory.
+                                           a.eps, stats, activation, residual);
+  // With an activation the backward reads the output (where the activation passed the gradient):
+  // the next layer keeps it anyway, so it costs no memory.
+  const bool activated = activation != kernels::NormActivation::None;
   record(amp::Op::BatchNorm, out, {x, weight, bias, residual},
-         [sx = SavedTensor(x), sw = SavedTensor(weight), sy = SavedTensor(relu ? out : Tensor()),
+         [sx = SavedTensor(x), sw = SavedTensor(weight), sy = SavedTensor(activated ? out : Tensor()), activation,
           stats = std::move(stats), training = a.training, has_b = bias.defined(),
           has_residual = residual.defined()](const Tensor& grad) -> std::vector<Tensor> {
            kernels::NormGradients g = kernels::batch_norm_backward(sx.get(), grad.contiguous(), sw.get(), stats,
-                                                                   training, sy.get(), has_residual);
+                                                                   training, activation, sy.get(), has_residual);
            return {g.dx, sw.defined() ? g.dw : Tensor(), has_b ? g.db : Tensor(), g.dresidual};
          });
   return out;
@@ -50,6 +51,9 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
                   const Tensor& bias_in, bool training, double momentum, double eps, Epilogue epilogue,
                   const Tensor& residual) {
   HG_CHECK(epilogue != Epilogue::Gelu, "batch_norm: the Gelu epilogue is linear's only (write gelu(batch_norm(...)))");
+  const kernels::NormActivation activation = epilogue == Epilogue::Relu    ? kernels::NormActivation::Relu
+                                             : epilogue == Epilogue::Relu6 ? kernels::NormActivation::Relu6
+                                                                           : kernels::NormActivation::None;
   auto [x0, weight, bias] = amp::prepare(amp::Op::BatchNorm, x_in, weight_in, bias_in);
   HG_CHECK(x0.dim() >= 2, "batch_norm: input must be (N, C, ...), got ", x0.shape());
   HG_CHECK(is_floating(x0.dtype()), "batch_norm: expected a floating input, got ", x0.dtype());
@@ -72,14 +76,13 @@ Tensor batch_norm(const Tensor& x_in, const Tensor& running_mean, const Tensor& 
   HG_CHECK(!training || x.numel() / C > 1, "batch_norm: expected more than 1 value per channel when training, got input ",
            x.shape());
   const BatchNormArguments args{running_mean, running_var, training, momentum, eps};
-  const bool relu_after = epilogue == Epilogue::Relu;
   // One pass on the CPU; composed on CUDA (its kernels have no epilogue) and when the add would
   // promote the residual's dtype (same results, more passes).
   if (x.device().is_cpu() && (!residual.defined() || residual.dtype() == x.dtype()))
-    return normalise(x, weight, bias, args, relu_after, residual.defined() ? residual.contiguous() : Tensor());
-  Tensor y = normalise(x, weight, bias, args, false, Tensor());
+    return normalise(x, weight, bias, args, activation, residual.defined() ? residual.contiguous() : Tensor());
+  Tensor y = normalise(x, weight, bias, args, kernels::NormActivation::None, Tensor());
   if (residual.defined()) y = y + residual;
-  return relu_after ? relu(y) : y;
+  return epilogue == Epilogue::Relu ? relu(y) : epilogue == Epilogue::Relu6 ? relu6(y) : y;
 }
 
 // ---- layer_norm: groups are the rows of x viewed as (rows, D) ------------------------------------------

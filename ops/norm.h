@@ -23,7 +23,8 @@
 
 namespace hg {
 
-// epilogue = Epilogue::Relu gives relu(batch_norm(...)) in one pass over the activations, its result
+// epilogue = Epilogue::Relu gives relu(batch_norm(...)) in one pass over the activations
+// (Epilogue::Relu6: relu6(batch_norm(...)), MobileNetV2's pair), its result
 // and gradients equal to the pair's bit for bit, NaN included (ops/epilogue.h); the op is still
 // batch_norm for autocast and the PrecisionReport. A defined `residual` (x's shape) is added
 // before the epilogue: relu(batch_norm(...) + residual), a ResNet block's end, in the same pass

@@ -2,6 +2,7 @@
 // (nn/fuse.h). A fused op equals the unfused pair -- forward and gradients, exactly, NaN in the
 // same places -- and stays the op the user called: the cast policy of "linear"/"conv2d" reaches
 // it and a PrecisionReport lists it under that name. nn::Sequential itself never fuses.
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <set>
@@ -17,7 +18,7 @@ namespace nn = hg::nn;
 
 namespace {
 
-constexpr hg::Epilogue kRelu = hg::Epilogue::Relu;
+constexpr hg::Epilogue kRelu = hg::Epilogue::Relu, kRelu6 = hg::Epilogue::Relu6;
 
 // Equal values, NaN where the other has NaN (and -0 == +0: rounding before or after the ReLU
 // may give a 16-bit zero either sign).
@@ -139,6 +140,16 @@ TEST_CASE("fuse.gelu_epilogue_is_linear_only") {
                        doctest::Contains("the Gelu epilogue is linear's only"), hg::Error);
 }
 
+TEST_CASE("fuse.relu6_epilogue_is_batch_norm_only") {
+  const Tensor x = hg::randn({1, 2, 5, 5}), w = hg::randn({3, 2, 3, 3});
+  CHECK_THROWS_WITH_AS(hg::conv2d(x, w, {}, {.padding = 1, .epilogue = kRelu6}),
+                       doctest::Contains("the Relu6 epilogue is batch_norm's only (write relu6(conv2d(...)))"),
+                       hg::Error);
+  CHECK_THROWS_WITH_AS(hg::linear(hg::randn({2, 4}), hg::randn({3, 4}), {}, {.epilogue = kRelu6}),
+                       doctest::Contains("the Relu6 epilogue is batch_norm's only (write relu6(linear(...)))"),
+                       hg::Error);
+}
+
 TEST_CASE("fuse.conv2d_relu_epilogue_equals_relu_of_conv2d") {
   hg::manual_seed(32);
   for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
@@ -174,7 +185,7 @@ Tensor batch_norm_of(const std::vector<Tensor>& in, bool training, hg::Epilogue 
   if (fused) return hg::batch_norm(in[0], mean, var, in[1], in[2], training, 0.1, 1e-5, epilogue, residual);
   Tensor y = hg::batch_norm(in[0], mean, var, in[1], in[2], training, 0.1, 1e-5);
   if (residual.defined()) y = y + residual;
-  return epilogue == kRelu ? hg::relu(y) : y;
+  return epilogue == kRelu ? hg::relu(y) : epilogue == kRelu6 ? hg::relu6(y) : y;
 }
 
 }  // namespace
@@ -206,6 +217,37 @@ TEST_CASE("fuse.batch_norm_relu_epilogue_equals_relu_of_batch_norm") {
                        doctest::Contains("the Gelu epilogue is linear's only"), hg::Error);
 }
 
+// MobileNetV2's pair, relu6(batch_norm(x)), in one pass: clamped in the affine pass to [0, 6]
+// and the gradient passed where 0 < y < 6 -- read from the output, the same test hardtanh's
+// backward makes on its input. Inputs spread past both ends, and channels whose output is
+// exactly 6 and exactly 0 (weight 0, bias 6 and 0: hardtanh passes no gradient at either end).
+TEST_CASE("fuse.batch_norm_relu6_epilogue_equals_relu6_of_batch_norm") {
+  hg::manual_seed(41);
+  for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
+    CAPTURE(dt);
+    const Tensor w = (hg::randn({3}) * 3.0 + 4.0).to(dt), b = (hg::randn({3}) + 2.0).to(dt);
+    const Tensor w_ends = hg::from_vector(std::vector<double>{0.0, 0.0, 1.0}, {3}).to(dt);
+    const Tensor b_ends = hg::from_vector(std::vector<double>{6.0, 0.0, 0.0}, {3}).to(dt);
+    for (const bool training : {true, false}) {
+      CAPTURE(training);
+      const auto fused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, kRelu6, true); };
+      const auto unfused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, kRelu6, false); };
+      for (const hg::Shape& shape : std::vector<hg::Shape>{{2, 3, 5, 6}, {2, 3, 17, 19}, {7, 3}}) {
+        CAPTURE(shape);
+        const Tensor x = (hg::randn(shape) * 3.0 + 1.0).to(dt);
+        check_fused_equals_unfused("with weight and bias", {x, w, b}, fused, unfused);
+        check_fused_equals_unfused("without weight and bias", {x, Tensor(), Tensor()}, fused, unfused);
+        check_fused_equals_unfused("outputs exactly 6 and 0", {x, w_ends, b_ends}, fused, unfused);
+        check_fused_equals_unfused("a NaN input", {with_nan(x.clone(), 4), w, b}, fused, unfused);
+        const std::vector<double> y = fused({x, w, b}).to(hg::f64).contiguous().to_vector<double>();
+        CHECK(*std::min_element(y.begin(), y.end()) == 0.0);  // both ends reached: the clamp is tested
+        CHECK(*std::max_element(y.begin(), y.end()) == 6.0);
+        CHECK(has_nan(fused({with_nan(x.clone(), 4), w, b})));
+      }
+    }
+  }
+}
+
 // A ResNet block's end, relu(batch_norm(z) + shortcut), in one pass: batch_norm's output rounded
 // to z's dtype before the add (as the composition rounds it), the add in Acc<T>, then relu; the
 // residual's gradient is relu's masked gradient. Without the epilogue: batch_norm(z) + residual.
@@ -215,9 +257,9 @@ TEST_CASE("fuse.batch_norm_residual_relu_equals_the_composition") {
     CAPTURE(dt);
     const Tensor w = (hg::randn({3}) + 1.0).to(dt), b = (hg::randn({3}) * 0.5).to(dt);
     for (const bool training : {true, false})
-      for (const hg::Epilogue epilogue : {kRelu, hg::Epilogue::None}) {
+      for (const hg::Epilogue epilogue : {kRelu, kRelu6, hg::Epilogue::None}) {
         CAPTURE(training);
-        CAPTURE(epilogue == kRelu);
+        CAPTURE(static_cast<int>(epilogue));
         const auto fused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, epilogue, true); };
         const auto unfused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, epilogue, false); };
         for (const hg::Shape& shape : std::vector<hg::Shape>{{2, 3, 5, 6}, {2, 3, 17, 19}, {7, 3}}) {
@@ -267,6 +309,19 @@ TEST_CASE("fuse.epilogue_gradients_pass_gradcheck") {
         return hg::batch_norm(in[0], {}, {}, in[1], in[2], true, 0.1, 1e-5, kRelu, in[3]);
       },
       bn_residual));
+  // relu6: a weight and bias that put the outputs on both sides of 6 as well as of 0
+  const std::vector<Tensor> bn6{input({3, 2, 3, 2}), hg::full({2}, 4.0, {.dtype = hg::f64, .requires_grad = true}),
+                                hg::full({2}, 3.0, {.dtype = hg::f64, .requires_grad = true})};
+  CHECK(hg::autograd::gradcheck(
+      [](const std::vector<Tensor>& in) { return hg::batch_norm(in[0], {}, {}, in[1], in[2], true, 0.1, 1e-5, kRelu6); },
+      bn6));
+  std::vector<Tensor> bn6_residual = bn6;
+  bn6_residual.push_back(input({3, 2, 3, 2}));
+  CHECK(hg::autograd::gradcheck(
+      [](const std::vector<Tensor>& in) {
+        return hg::batch_norm(in[0], {}, {}, in[1], in[2], true, 0.1, 1e-5, kRelu6, in[3]);
+      },
+      bn6_residual));
 }
 
 // ---- nn::fuse ----------------------------------------------------------------------------------
@@ -410,6 +465,36 @@ TEST_CASE("fuse.sequential_fuses_batch_norm_relu") {
     Tensor y_plain, y_fused;
     CHECK(calls_of("relu", model, x, y_plain) == 2);
     CHECK(calls_of("relu", fused, x, y_fused) == 0);
+    check_same(y_fused, y_plain, "output");
+    hg::sum(y_plain * y_plain).backward();
+    hg::sum(y_fused * y_fused).backward();
+    for (size_t i = 0; i < model.parameters().size(); ++i)
+      check_same(fused.parameters()[i].grad(), model.parameters()[i].grad(), "gradient " + std::to_string(i));
+    for (size_t i = 0; i < model.buffers().size(); ++i)
+      check_same(fused.buffers()[i], model.buffers()[i], "buffer " + std::to_string(i));
+  }
+}
+
+// BatchNorm2d -> ReLU6 fuses (MobileNetV2's pair, examples/train/models.cpp): relu6 runs no more,
+// and outputs, gradients and running statistics are the plain model's.
+TEST_CASE("fuse.sequential_fuses_batch_norm_relu6") {
+  const auto make = [] {
+    hg::manual_seed(42);
+    return nn::Sequential{nn::Conv2d(1, 4, 3, {.padding = 1, .bias = false}), nn::BatchNorm2d(4), nn::ReLU6(),
+                          nn::Flatten(), nn::Linear(4 * 5 * 5, 8), nn::BatchNorm1d(8), nn::ReLU6(), nn::Linear(8, 3)};
+  };
+  nn::Sequential model = make();
+  nn::Sequential fused = nn::fuse(make());
+  const Tensor x = hg::randn({6, 1, 5, 5}) * 8.0;  // past 6 after the normalisation's weight of 1
+  for (const bool training : {true, false}) {
+    CAPTURE(training);
+    model.train(training);
+    fused.train(training);
+    model.zero_grad();
+    fused.zero_grad();
+    Tensor y_plain, y_fused;
+    CHECK(calls_of("relu6", model, x, y_plain) == 2);
+    CHECK(calls_of("relu6", fused, x, y_fused) == 0);
     check_same(y_fused, y_plain, "output");
     hg::sum(y_plain * y_plain).backward();
     hg::sum(y_fused * y_fused).backward();

@@ -64,6 +64,8 @@ InvertedResidual::InvertedResidual(int64_t in, int64_t out, int64_t stride, int6
   conv.push_back(ReLU6());
   conv.push_back(Conv2d(hidden, out, 1, {.bias = false}));
   conv.push_back(BatchNorm2d(out));
+  // fuse: each BatchNorm2d -> ReLU6 runs as one op, batch_norm's Relu6 epilogue (nn/fuse.h)
+  conv = fuse(conv);
   register_module("conv", conv);
 }
 
@@ -90,7 +92,7 @@ Sequential mobilenet_v2_tiny() {
   model.push_back(AdaptiveAvgPool2d({1, 1}));
   model.push_back(Flatten());
   model.push_back(Linear(128, 10));
-  return model;
+  return fuse(model);  // the stem's and the head's BatchNorm2d -> ReLU6
 }
 
 }  // namespace
