@@ -1,10 +1,13 @@
 #include "core/fill.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
 #include "core/convert.h"
 #include "core/copy.h"
+#include "core/loops.h"
+#include "core/parallel.h"
 
 namespace hg::detail {
 
@@ -20,7 +23,17 @@ void fill(const Tensor& t, double value) {
     cuda_fill(t, bits);
     return;
   }
-  // A 0-d tensor holding the value, broadcast by copy_into (which also handles strided views).
+  if (t.is_contiguous()) {
+    // zeros/ones/full's case: a plain fill. (Through copy_into's broadcast below it ran at 0.56 ns
+    // per element; the attention kernels' zeroed outputs and gradients were ~2% of a char-GPT step.)
+    visit_any_dtype(t.dtype(), [&]<class T> {
+      const T converted = convert_value<T>(value);
+      T* data = t.data_ptr<T>();
+      parallel_for(0, t.numel(), kElementwiseGrain, [&](int64_t lo, int64_t hi) { std::fill(data + lo, data + hi, converted); });
+    });
+    return;
+  }
+  // A 0-d tensor holding the value, broadcast by copy_into (which handles strided views).
   Tensor scalar = empty({}, {.dtype = t.dtype()});
   visit_any_dtype(t.dtype(), [&]<class T> { *scalar.data_ptr<T>() = convert_value<T>(value); });
   copy_into(t, scalar);

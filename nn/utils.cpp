@@ -20,7 +20,10 @@ double clip_grad_norm_(const std::vector<Tensor>& parameters, double max_norm) {
   std::vector<std::pair<Device, Tensor>> per_device;
   for (const Tensor& p : parameters) {
     if (!p.grad().defined()) continue;
-    const Tensor squares = sum(pow(p.grad().to(f64), 2.0));
+    // g * g, not pow(g, 2): the same values, and mul's loop vectorises (pow's per-element exponent
+    // test kept it scalar: 0.75% of a char-GPT bf16 step, perf)
+    const Tensor g = p.grad().to(f64);
+    const Tensor squares = sum(g * g);
     auto it = std::find_if(per_device.begin(), per_device.end(), [&](const auto& e) { return e.first == p.device(); });
     if (it == per_device.end()) per_device.emplace_back(p.device(), squares);
     else it->second = it->second + squares;

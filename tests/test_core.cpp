@@ -1,6 +1,7 @@
 // The tensor core: the dtype table and promotion, factories, views sharing storage, contiguous
 // copies, conversions between every pair of dtypes, element access, printing, and the errors
 // that misuse raises (docs/testing.md scenarios 7 and 8 for shapes).
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -102,6 +103,29 @@ TEST_CASE("tensor.factories_fill_values") {
   CHECK(f.to_vector<float>() == std::vector<float>{0.5f, 1.5f});
   CHECK(hg::full({}, 3.0).item<float>() == 3.f);
   CHECK(hg::empty({0, 5}).numel() == 0);
+}
+
+// full/zeros/ones fill a contiguous tensor directly, in parallel chunks; fill_ on a strided view
+// goes through copy_into's broadcast. Both give the dtype's conversion of the value (to()'s), and
+// a view's fill leaves the elements outside it alone.
+TEST_CASE("tensor.fill_gives_the_converted_value_in_every_dtype_and_layout") {
+  for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16, hg::i32, hg::i64, hg::u8, hg::f8e4m3, hg::f8e5m2}) {
+    CAPTURE(dt);
+    const bool integral = dt == hg::i32 || dt == hg::i64 || dt == hg::u8;
+    const double value = integral ? 7.0 : 1.0 / 3.0;  // (1/3 rounds differently in every floating dtype)
+    const double expected = hg::from_vector(std::vector<double>{value}, {1}).to(dt).to(hg::f64).item<double>();
+    const std::vector<double> big = hg::full({100003}, value, {.dtype = dt}).to(hg::f64).to_vector<double>();
+    CHECK(std::count(big.begin(), big.end(), expected) == 100003);  // more than one parallel chunk
+    if (dt == hg::f8e4m3 || dt == hg::f8e5m2) continue;  // storage only: no in-place ops
+    Tensor grid = hg::zeros({4, 6}, {.dtype = dt});
+    {
+      hg::NoGradGuard no_grad;
+      hg::narrow(grid, 1, 2, 3).fill_(value);  // columns 2..4 of every row: a strided view
+    }
+    const std::vector<double> cells = grid.to(hg::f64).to_vector<double>();
+    for (int64_t r = 0; r < 4; ++r)
+      for (int64_t c = 0; c < 6; ++c) CHECK(cells[size_t(r * 6 + c)] == (c >= 2 && c < 5 ? expected : 0.0));
+  }
 }
 
 TEST_CASE("tensor.views_share_storage_and_contiguous_copies") {
