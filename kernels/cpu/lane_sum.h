@@ -13,16 +13,28 @@ namespace hg::kernels::cpu {
 
 inline constexpr int64_t kLanes = 8;
 
-template <class A = double, int64_t kLaneCount = kLanes, class Term>
-double lane_sum(int64_t n, const Term& term) {
-  A lanes[kLaneCount] = {};
+// lane_sum's two halves, for sums over several runs (the short rows of one batch_norm block):
+// each run's terms added into the same lanes, lane k getting the run's terms k, k + kLaneCount,
+// ... (its tail included), and the lanes combined once at the end.
+template <class A, int64_t kLaneCount, class Term>
+void lane_accumulate(A (&lanes)[kLaneCount], int64_t n, const Term& term) {
   int64_t i = 0;
   for (; i + kLaneCount <= n; i += kLaneCount)
     for (int64_t k = 0; k < kLaneCount; ++k) lanes[k] += term(i + k);
   for (; i < n; ++i) lanes[i % kLaneCount] += term(i);
+}
+template <class A, int64_t kLaneCount>
+double combine_lanes(const A (&lanes)[kLaneCount]) {
   double total = 0;
   for (const A lane : lanes) total += double(lane);
   return total;
+}
+
+template <class A = double, int64_t kLaneCount = kLanes, class Term>
+double lane_sum(int64_t n, const Term& term) {
+  A lanes[kLaneCount] = {};
+  lane_accumulate(lanes, n, term);
+  return combine_lanes(lanes);
 }
 
 // The largest of init and term(i), i < n, by `larger(a, b)` (the larger of the two: std::max's
