@@ -190,28 +190,51 @@ Tensor batch_norm_of(const std::vector<Tensor>& in, bool training, hg::Epilogue 
 
 }  // namespace
 
+namespace {
+
+using Op = std::function<Tensor(const std::vector<Tensor>&)>;
+
+// A weight and bias for batch_norm, and what to call the case.
+struct AffineCase {
+  std::string name;
+  Tensor weight, bias;
+};
+
+// The checks of batch_norm's epilogue in one dtype, in training and evaluation, over shapes with
+// rows longer than the kernel's block of 256 values and (N, C) input (one value per row): for
+// x = randn * x_scale + x_shift, fused equals unfused -- output and gradients -- for each affine
+// case, and for a NaN input (with the first case), whose NaN stays; then more_checks(fused, x).
+void check_batch_norm_epilogue(hg::Epilogue epilogue, hg::DType dt, double x_scale, double x_shift,
+                               const std::vector<AffineCase>& affines,
+                               const std::function<void(const Op& fused, const Tensor& x)>& more_checks = {}) {
+  for (const bool training : {true, false}) {
+    CAPTURE(training);
+    const Op fused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, epilogue, true); };
+    const Op unfused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, epilogue, false); };
+    for (const hg::Shape& shape : std::vector<hg::Shape>{{2, 3, 5, 6}, {2, 3, 17, 19}, {7, 3}}) {
+      CAPTURE(shape);
+      const Tensor x = (hg::randn(shape) * x_scale + x_shift).to(dt);
+      for (const AffineCase& a : affines) check_fused_equals_unfused(a.name, {x, a.weight, a.bias}, fused, unfused);
+      const Tensor w = affines[0].weight, b = affines[0].bias;
+      check_fused_equals_unfused("a NaN input", {with_nan(x.clone(), 4), w, b}, fused, unfused);
+      CHECK(has_nan(fused({with_nan(x.clone(), 4), w, b})));
+      if (more_checks) more_checks(fused, x);
+    }
+  }
+}
+
+}  // namespace
+
 // batch_norm's ReLU epilogue: applied in its affine pass to the value rounded to x's dtype, and the
-// backward masks the gradient by the saved output inside batch_norm's backward. Shapes with rows
-// longer than the kernel's block of 256 values, and (N, C) input (one value per row).
+// backward masks the gradient by the saved output inside batch_norm's backward.
 TEST_CASE("fuse.batch_norm_relu_epilogue_equals_relu_of_batch_norm") {
   hg::manual_seed(38);
   for (const hg::DType dt : {hg::f32, hg::f64, hg::f16, hg::bf16}) {
     CAPTURE(dt);
     const Tensor w = (hg::randn({3}) + 1.0).to(dt), b = (hg::randn({3}) * 0.5).to(dt);
-    for (const bool training : {true, false}) {
-      CAPTURE(training);
-      const auto fused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, kRelu, true); };
-      const auto unfused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, kRelu, false); };
-      for (const hg::Shape& shape : std::vector<hg::Shape>{{2, 3, 5, 6}, {2, 3, 17, 19}, {7, 3}}) {
-        CAPTURE(shape);
-        const Tensor x = (hg::randn(shape) * 2.0 + 0.3).to(dt);
-        check_fused_equals_unfused("with weight and bias", {x, w, b}, fused, unfused);
-        check_fused_equals_unfused("without weight and bias", {x, Tensor(), Tensor()}, fused, unfused);
-        check_fused_equals_unfused("weight only", {x, w, Tensor()}, fused, unfused);
-        check_fused_equals_unfused("a NaN input", {with_nan(x.clone(), 4), w, b}, fused, unfused);
-        CHECK(has_nan(fused({with_nan(x.clone(), 4), w, b})));
-      }
-    }
+    check_batch_norm_epilogue(
+        kRelu, dt, 2.0, 0.3,
+        {{"with weight and bias", w, b}, {"without weight and bias", {}, {}}, {"weight only", w, {}}});
   }
   CHECK_THROWS_WITH_AS(hg::batch_norm(hg::randn({2, 3}), {}, {}, {}, {}, true, 0.1, 1e-5, hg::Epilogue::Gelu),
                        doctest::Contains("the Gelu epilogue is linear's only"), hg::Error);
@@ -228,23 +251,14 @@ TEST_CASE("fuse.batch_norm_relu6_epilogue_equals_relu6_of_batch_norm") {
     const Tensor w = (hg::randn({3}) * 3.0 + 4.0).to(dt), b = (hg::randn({3}) + 2.0).to(dt);
     const Tensor w_ends = hg::from_vector(std::vector<double>{0.0, 0.0, 1.0}, {3}).to(dt);
     const Tensor b_ends = hg::from_vector(std::vector<double>{6.0, 0.0, 0.0}, {3}).to(dt);
-    for (const bool training : {true, false}) {
-      CAPTURE(training);
-      const auto fused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, kRelu6, true); };
-      const auto unfused = [&](const std::vector<Tensor>& in) { return batch_norm_of(in, training, kRelu6, false); };
-      for (const hg::Shape& shape : std::vector<hg::Shape>{{2, 3, 5, 6}, {2, 3, 17, 19}, {7, 3}}) {
-        CAPTURE(shape);
-        const Tensor x = (hg::randn(shape) * 3.0 + 1.0).to(dt);
-        check_fused_equals_unfused("with weight and bias", {x, w, b}, fused, unfused);
-        check_fused_equals_unfused("without weight and bias", {x, Tensor(), Tensor()}, fused, unfused);
-        check_fused_equals_unfused("outputs exactly 6 and 0", {x, w_ends, b_ends}, fused, unfused);
-        check_fused_equals_unfused("a NaN input", {with_nan(x.clone(), 4), w, b}, fused, unfused);
-        const std::vector<double> y = fused({x, w, b}).to(hg::f64).contiguous().to_vector<double>();
-        CHECK(*std::min_element(y.begin(), y.end()) == 0.0);  // both ends reached: the clamp is tested
-        CHECK(*std::max_element(y.begin(), y.end()) == 6.0);
-        CHECK(has_nan(fused({with_nan(x.clone(), 4), w, b})));
-      }
-    }
+    check_batch_norm_epilogue(
+        kRelu6, dt, 3.0, 1.0,
+        {{"with weight and bias", w, b}, {"without weight and bias", {}, {}}, {"outputs exactly 6 and 0", w_ends, b_ends}},
+        [&](const Op& fused, const Tensor& x) {
+          const std::vector<double> y = fused({x, w, b}).to(hg::f64).contiguous().to_vector<double>();
+          CHECK(*std::min_element(y.begin(), y.end()) == 0.0);  // both ends reached: the clamp is tested
+          CHECK(*std::max_element(y.begin(), y.end()) == 6.0);
+        });
   }
 }
 
