@@ -2,6 +2,13 @@
 // softmax over blocks of keys. Names follow the FlashAttention-2 paper: S = Q K^T * scale + mask
 // (a block of scores), P = exp(S - m) (its probabilities), m and l the running row maximum and
 // sum, lse = m + log l.
+//
+// Two types: S, the compute type of the scores, statistics and sums (f32, f64 for f64), and G,
+// the GEMMs' operand type. For bf16 / f16 inputs G is the input's type, as in FlashAttention-2
+// and PyTorch's CPU flash kernel: Q, K, V and dO are multiplied as they are, P and dS are rounded
+// to G before their products, and every product accumulates in f32. Widening the 16-bit inputs
+// to f32 instead made bf16 attention slower than f32 (T = 1024: 26.3 ms against 25.6); with G
+// bf16 the products run on the CPU's native bf16 pairs (AVX512-BF16, AMX) where it has them.
 #include "kernels/attention.h"
 
 #include <algorithm>
@@ -11,6 +18,7 @@
 #include <vector>
 
 #include "core/copy.h"
+#include "core/half.h"
 #include "core/parallel.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/lane_sum.h"
@@ -76,6 +84,42 @@ Operand<S> operand(const Tensor& t, int64_t batch, int64_t rows, int64_t cols) {
   return {held, batch_offsets(held, batch), row_stride};
 }
 
+// C (S, dense, leading dimension N) [+]= A @ B with A and B of the operand type G. For G == S the
+// compute type's GEMM; for 16-bit G the packed GEMM's f32 accumulation, or -- on a CPU level
+// without it (generic, aarch64) -- the operands widened to f32 first: the same products.
+template <class S, class G>
+void block_gemm(const cpu::MatrixView& a, const cpu::MatrixView& b, S* c, bool accumulate) {
+  if constexpr (std::is_same_v<S, G>) {
+    cpu::gemm_dense<S>(a, b, c, accumulate);
+  } else if (cpu::has_packed_gemm()) {
+    cpu::packed_gemm<G>(a, b, c, b.cols, accumulate);
+  } else {
+    thread_local std::vector<float> wide_a, wide_b;
+    const auto widened = [](const cpu::MatrixView& m, std::vector<float>& out) {
+      out.resize(size_t(m.rows * m.cols));
+      const G* data = static_cast<const G*>(m.data);
+      for (int64_t r = 0; r < m.rows; ++r)
+        for (int64_t col = 0; col < m.cols; ++col)
+          out[size_t(r * m.cols + col)] = float(data[r * m.row_stride + col * m.col_stride]);
+      return cpu::matrix_view(out.data(), m.rows, m.cols, m.cols, 1);
+    };
+    cpu::gemm_dense<float>(widened(a, wide_a), widened(b, wide_b), c, accumulate);
+  }
+}
+
+// A block's values of the compute type S as GEMM operands of type G: rounded for 16-bit G (into
+// `buffer`), the values themselves for G == S.
+template <class S, class G>
+const G* as_operand(const S* values, int64_t n, std::vector<G>& buffer) {
+  if constexpr (std::is_same_v<S, G>) {
+    return values;
+  } else {
+    buffer.resize(size_t(n));
+    convert_from_float(values, buffer.data(), size_t(n));
+    return buffer.data();
+  }
+}
+
 // The output [..., L, Ev] of the compute type, zero. For 4-D q ([B, H, L, E]) it is stored as
 // [B, L, H, Ev] and returned as that buffer's transpose(1, 2): merging the heads back,
 // out.transpose(1, 2).reshape({B, L, H * Ev}), is then a view, not a copy.
@@ -111,11 +155,11 @@ MaskLayout mask_layout(const Tensor& mask, const AttentionGeometry& g) {
 }
 
 // The block of scores S[r][c] = scale * (Q K^T)[r][c] + mask, -inf where causality hides the key.
-template <class S>
-void scores_block(Rows<S> q, Rows<S> k, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows, int64_t j0,
+template <class S, class G>
+void scores_block(Rows<G> q, Rows<G> k, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows, int64_t j0,
                   int64_t cols, const AttentionGeometry& g, S* block) {
-  cpu::gemm_dense<S>(cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1), cpu::matrix_view(k.row(j0), g.E, cols, 1, k.stride),
-                     block, false);
+  block_gemm<S, G>(cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1),
+                   cpu::matrix_view(k.row(j0), g.E, cols, 1, k.stride), block, false);
   const S scale = S(g.scale), minus_inf = -std::numeric_limits<S>::infinity();
   const S* m = mask.data ? static_cast<const S*>(mask.data) + mask.batch_offset[size_t(b)] : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
@@ -177,16 +221,17 @@ int64_t key_end(int64_t i0, int64_t rows, const AttentionGeometry& g) {
   return g.causal ? std::min(g.S, i0 + rows) : g.S;
 }
 
-template <class S>
-void forward_rows(Rows<S> q, Rows<S> k, Rows<S> v, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows,
+template <class S, class G>
+void forward_rows(Rows<G> q, Rows<G> k, Rows<G> v, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows,
                   const AttentionGeometry& g, S* out, int64_t out_stride, S* lse) {
   const S minus_inf = -std::numeric_limits<S>::infinity();
   std::vector<S> block(size_t(rows * kBlockCols)), acc(size_t(rows * g.Ev), S(0));
+  std::vector<G> rounded;  // P as a 16-bit operand
   std::vector<S> z(g.dropout_p > 0 ? size_t(rows * kBlockCols) : 0);
   std::vector<S> m(size_t(rows), minus_inf), l(size_t(rows), S(0));
   for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlockCols) {
     const int64_t cols = std::min(kBlockCols, g.S - j0);
-    scores_block(q, k, mask, b, i0, rows, j0, cols, g, block.data());
+    scores_block<S, G>(q, k, mask, b, i0, rows, j0, cols, g, block.data());
     for (int64_t r = 0; r < rows; ++r) {
       S* row = block.data() + r * cols;
       const int64_t n = visible(i0, r, j0, cols, g);
@@ -210,8 +255,8 @@ void forward_rows(Rows<S> q, Rows<S> k, Rows<S> v, const MaskLayout& mask, int64
       dropout_factors(b, i0, rows, j0, cols, g, z.data());
       for (int64_t e = 0; e < rows * cols; ++e) block[size_t(e)] *= z[size_t(e)];
     }
-    cpu::gemm_dense<S>(cpu::matrix_view(block.data(), rows, cols, cols, 1),
-                       cpu::matrix_view(v.row(j0), cols, g.Ev, v.stride, 1), acc.data(), true);
+    block_gemm<S, G>(cpu::matrix_view(as_operand(block.data(), rows * cols, rounded), rows, cols, cols, 1),
+                     cpu::matrix_view(v.row(j0), cols, g.Ev, v.stride, 1), acc.data(), true);
   }
   for (int64_t r = 0; r < rows; ++r) {
     // A row whose keys are all masked has l = 0: its output is 0/0 = NaN and its lse -inf, as
@@ -222,11 +267,11 @@ void forward_rows(Rows<S> q, Rows<S> k, Rows<S> v, const MaskLayout& mask, int64
   }
 }
 
-template <class S>
+template <class S, class G>
 std::pair<Tensor, Tensor> forward_typed(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in,
                                         const Tensor& mask_in, const AttentionGeometry& g) {
-  const Operand<S> q = operand<S>(q_in, g.batch, g.L, g.E), k = operand<S>(k_in, g.batch, g.S, g.E),
-                  v = operand<S>(v_in, g.batch, g.S, g.Ev);
+  const Operand<G> q = operand<G>(q_in, g.batch, g.L, g.E), k = operand<G>(k_in, g.batch, g.S, g.E),
+                  v = operand<G>(v_in, g.batch, g.S, g.Ev);
   const MaskLayout mask = mask_layout(mask_in, g);
   Tensor out = output_of<S>(q_in, g);
   Tensor lse = full({g.batch, g.L}, -std::numeric_limits<double>::infinity(), {.dtype = dtype_of<S>()});
@@ -240,7 +285,7 @@ std::pair<Tensor, Tensor> forward_typed(const Tensor& q_in, const Tensor& k_in, 
     parallel_for(0, g.batch * blocks, grain_for(cost), [&](int64_t first, int64_t last) {
       for (int64_t task = first; task < last; ++task) {
         const int64_t b = task / blocks, i0 = task % blocks * kBlockRows;
-        forward_rows<S>(q[b], k[b], v[b], mask, b, i0, std::min(kBlockRows, g.L - i0), g, op + out_offsets[size_t(b)],
+        forward_rows<S, G>(q[b], k[b], v[b], mask, b, i0, std::min(kBlockRows, g.L - i0), g, op + out_offsets[size_t(b)],
                         out_stride, lp + b * g.L);
       }
     });
@@ -249,37 +294,39 @@ std::pair<Tensor, Tensor> forward_typed(const Tensor& q_in, const Tensor& k_in, 
 }
 
 // One batch entry's gradients: dq [L, E], dk [S, E], dv [S, Ev], zeroed by the caller.
-template <class S>
-void backward_one(Rows<S> q, Rows<S> k, Rows<S> v, Rows<S> o, Rows<S> dout, const S* lse, const MaskLayout& mask,
+template <class S, class G>
+void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, const S* lse, const MaskLayout& mask,
                   int64_t b, const AttentionGeometry& g, S* dq, S* dk, S* dv) {
   // D_i = rowsum(dO_i * O_i): the softmax backward's sum_j P_ij dP_ij, without P.
   std::vector<S> D(size_t(g.L));
   for (int64_t i = 0; i < g.L; ++i) {
     S total = 0;
-    const S *dout_row = dout.row(i), *o_row = o.row(i);
-    for (int64_t d = 0; d < g.Ev; ++d) total += dout_row[d] * o_row[d];
+    const G* dout_row = dout.row(i);
+    const S* o_row = o.row(i);
+    for (int64_t d = 0; d < g.Ev; ++d) total += S(dout_row[d]) * o_row[d];
     D[size_t(i)] = total;
   }
   std::vector<S> p(size_t(kBlockRows * kBlockCols)), dp(size_t(kBlockRows * kBlockCols));
   const bool dropout = g.dropout_p > 0;
   std::vector<S> z(dropout ? p.size() : 0), pz(dropout ? p.size() : 0);  // the factors, P * Z
+  std::vector<G> rounded_p, rounded_ds;  // P (or P Z) and dS as 16-bit operands
   const S scale = S(g.scale);
   for (int64_t i0 = 0; i0 < g.L; i0 += kBlockRows) {
     const int64_t rows = std::min(kBlockRows, g.L - i0);
     for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlockCols) {
       const int64_t cols = std::min(kBlockCols, g.S - j0);
-      scores_block(q, k, mask, b, i0, rows, j0, cols, g, p.data());
+      scores_block<S, G>(q, k, mask, b, i0, rows, j0, cols, g, p.data());
       for (int64_t r = 0; r < rows; ++r) exp_shifted(p.data() + r * cols, visible(i0, r, j0, cols, g), cols, lse[i0 + r]);
-      const cpu::MatrixView p_t = cpu::matrix_view(p.data(), cols, rows, 1, cols);
       if (dropout) {
         dropout_factors(b, i0, rows, j0, cols, g, z.data());
         for (int64_t e = 0; e < rows * cols; ++e) pz[size_t(e)] = p[size_t(e)] * z[size_t(e)];
       }
       // dV_j += (P Z)^T dO_i; dP = dO_i V_j^T (times Z: the dropped probabilities' gradient)
-      cpu::gemm_dense<S>(dropout ? cpu::matrix_view(pz.data(), cols, rows, 1, cols) : p_t,
-                         cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1), dv + j0 * g.Ev, true);
-      cpu::gemm_dense<S>(cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1),
-                         cpu::matrix_view(v.row(j0), g.Ev, cols, 1, v.stride), dp.data(), false);
+      const G* pz_operand = as_operand((dropout ? pz : p).data(), rows * cols, rounded_p);
+      block_gemm<S, G>(cpu::matrix_view(pz_operand, cols, rows, 1, cols),
+                       cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1), dv + j0 * g.Ev, true);
+      block_gemm<S, G>(cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1),
+                       cpu::matrix_view(v.row(j0), g.Ev, cols, 1, v.stride), dp.data(), false);
       if (dropout)
         for (int64_t e = 0; e < rows * cols; ++e) dp[size_t(e)] *= z[size_t(e)];
       // dS = P * (dP - D) (the softmax backward), times the scale the scores were multiplied by;
@@ -290,20 +337,22 @@ void backward_one(Rows<S> q, Rows<S> k, Rows<S> v, Rows<S> o, Rows<S> dout, cons
           x = x * (dp[size_t(r * cols + c)] - D[size_t(i0 + r)]) * scale;
         }
       // dQ_i += dS K_j; dK_j += dS^T Q_i
-      cpu::gemm_dense<S>(cpu::matrix_view(p.data(), rows, cols, cols, 1), cpu::matrix_view(k.row(j0), cols, g.E, k.stride, 1),
-                         dq + i0 * g.E, true);
-      cpu::gemm_dense<S>(p_t, cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1), dk + j0 * g.E, true);
+      const G* ds = as_operand(p.data(), rows * cols, rounded_ds);
+      block_gemm<S, G>(cpu::matrix_view(ds, rows, cols, cols, 1), cpu::matrix_view(k.row(j0), cols, g.E, k.stride, 1),
+                       dq + i0 * g.E, true);
+      block_gemm<S, G>(cpu::matrix_view(ds, cols, rows, 1, cols), cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1),
+                       dk + j0 * g.E, true);
     }
   }
 }
 
-template <class S>
+template <class S, class G>
 std::array<Tensor, 3> backward_typed(const Tensor& q_in, const Tensor& k_in, const Tensor& v_in, const Tensor& out_in,
                                      const Tensor& lse, const Tensor& grad_in, const Tensor& mask_in,
                                      const AttentionGeometry& g) {
-  const Operand<S> q = operand<S>(q_in, g.batch, g.L, g.E), k = operand<S>(k_in, g.batch, g.S, g.E),
-                  v = operand<S>(v_in, g.batch, g.S, g.Ev), out = operand<S>(out_in, g.batch, g.L, g.Ev),
-                  grad = operand<S>(grad_in, g.batch, g.L, g.Ev);
+  const Operand<G> q = operand<G>(q_in, g.batch, g.L, g.E), k = operand<G>(k_in, g.batch, g.S, g.E),
+                  v = operand<G>(v_in, g.batch, g.S, g.Ev), grad = operand<G>(grad_in, g.batch, g.L, g.Ev);
+  const Operand<S> out = operand<S>(out_in, g.batch, g.L, g.Ev);
   const MaskLayout mask = mask_layout(mask_in, g);
   Tensor dq = zeros({g.batch, g.L, g.E}, {.dtype = dtype_of<S>()}), dk = zeros({g.batch, g.S, g.E}, {.dtype = dtype_of<S>()}),
          dv = zeros({g.batch, g.S, g.Ev}, {.dtype = dtype_of<S>()});
@@ -314,7 +363,7 @@ std::array<Tensor, 3> backward_typed(const Tensor& q_in, const Tensor& k_in, con
   const int64_t cost = 2 * g.L * g.S * (g.E + g.Ev);
   parallel_for(0, g.batch, grain_for(cost), [&](int64_t first, int64_t last) {
     for (int64_t b = first; b < last; ++b)
-      backward_one<S>(q[b], k[b], v[b], out[b], grad[b], lp + b * g.L, mask, b, g, dqp + b * g.L * g.E,
+      backward_one<S, G>(q[b], k[b], v[b], out[b], grad[b], lp + b * g.L, mask, b, g, dqp + b * g.L * g.E,
                       dkp + b * g.S * g.E, dvp + b * g.S * g.Ev);
   });
   if (q_in.dtype() != dtype_of<S>()) {
@@ -330,15 +379,19 @@ std::array<Tensor, 3> backward_typed(const Tensor& q_in, const Tensor& k_in, con
 std::pair<Tensor, Tensor> attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask,
                                             const AttentionGeometry& g) {
   HG_CHECK(q.device().is_cpu(), "scaled_dot_product_attention: the fused kernel runs on the CPU");
-  if (q.dtype() == f64) return forward_typed<double>(q, k, v, mask, g);
-  return forward_typed<float>(q, k, v, mask, g);
+  if (q.dtype() == f64) return forward_typed<double, double>(q, k, v, mask, g);
+  if (q.dtype() == bf16) return forward_typed<float, bfloat16>(q, k, v, mask, g);
+  if (q.dtype() == f16) return forward_typed<float, half>(q, k, v, mask, g);
+  return forward_typed<float, float>(q, k, v, mask, g);
 }
 
 std::array<Tensor, 3> attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& out,
                                          const Tensor& lse, const Tensor& grad, const Tensor& mask,
                                          const AttentionGeometry& g) {
-  if (q.dtype() == f64) return backward_typed<double>(q, k, v, out, lse, grad, mask, g);
-  return backward_typed<float>(q, k, v, out, lse, grad, mask, g);
+  if (q.dtype() == f64) return backward_typed<double, double>(q, k, v, out, lse, grad, mask, g);
+  if (q.dtype() == bf16) return backward_typed<float, bfloat16>(q, k, v, out, lse, grad, mask, g);
+  if (q.dtype() == f16) return backward_typed<float, half>(q, k, v, out, lse, grad, mask, g);
+  return backward_typed<float, float>(q, k, v, out, lse, grad, mask, g);
 }
 
 }  // namespace hg::kernels

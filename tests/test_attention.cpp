@@ -208,3 +208,49 @@ TEST_CASE("attention.four_d_output_merges_heads_without_a_copy") {
     CHECK_CLOSE_WITH(out.to(hg::f32), reference, (dtype == hg::f32 ? Tolerance{1e-5, 1e-5} : Tolerance{2e-2, 2e-2}));
   }
 }
+
+// 16-bit inputs: the kernel multiplies 16-bit operands (Q, K, V, dO as given; P and dS rounded to
+// the input's type before their products, FlashAttention-2's scheme) and accumulates in f32, so
+// it is not an op that rounds once (op_db's 16-bit check): each output is within the rounding of
+// P, u per probability (u = 2^-8 bf16, 2^-11 f16), of the f64 truth computed from the same
+// rounded inputs, plus its own rounding: |y - t| <= u |t| + 2 u sum_j p_ij |v_jd|, the sum being
+// attention over |v|. The gradients, through dS's rounding as well, within 8 u of the largest
+// f64 gradient of their tensor. Blocks of 64 are crossed (T = 100), with and without causality.
+TEST_CASE("attention.16_bit_inputs_are_within_the_rounding_of_their_16_bit_operands") {
+  for (const hg::DType dtype : {hg::bf16, hg::f16}) {
+    for (const bool causal : {false, true}) {
+      CAPTURE(causal);
+      const double u = dtype == hg::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+      hg::manual_seed(21);
+      std::vector<Tensor> low, wide;
+      for (int i = 0; i < 3; ++i) {
+        low.push_back(hg::randn({2, 3, 100, 16}).to(dtype).detach().requires_grad_(true));
+        wide.push_back(low.back().detach().to(hg::f64).requires_grad_(true));
+      }
+      const hg::ScaledDotProductAttentionOptions options{.is_causal = causal};
+      const Tensor y = hg::scaled_dot_product_attention(low[0], low[1], low[2], options);
+      const Tensor t = hg::scaled_dot_product_attention(wide[0], wide[1], wide[2], options);
+      const Tensor weight =
+          hg::scaled_dot_product_attention(wide[0].detach(), wide[1].detach(), hg::abs(wide[2].detach()), options);
+      CHECK(y.dtype() == dtype);
+      const std::vector<double> a = y.to_vector<double>(), truth = t.to_vector<double>(), w = weight.to_vector<double>();
+      int64_t outside = 0;
+      for (size_t i = 0; i < a.size(); ++i) outside += std::fabs(a[i] - truth[i]) > u * std::fabs(truth[i]) + 2 * u * w[i];
+      CHECK(outside == 0);
+      hg::manual_seed(22);
+      const Tensor g = hg::randn(y.shape()).to(dtype);
+      y.backward(g);
+      t.backward(g.to(hg::f64));
+      for (int i = 0; i < 3; ++i) {
+        CAPTURE(i);
+        REQUIRE(low[size_t(i)].grad().dtype() == dtype);
+        const std::vector<double> got = low[size_t(i)].grad().to_vector<double>(),
+                                  expected = wide[size_t(i)].grad().to_vector<double>();
+        double largest = 0, error = 0;
+        for (size_t e = 0; e < got.size(); ++e)
+          largest = std::max(largest, std::fabs(expected[e])), error = std::max(error, std::fabs(got[e] - expected[e]));
+        CHECK(error <= 8 * u * largest);
+      }
+    }
+  }
+}
