@@ -29,10 +29,17 @@ namespace hg::kernels {
 
 namespace {
 
-// Query and key rows per block: a block of scores is 64 x 64 compute-type values (16 KiB in
-// f32, it stays in L1/L2 with its Q, K and V rows), and each GEMM call is large enough to pay
-// for its packing.
-constexpr int64_t kBlockRows = 64, kBlockCols = 64;
+// Query and key rows per block, square: a block of scores stays in L2 with its Q, K and V rows,
+// and each GEMM is large enough to pay for its packing. f32: 96, a multiple of the f32 kernel's
+// 12-row tiles -- 64 left 8 of the last tile's 12 rows idle in every product whose rows are a
+// block's (forward + backward, T = 1024, D = 64, 4 heads, 1 thread: 26.3 -> 23.9 ms). 16-bit:
+// 128, a multiple of the bf16 kernels' 16-row tiles (14.8 -> 12.6 ms). Larger blocks lost at
+// T = 256, where causality leaves half of each diagonal block idle. f64 (gradcheck's reference,
+// on Eigen) keeps 64.
+// NOTE: with 96-row f64 blocks, a 4-row last block (T = 100) came out a bit different from run to
+// run on a loaded machine with 2 threads (Eigen's product; not understood). 64 never did.
+template <class G>
+constexpr int64_t kBlock = std::is_same_v<G, double> ? 64 : std::is_same_v<G, float> ? 96 : 128;
 
 // Where each batch entry's [rows, cols] matrix of `t` ([..., rows, cols]) starts: the batch dims
 // may be several (a [B, H, T, D] view of a [B, T, H * D] projection) or broadcast (stride 0).
@@ -225,12 +232,12 @@ template <class S, class G>
 void forward_rows(Rows<G> q, Rows<G> k, Rows<G> v, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows,
                   const AttentionGeometry& g, S* out, int64_t out_stride, S* lse) {
   const S minus_inf = -std::numeric_limits<S>::infinity();
-  std::vector<S> block(size_t(rows * kBlockCols)), acc(size_t(rows * g.Ev), S(0));
+  std::vector<S> block(size_t(rows * kBlock<G>)), acc(size_t(rows * g.Ev), S(0));
   std::vector<G> rounded;  // P as a 16-bit operand
-  std::vector<S> z(g.dropout_p > 0 ? size_t(rows * kBlockCols) : 0);
+  std::vector<S> z(g.dropout_p > 0 ? size_t(rows * kBlock<G>) : 0);
   std::vector<S> m(size_t(rows), minus_inf), l(size_t(rows), S(0));
-  for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlockCols) {
-    const int64_t cols = std::min(kBlockCols, g.S - j0);
+  for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlock<G>) {
+    const int64_t cols = std::min(kBlock<G>, g.S - j0);
     scores_block<S, G>(q, k, mask, b, i0, rows, j0, cols, g, block.data());
     for (int64_t r = 0; r < rows; ++r) {
       S* row = block.data() + r * cols;
@@ -280,12 +287,12 @@ std::pair<Tensor, Tensor> forward_typed(const Tensor& q_in, const Tensor& k_in, 
   S *op = out.data_ptr<S>(), *lp = lse.data_ptr<S>();
   // No keys (S = 0): the output is an empty sum, 0, as PyTorch's softmax(..) @ v.
   if (g.S > 0) {
-    const int64_t blocks = (g.L + kBlockRows - 1) / kBlockRows;
-    const int64_t cost = kBlockRows * g.S * (g.E + g.Ev);  // multiply-adds per (batch, block) task
+    const int64_t blocks = (g.L + kBlock<G> - 1) / kBlock<G>;
+    const int64_t cost = kBlock<G> * g.S * (g.E + g.Ev);  // multiply-adds per (batch, block) task
     parallel_for(0, g.batch * blocks, grain_for(cost), [&](int64_t first, int64_t last) {
       for (int64_t task = first; task < last; ++task) {
-        const int64_t b = task / blocks, i0 = task % blocks * kBlockRows;
-        forward_rows<S, G>(q[b], k[b], v[b], mask, b, i0, std::min(kBlockRows, g.L - i0), g, op + out_offsets[size_t(b)],
+        const int64_t b = task / blocks, i0 = task % blocks * kBlock<G>;
+        forward_rows<S, G>(q[b], k[b], v[b], mask, b, i0, std::min(kBlock<G>, g.L - i0), g, op + out_offsets[size_t(b)],
                         out_stride, lp + b * g.L);
       }
     });
@@ -306,15 +313,15 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
     for (int64_t d = 0; d < g.Ev; ++d) total += S(dout_row[d]) * o_row[d];
     D[size_t(i)] = total;
   }
-  std::vector<S> p(size_t(kBlockRows * kBlockCols)), dp(size_t(kBlockRows * kBlockCols));
+  std::vector<S> p(size_t(kBlock<G> * kBlock<G>)), dp(size_t(kBlock<G> * kBlock<G>));
   const bool dropout = g.dropout_p > 0;
   std::vector<S> z(dropout ? p.size() : 0), pz(dropout ? p.size() : 0);  // the factors, P * Z
   std::vector<G> rounded_p, rounded_ds;  // P (or P Z) and dS as 16-bit operands
   const S scale = S(g.scale);
-  for (int64_t i0 = 0; i0 < g.L; i0 += kBlockRows) {
-    const int64_t rows = std::min(kBlockRows, g.L - i0);
-    for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlockCols) {
-      const int64_t cols = std::min(kBlockCols, g.S - j0);
+  for (int64_t i0 = 0; i0 < g.L; i0 += kBlock<G>) {
+    const int64_t rows = std::min(kBlock<G>, g.L - i0);
+    for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlock<G>) {
+      const int64_t cols = std::min(kBlock<G>, g.S - j0);
       scores_block<S, G>(q, k, mask, b, i0, rows, j0, cols, g, p.data());
       for (int64_t r = 0; r < rows; ++r) exp_shifted(p.data() + r * cols, visible(i0, r, j0, cols, g), cols, lse[i0 + r]);
       if (dropout) {

@@ -2075,15 +2075,16 @@ std::vector<InputSpec> multihead_inputs(int64_t B, int64_t T, int64_t E) {
 
 std::vector<OpEntry> sequence_entries() {
   return {
-      // The fused kernel against the naive softmax(q k^T) v: blocks of 64 rows and keys, so the
-      // longer samples cross block edges (with causality, partial blocks on the diagonal).
+      // The fused kernel against the naive softmax(q k^T) v: blocks of 96 rows and keys (64 for
+      // f64, 128 for 16-bit inputs), so the longer samples cross block edges (with causality, partial blocks on
+      // the diagonal).
       {.op = Op::ScaledDotProductAttention, .name = "scaled_dot_product_attention", .call = call_attention,
        .default_args = "{}", .inputs = attention_inputs({2, 2}, 5, 6, 4, 3), .reference = attention_ref,
        .f32_tolerance = gemm_tolerance(64), .golden_family = "sequence",
        .more_samples = {
            attention_sample(attention_inputs({2}, 7, 7, 4, 4), R"({"is_causal": true})"),
-           attention_sample(attention_inputs({1}, 70, 130, 8, 5), R"({"is_causal": true})"),
-           attention_sample(attention_inputs({1}, 65, 65, 3, 2), R"({"is_causal": true})"),
+           attention_sample(attention_inputs({1}, 100, 140, 8, 5), R"({"is_causal": true})"),
+           attention_sample(attention_inputs({1}, 130, 130, 3, 2), R"({"is_causal": true})"),
            attention_sample(attention_inputs({1}, 3, 9, 2, 2), R"({"is_causal": true, "scale": 0.3})"),
            attention_sample(attention_inputs({}, 4, 3, 5, 2), R"({"scale": 2.5})"),
            [] {

@@ -68,15 +68,15 @@ TEST_CASE("attention.fused_memory_grows_linearly_in_T_and_never_holds_the_score_
 TEST_CASE("attention.fused_dropout_keeps_what_dropout_keeps_on_the_composed_path") {
   // The fused kernel draws element (b, i, j)'s mask where dropout() on the [batch, L, S]
   // probabilities would: with one seed, the composition softmax -> dropout -> matmul gives the
-  // same output and gradients (70 rows: across the 64-row blocks).
+  // same output and gradients (100 rows: across the 96-row blocks, 64-row for f64).
   for (hg::DType dtype : {hg::f64, hg::f32})
     for (bool causal : {false, true}) {
       CAPTURE(causal);
       hg::manual_seed(21);
-      const Tensor q = hg::randn({2, 3, 70, 8}, {.dtype = dtype}).requires_grad_(true),
-                   k = hg::randn({2, 3, 70, 8}, {.dtype = dtype}).requires_grad_(true),
-                   v = hg::randn({2, 3, 70, 5}, {.dtype = dtype}).requires_grad_(true);
-      const Tensor g = hg::randn({2, 3, 70, 5}, {.dtype = dtype});
+      const Tensor q = hg::randn({2, 3, 100, 8}, {.dtype = dtype}).requires_grad_(true),
+                   k = hg::randn({2, 3, 100, 8}, {.dtype = dtype}).requires_grad_(true),
+                   v = hg::randn({2, 3, 100, 5}, {.dtype = dtype}).requires_grad_(true);
+      const Tensor g = hg::randn({2, 3, 100, 5}, {.dtype = dtype});
       hg::manual_seed(7);
       const Tensor fused = hg::scaled_dot_product_attention(q, k, v, {.dropout_p = 0.3, .is_causal = causal});
       fused.backward(g);
@@ -167,7 +167,7 @@ TEST_CASE("attention.strided_views_give_the_bits_of_their_contiguous_copies") {
   // The kernel reads compute-type operands with a contiguous last dim in place, through their
   // strides: only the addressing changes, so the bits must be those of .contiguous() copies --
   // forward, and backward (which reads the saved output and the incoming gradient the same way).
-  const int64_t B = 2, H = 3, T = 70, D = 8;  // 70 rows: across the 64-row blocks
+  const int64_t B = 2, H = 3, T = 100, D = 8;  // 100 rows: across the 96-row blocks (64 for f64)
   for (hg::DType dtype : {hg::f32, hg::f64}) {
     hg::manual_seed(31);
     const std::vector<Tensor> views = head_views(B, H, T, D, dtype);
@@ -215,7 +215,7 @@ TEST_CASE("attention.four_d_output_merges_heads_without_a_copy") {
 // P, u per probability (u = 2^-8 bf16, 2^-11 f16), of the f64 truth computed from the same
 // rounded inputs, plus its own rounding: |y - t| <= u |t| + 2 u sum_j p_ij |v_jd|, the sum being
 // attention over |v|. The gradients, through dS's rounding as well, within 8 u of the largest
-// f64 gradient of their tensor. Blocks of 64 are crossed (T = 100), with and without causality.
+// f64 gradient of their tensor. Blocks of 128 are crossed (T = 140), with and without causality.
 TEST_CASE("attention.16_bit_inputs_are_within_the_rounding_of_their_16_bit_operands") {
   for (const hg::DType dtype : {hg::bf16, hg::f16}) {
     for (const bool causal : {false, true}) {
@@ -224,7 +224,7 @@ TEST_CASE("attention.16_bit_inputs_are_within_the_rounding_of_their_16_bit_opera
       hg::manual_seed(21);
       std::vector<Tensor> low, wide;
       for (int i = 0; i < 3; ++i) {
-        low.push_back(hg::randn({2, 3, 100, 16}).to(dtype).detach().requires_grad_(true));
+        low.push_back(hg::randn({2, 3, 140, 16}).to(dtype).detach().requires_grad_(true));
         wide.push_back(low.back().detach().to(hg::f64).requires_grad_(true));
       }
       const hg::ScaledDotProductAttentionOptions options{.is_causal = causal};
