@@ -5,9 +5,9 @@
 //
 // The model: byte embeddings (vocabulary 256, width 64), nn::LSTM with 2 layers of 256 (dropout
 // 0.1 between them, batch_first) and a linear head onto the 256 bytes. AdamW (lr 6e-3) with a cosine
-// schedule, bf16 autocast on the CPU (no GradScaler: bf16 has f32's range; the LSTM's gates and
-// states stay f32 under autocast), blocks of 64 bytes, 90% of the text to train on and the last
-// 10% to validate. Each block starts from a zero state (the blocks are shuffled); sampling
+// schedule, bf16 autocast on the CPU (no GradScaler: bf16 has f32's range; the LSTM layer takes
+// and returns bf16 under autocast, as PyTorch's, its gates and cell state f32 inside), blocks of
+// 64 bytes, 90% of the text to train on and the last 10% to validate. Each block starts from a zero state (the blocks are shuffled); sampling
 // carries the (h, c) state from byte to byte, so each new byte costs one step, not a re-read of
 // the context. Samples: temperature 0.8, the 20 likeliest bytes (top-k), after "This License".
 // The model, its loss and draw_byte are hg-train's (examples/train/text_models.h: hg-train

@@ -10,8 +10,9 @@
 // lse are those of the undropped P; D = rowsum(dO * O) holds with the dropped one).
 //
 // On the CPU the block products are halfgrad's GEMM (packed per CPU level); the rest is per-row scalar
-// work in the compute type: f32 for f32/f16/bf16 inputs (16-bit values widened, the output
-// rounded once), f64 for f64.
+// work in the compute type: f32 for f32/f16/bf16 inputs, f64 for f64. 16-bit inputs are multiplied
+// as 16-bit operands, P and dS rounded to their dtype before their products, every product
+// accumulating in f32 (FlashAttention-2's and PyTorch's CPU flash kernel's scheme).
 #pragma once
 #include <array>
 #include <cstdint>

@@ -13,8 +13,9 @@
 // step for all the gates, h @ W_hh^T, the gate arithmetic in f32 on raw arrays, and in backward
 // dW_hh for the whole sequence in one GEMM) and composed steps of differentiable ops elsewhere --
 // the cells' path, which the tests hold the fused one to. Under autocast the GEMMs run in the
-// autocast dtype and the gates and states in f32 (outputs f32). Unbatched input ([T, in]) works
-// as in PyTorch.
+// autocast dtype and the gates in f32; the LSTM layer's outputs are in the autocast dtype (as
+// PyTorch's CPU autocast gives them, the cell state f32 inside the sequence), the GRU's f32 (its
+// hidden state, its only state, stays f32). Unbatched input ([T, in]) works as in PyTorch.
 #pragma once
 #include <tuple>
 #include <vector>
