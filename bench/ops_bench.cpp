@@ -2,9 +2,10 @@
 // softmax + cross_entropy) at the MLP and CNN sizes of hg-train, in f32, f16 and bf16; and GEMM
 // throughput at 256/512/1024 next to the fp32 FMA peak of the CPU level in use (an AVX-512 loop
 // for avx512*, an AVX2 loop for avx2), measured here with a register-resident FMA loop; and the
-// 3x3 stride-1 convolutions of ResNet-20 on the CPU algorithms: im2col + GEMM, Winograd, and
-// for the input gradient also the convolution of dy with the flipped weight; and their weight
-// gradient (im2col + GEMM). --dropout: the cost of dropout's mask, per element.
+// 3x3 stride-1 convolutions of ResNet-20 on the CPU algorithms: im2col + GEMM, Winograd, the
+// direct convolution on wide rows, and for the input gradient also the convolution of dy with the
+// flipped weight; and their weight gradient (im2col + GEMM, wide rows). --dropout: the cost of
+// dropout's mask, per element.
 //
 //   build/bench/ops_bench [--threads N] [--conv3x3 | --dropout]   HG_CPU_ISA=avx2 build/bench/ops_bench
 //   (--conv3x3, --dropout: that table alone)
@@ -15,6 +16,7 @@
 #include "core/cpu_features.h"
 #include "core/simd_target.h"
 #include "halfgrad.h"
+#include "kernels/cpu/conv_wide_rows.h"
 #include "kernels/cpu/winograd_conv.h"
 #include "kernels/dropout.h"
 
@@ -174,10 +176,13 @@ void gemm_table(double& peak_per_core) {
 // ResNet-20's 3x3 stride-1 convolutions (batch 128, Fashion-MNIST's 28x28) and the CNN's second,
 // forward and input gradient, on im2col + GEMM and on Winograd F(2x2, 3x3)
 // (kernels/cpu/winograd_conv.h), the input gradient also as the convolution of dy with the flipped
-// weight (ConvAlgorithm::Im2colFlipped), and the weight gradient: the measurements behind
-// kernels/conv.cpp's choices. bf16 on a CPU with native bf16 products adds the forward and the
-// flipped input gradient on wide columns (ConvAlgorithm::WideColumns: no im2col). Best of the runs
-// (the machine may be shared), and im2col / the other (above 1: the other is faster).
+// weight (ConvAlgorithm::Im2colFlipped), and the weight gradient on im2col + GEMM and as Auto
+// computes it (wide rows where kernels/conv.cpp says so): the measurements behind kernels/conv.cpp's
+// choices. bf16 on a CPU with native bf16 products adds the forward and the flipped input gradient
+// on wide columns (ConvAlgorithm::WideColumns: no im2col); f32 at the AVX2 and AVX-512 levels a
+// second table, the direct convolutions on wide rows (ConvAlgorithm::WideRows) next to Winograd
+// and im2col. Best of the runs (the machine may be shared), and im2col / the other (above 1: the
+// other is faster).
 void conv3x3_table() {
   using hg::kernels::cpu::ConvAlgorithm;
   struct Layer {
@@ -185,16 +190,17 @@ void conv3x3_table() {
   };
   const Layer layers[] = {{16, 28, 16}, {32, 14, 32}, {64, 7, 64}, {16, 14, 32}, {3, 28, 16}, {8, 28, 8}};
   std::printf("\n| conv2d 3x3 p1, batch 128 | dtype | forward im2col ms | forward Winograd ms | ratio | input grad im2col ms "
-              "| input grad Winograd ms | ratio | input grad flipped ms | ratio | weight grad ms | forward wide ms | ratio "
-              "| input grad flipped wide ms | ratio |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+              "| input grad Winograd ms | ratio | input grad flipped ms | ratio | weight grad ms | weight grad auto ms | ratio "
+              "| forward wide ms | ratio | input grad flipped wide ms | ratio |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   hg::manual_seed(0);
+  std::vector<std::string> wide_rows_lines;  // f32 on wide rows, where this CPU level has them: a table of their own
   for (const Layer& l : layers)
     for (hg::DType d : {hg::f32, hg::bf16}) {
       const hg::kernels::ConvGeometry g{128, l.c, l.hw, l.hw, l.o, 3, 3, 1, 1, l.hw, l.hw};
       const hg::Tensor x = hg::randn({128, l.c, l.hw, l.hw}).to(d), w = (hg::randn({l.o, l.c, 3, 3}) * 0.1).to(d);
       const hg::Tensor dy = hg::randn({128, l.o, l.hw, l.hw}).to(d);
-      double ms[6];
+      double ms[7];
       int k = 0;
       for (ConvAlgorithm a : {ConvAlgorithm::Im2col, ConvAlgorithm::Winograd}) {
         ms[k++] = 1e3 * hg_bench::time_runs([&] { hg::kernels::cpu::conv2d_with(a, x, w, hg::Tensor(), g, false); }).best;
@@ -208,9 +214,26 @@ void conv3x3_table() {
       ms[k++] = 1e3 * hg_bench::time_runs([&] {
                   hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, hg::Tensor(), g, false, true, false);
                 }).best;
-      std::printf("| %lldx%lldx%lld -> %lld | %s | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx | %.2f | %.2fx | %.2f |",
+      ms[k++] = 1e3 * hg_bench::time_runs([&] {  // (Auto: on wide rows where kernels/conv.cpp says so)
+                  hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Auto, x, w, dy, hg::Tensor(), g, false, true, false);
+                }).best;
+      if (d == hg::f32 && hg::kernels::cpu::wide_rows_apply(g)) {
+        const double forward = 1e3 * hg_bench::time_runs([&] {
+                                 hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, hg::Tensor(), g, false);
+                               }).best;
+        const double input = 1e3 * hg_bench::time_runs([&] {
+                               hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, hg::Tensor(), g, true,
+                                                                      false, false);
+                             }).best;
+        char line[256];
+        std::snprintf(line, sizeof line, "| %lldx%lldx%lld -> %lld | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+                      (long long)l.c, (long long)l.hw, (long long)l.hw, (long long)l.o, forward, ms[2], ms[0], input, ms[3],
+                      ms[1], ms[6], ms[5]);
+        wide_rows_lines.push_back(line);
+      }
+      std::printf("| %lldx%lldx%lld -> %lld | %s | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx | %.2f | %.2fx | %.2f | %.2f | %.2fx |",
                   (long long)l.c, (long long)l.hw, (long long)l.hw, (long long)l.o, std::string(hg::dtype_name(d)).c_str(),
-                  ms[0], ms[2], ms[0] / ms[2], ms[1], ms[3], ms[1] / ms[3], ms[4], ms[1] / ms[4], ms[5]);
+                  ms[0], ms[2], ms[0] / ms[2], ms[1], ms[3], ms[1] / ms[3], ms[4], ms[1] / ms[4], ms[5], ms[6], ms[5] / ms[6]);
       if (d == hg::bf16 && hg::cpu::has_native_bf16()) {
         const double wide = 1e3 * hg_bench::time_runs([&] {
                               hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideColumns, x, w, hg::Tensor(), g, false);
@@ -224,6 +247,10 @@ void conv3x3_table() {
         std::printf(" - | - | - | - |\n");
       }
     }
+  if (wide_rows_lines.empty()) return;
+  std::printf("\n| conv2d 3x3 p1, batch 128, f32 | forward wide rows ms | Winograd ms | im2col ms | input grad wide rows ms "
+              "| Winograd ms | im2col ms | weight grad wide rows ms | im2col ms |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (const std::string& line : wide_rows_lines) std::printf("%s", line.c_str());
 }
 
 

@@ -11,10 +11,13 @@
 // (memory); db = sum of g over n, h, w. 16-bit tensors
 // are widened to f32 as they are laid out, so the GEMM always runs in f32 (or natively in bf16
 // where the CPU has AVX512-BF16). Grouped convolutions run one such GEMM per group; depthwise ones
-// (one input channel per group) have their own direct loops (kernels/cpu/depthwise_conv.h), and
-// 3x3 stride-1 ones with enough channels run as Winograd F(2x2, 3x3), forward and input gradient
-// (kernels/cpu/winograd_conv.h; use_winograd says where), and stride-1 bf16 ones on CPUs with native
-// bf16 products skip im2col (kernels/cpu/conv_wide_columns.h). On a GPU: cuDNN (kernels/cuda/conv.cpp).
+// (one input channel per group) have their own direct loops (kernels/cpu/depthwise_conv.h). Stride-1
+// convolutions with f32 operands run at the AVX2 and AVX-512 levels as direct convolutions on wide
+// rows, forward and input gradient (kernels/cpu/conv_wide_rows.h; use_wide_rows says where), with
+// their weight gradient as dot products on the same rows (kernels/cpu/conv_weight_grad.h); 3x3
+// stride-1 ones with enough channels elsewhere as Winograd F(2x2, 3x3) (kernels/cpu/winograd_conv.h;
+// use_winograd); stride-1 bf16 ones on CPUs with native bf16 products skip im2col
+// (kernels/cpu/conv_wide_columns.h). On a GPU: cuDNN (kernels/cuda/conv.cpp).
 #include "kernels/conv.h"
 
 #include <algorithm>
@@ -26,6 +29,8 @@
 #include "core/parallel.h"
 #include "core/simd_target.h"
 #include "kernels/cpu/col2im.h"
+#include "kernels/cpu/conv_weight_grad.h"
+#include "kernels/cpu/conv_wide_rows.h"
 #include "kernels/cpu/conv_wide_columns.h"
 #include "kernels/cpu/depthwise_conv.h"
 #include "kernels/cpu/elementwise_loop.h"
@@ -498,8 +503,10 @@ bool input_grad_is_a_convolution(const ConvGeometry& g) {
   return g.stride == 1 && g.groups == 1 && g.kh == g.kw && g.pad <= (g.kh - 1) * g.dilation;
 }
 
+// rows: computed by the direct convolution on wide rows (kernels/cpu/conv_wide_rows.h).
 template <class T, class P>
-void input_grad_as_convolution(const Tensor& w, const Tensor& gy, const ConvGeometry& g, const Tensor& dx, bool wide) {
+void input_grad_as_convolution(const Tensor& w, const Tensor& gy, const ConvGeometry& g, const Tensor& dx, bool wide,
+                               bool rows = false) {
   Tensor flipped = empty({g.C, g.O, g.kh, g.kw}, w.options());
   const T* src = w.data_ptr<T>();
   T* dst = flipped.data_ptr<T>();
@@ -510,6 +517,12 @@ void input_grad_as_convolution(const Tensor& w, const Tensor& gy, const ConvGeom
           dst[((c * g.O + o) * g.kh + i) * g.kw + j] = src[((o * g.C + c) * g.kh + (g.kh - 1 - i)) * g.kw + (g.kw - 1 - j)];
   ConvGeometry t{g.N, g.O, g.OH, g.OW, g.C, g.kh, g.kw, 1, (g.kh - 1) * g.dilation - g.pad, g.H, g.W};
   t.dilation = g.dilation;
+  if constexpr (!std::is_same_v<T, double>) {
+    if (rows) {
+      const std::vector<float> no_bias(size_t(g.C), 0.0f);
+      return cpu::conv2d_wide_rows<T>(gy.data_ptr<T>(), dst, no_bias.data(), dx.data_ptr<T>(), t, false);
+    }
+  }
   conv_forward<T, P>(gy, flipped, Tensor(), dx, t, false, wide);
 }
 
@@ -520,6 +533,45 @@ void with_panel_type(const Body& body) {
     if (hg::cpu::has_native_bf16()) return body.template operator()<T, bfloat16>();
   }
   body.template operator()<T, Acc<T>>();
+}
+
+// GEMM operands in f32: f32, f16, and bf16 on a CPU without native bf16 products.
+bool f32_panels(DType dtype) { return dtype == f32 || dtype == f16 || (dtype == bf16 && !hg::cpu::has_native_bf16()); }
+
+// The geometry of the input gradient as a convolution (input_grad_as_convolution): dy convolved
+// with the flipped weight, padded by (k - 1) * dilation - pad.
+ConvGeometry flipped_geometry(const ConvGeometry& g) {
+  ConvGeometry t{g.N, g.O, g.OH, g.OW, g.C, g.kh, g.kw, 1, (g.kh - 1) * g.dilation - g.pad, g.H, g.W};
+  t.dilation = g.dilation;
+  return t;
+}
+
+// Whether the CPU computes this stride-1 convolution (or, given the flipped geometry, its input
+// gradient) directly on wide rows (kernels/cpu/conv_wide_rows.h) rather than with Winograd or
+// im2col + GEMM. WideRows insists (an hg::Error where the CPU level or dtype cannot). Auto's rule,
+// from bench/ops_bench --conv3x3 (HG_BENCH_ROWS=1 prints these; batch 128, 1 thread, f32, Sapphire
+// Rapids, best of runs; ms of the wide rows / Winograd / im2col):
+//
+//   layer            forward at avx512        at avx2 (HG_CPU_ISA)    input grad avx512 / avx2
+//   16x28x28 -> 16   3.66 / 7.39 / 9.73       7.35 / 9.61 / 11.63     3.69 / 7.58   7.30 / 9.38
+//   32x14x14 -> 32   3.62 / 6.25 / 9.63       6.15 / 5.83 / 9.24      3.69 / 4.93   6.21 / 5.85
+//   64x7x7   -> 64   4.09 / 4.46 / 4.91       6.88 / 5.72 / 7.02      4.08 / 4.40   7.05 / 5.78
+//   16x14x14 -> 32   1.81 / 2.84 / 3.60       3.29 / 3.46 / 4.65      1.99 / 3.86   3.33 / 4.36
+//   3x28x28  -> 16   1.54 / 2.68 / 2.01       1.67 / 3.64 / 2.54      1.76 / 5.53   1.90 / 6.22
+//   8x28x28  -> 8    1.31 / 3.00 / 3.51       1.82 / 3.65 / 3.79      1.20 / 2.99   1.87 / 3.32
+//
+// so: at the AVX-512 levels, everywhere it applies (with 32 registers a block holds 24 sums and
+// reaches ~90% of the FMA peak, while Winograd's transforms and 16 small GEMMs cost more than its
+// 2.25x fewer products save); at AVX2 (12 sums in 16 registers), except where Winograd would take
+// a 3x3 layer with at least 32 channels in and out.
+bool use_wide_rows(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
+  const bool possible = f32_panels(dtype) && cpu::wide_rows_apply(g);
+  if (algorithm == cpu::ConvAlgorithm::WideRows)
+    HG_CHECK(possible, "conv2d: wide rows asked for ", dtype, " or a convolution they cannot compute at CPU level ",
+             hg::cpu::isa_name(hg::cpu::isa()));
+  if (algorithm != cpu::ConvAlgorithm::Auto) return possible && algorithm == cpu::ConvAlgorithm::WideRows;
+  const bool winograd_wins = !hg::cpu::supports(hg::cpu::Isa::Avx512) && cpu::winograd_applies(g, dtype) && g.C >= 32 && g.O >= 32;
+  return possible && !winograd_wins;
 }
 
 // Whether the CPU computes this convolution (and its input gradient) with Winograd F(2x2, 3x3)
@@ -548,13 +600,15 @@ bool use_winograd(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dty
   switch (algorithm) {
     case cpu::ConvAlgorithm::Im2col:
     case cpu::ConvAlgorithm::Im2colFlipped:
-    case cpu::ConvAlgorithm::WideColumns: return false;
+    case cpu::ConvAlgorithm::WideColumns:
+    case cpu::ConvAlgorithm::WideRows: return false;
     case cpu::ConvAlgorithm::Winograd:
       HG_CHECK(cpu::winograd_applies(g, dtype), "conv2d: Winograd asked for a convolution it cannot compute");
       return true;
     case cpu::ConvAlgorithm::Auto: break;
   }
   if (dtype == bf16 && hg::cpu::has_native_bf16()) return false;
+  if (use_wide_rows(algorithm, g, dtype)) return false;
   return cpu::winograd_applies(g, dtype) && g.C >= 16 && g.O >= 16;
 }
 
@@ -574,17 +628,20 @@ bool use_winograd(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dty
 // so: 3x3 kernels with bf16 GEMM panels (native bf16 products) and at least as many input as
 // output channels -- the flipped convolution's GEMM has C rows and depth 9 O, the other O deep and
 // 9 C tall; with bf16 pairs a depth of 16 (8 pairs per tile) spends as much on storing each tile
-// as on multiplying. In f32 the 16+-channel layers run Winograd, faster still; the rest stays.
+// as on multiplying. In f32 the flipped convolution runs on wide rows where use_wide_rows says so
+// (faster than both), elsewhere the 16+-channel layers run Winograd; the rest stays.
 bool use_flipped_convolution(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
   switch (algorithm) {
     case cpu::ConvAlgorithm::Im2col:
     case cpu::ConvAlgorithm::Winograd: return false;
     case cpu::ConvAlgorithm::Im2colFlipped:
     case cpu::ConvAlgorithm::WideColumns:
+    case cpu::ConvAlgorithm::WideRows:
       HG_CHECK(input_grad_is_a_convolution(g), "conv2d: a flipped-convolution input gradient asked for a strided or grouped convolution");
       return true;
     case cpu::ConvAlgorithm::Auto: break;
   }
+  if (input_grad_is_a_convolution(g) && use_wide_rows(algorithm, flipped_geometry(g), dtype)) return true;
   return input_grad_is_a_convolution(g) && g.kh == 3 && dtype == bf16 && hg::cpu::has_native_bf16() && g.C >= g.O;
 }
 
@@ -613,6 +670,29 @@ bool use_wide_columns(cpu::ConvAlgorithm algorithm, DType dtype, int64_t in_chan
                       (algorithm == cpu::ConvAlgorithm::Auto && in_channels >= out_channels));
 }
 
+// Whether the CPU computes conv2d's weight (and bias) gradient as dot products over wide rows
+// (kernels/cpu/conv_weight_grad.h) rather than im2col + GEMM: for f32 GEMM panels (with native
+// bf16 products the bf16 GEMM keeps it), and only under Auto (every explicit algorithm keeps
+// im2col's, the tests' reference). bench/ops_bench --conv3x3 (batch 128, 1 thread, f32, Sapphire
+// Rapids, best of runs; im2col ms -> wide rows ms):
+//
+//   layer            at avx512       at avx2 (HG_CPU_ISA)
+//   16x28x28 -> 16   10.96 -> 4.37   10.95 -> 7.95
+//   32x14x14 -> 32    6.16 -> 4.14    8.39 -> 6.87
+//   64x7x7   -> 64    4.60 -> 4.39    6.69 -> 7.16
+//   16x14x14 -> 32    4.33 -> 2.17    4.34 -> 3.38
+//   3x28x28  -> 16    3.35 -> 1.71    2.25 -> 1.65
+//   8x28x28  -> 8     4.28 -> 1.34    4.13 -> 2.54
+//
+// so: wherever it applies at the AVX-512 levels; at AVX2 (12 sums in 16 registers, a little
+// below the GEMM's tile) where the dropped columns between images add at most 10% to the products
+// -- not on 7x7 maps, whose 8-column slots add 14%.
+bool use_wide_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
+  if (algorithm != cpu::ConvAlgorithm::Auto || !f32_panels(dtype) || cpu::is_depthwise(g) || !cpu::wide_weight_grad_applies(g))
+    return false;
+  return hg::cpu::supports(hg::cpu::Isa::Avx512) || (g.W + g.pad) * 10 <= g.OW * 11;
+}
+
 }  // namespace
 
 Tensor cpu::conv2d_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& w, const Tensor& b,
@@ -625,6 +705,15 @@ Tensor cpu::conv2d_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& 
     if (relu) kernels::map_into<1>(out, {out}, math::Forward<math::Relu>{});
   } else if (cpu::is_depthwise(g)) {
     cpu::depthwise_conv2d(x, w, b, out, g, relu);
+  } else if (use_wide_rows(algorithm, g, x.dtype())) {
+    std::vector<float> bias(size_t(g.O), 0.0f);
+    if (b.defined()) {  // (the bias may be a strided view)
+      const std::vector<double> values = b.to_vector<double>();
+      std::copy(values.begin(), values.end(), bias.begin());
+    }
+    visit_floating(x.dtype(), "conv2d", [&]<class T> {
+      if constexpr (!std::is_same_v<T, double>) cpu::conv2d_wide_rows<T>(x.data_ptr<T>(), w.data_ptr<T>(), bias.data(), out.data_ptr<T>(), g, relu);
+    });
   } else if (use_winograd(algorithm, g, x.dtype())) {
     cpu::winograd_conv2d(x, w, b, out, g, relu);
   } else {
@@ -668,11 +757,26 @@ Conv2dGrads cpu::conv2d_backward_with(ConvAlgorithm algorithm, const Tensor& x, 
     } else {
       visit_floating(x.dtype(), "conv2d", [&]<class T> {
         const bool wide = use_wide_columns(algorithm, x.dtype(), g.C, g.O);
-        with_panel_type<T>([&]<class U, class P> { input_grad_as_convolution<U, P>(w, gy, g, r.x, wide); });
+        const bool rows = use_wide_rows(algorithm, flipped_geometry(g), x.dtype());
+        with_panel_type<T>([&]<class U, class P> { input_grad_as_convolution<U, P>(w, gy, g, r.x, wide, rows); });
       });
     }
     need_x = false;
     if (!need_w && !need_b) return r;
+  }
+  if (need_w && r.w.numel() > 0 && use_wide_weight_grad(algorithm, g, x.dtype())) {  // the weight's and bias's
+    visit_floating(x.dtype(), "conv2d", [&]<class T> {
+      if constexpr (!std::is_same_v<T, double>) {
+        const T* relu_output = y.defined() && !mask_first ? y.data_ptr<T>() : nullptr;
+        std::vector<float> dw(size_t(r.w.numel())), db(size_t(g.O));
+        cpu::conv2d_weight_grad_wide<T>(x.data_ptr<T>(), gy.data_ptr<T>(), relu_output, g, dw.data(),
+                                        need_b ? db.data() : nullptr);
+        store<T>(dw.data(), r.w.numel(), r.w.data_ptr<T>());
+        if (need_b) store<T>(db.data(), g.O, r.b.data_ptr<T>());
+      }
+    });
+    need_w = need_b = false;
+    if (!need_x) return r;
   }
   visit_floating(x.dtype(), "conv2d", [&]<class T> {
     with_panel_type<T>([&]<class U, class P> {
