@@ -560,10 +560,12 @@ ConvGeometry flipped_geometry(const ConvGeometry& g) {
 //   3x28x28  -> 16   1.54 / 2.68 / 2.01       1.67 / 3.64 / 2.54      1.76 / 5.53   1.90 / 6.22
 //   8x28x28  -> 8    1.31 / 3.00 / 3.51       1.82 / 3.65 / 3.79      1.20 / 2.99   1.87 / 3.32
 //
-// so: at the AVX-512 levels, everywhere it applies (with 32 registers a block holds 24 sums and
-// reaches ~90% of the FMA peak, while Winograd's transforms and 16 small GEMMs cost more than its
-// 2.25x fewer products save); at AVX2 (12 sums in 16 registers), except where Winograd would take
-// a 3x3 layer with at least 32 channels in and out.
+// so: at the AVX-512 levels, for every kernel larger than 1x1 (with 32 registers a block holds 24
+// sums and reaches ~90% of the FMA peak, while Winograd's transforms and 16 small GEMMs cost more
+// than its 2.25x fewer products save; 256x14x14 -> 256: 237 against im2col's 295 ms); at AVX2 (12
+// sums in 16 registers), except where Winograd would take a 3x3 layer with at least 32 channels in
+// and out. 1x1 convolutions stay on the GEMM: their columns are the image itself, nothing to save
+// (MobileNet's 144x14x14 -> 24: 3.4 against 2.2 ms).
 bool use_wide_rows(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
   const bool possible = f32_panels(dtype) && cpu::wide_rows_apply(g);
   if (algorithm == cpu::ConvAlgorithm::WideRows)
@@ -571,7 +573,7 @@ bool use_wide_rows(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dt
              hg::cpu::isa_name(hg::cpu::isa()));
   if (algorithm != cpu::ConvAlgorithm::Auto) return possible && algorithm == cpu::ConvAlgorithm::WideRows;
   const bool winograd_wins = !hg::cpu::supports(hg::cpu::Isa::Avx512) && cpu::winograd_applies(g, dtype) && g.C >= 32 && g.O >= 32;
-  return possible && !winograd_wins;
+  return possible && g.kh * g.kw > 1 && !winograd_wins;
 }
 
 // Whether the CPU computes this convolution (and its input gradient) with Winograd F(2x2, 3x3)
@@ -672,8 +674,8 @@ bool use_wide_columns(cpu::ConvAlgorithm algorithm, DType dtype, int64_t in_chan
 
 // Whether the CPU computes conv2d's weight (and bias) gradient as dot products over wide rows
 // (kernels/cpu/conv_weight_grad.h) rather than im2col + GEMM: for f32 GEMM panels (with native
-// bf16 products the bf16 GEMM keeps it), and only under Auto (every explicit algorithm keeps
-// im2col's, the tests' reference). bench/ops_bench --conv3x3 (batch 128, 1 thread, f32, Sapphire
+// bf16 products the bf16 GEMM keeps it), under Auto and WideRows (which insists; the other explicit
+// algorithms keep im2col's, the tests' reference). bench/ops_bench --conv3x3 (batch 128, 1 thread, f32, Sapphire
 // Rapids, best of runs; im2col ms -> wide rows ms):
 //
 //   layer            at avx512       at avx2 (HG_CPU_ISA)
@@ -684,12 +686,21 @@ bool use_wide_columns(cpu::ConvAlgorithm algorithm, DType dtype, int64_t in_chan
 //   3x28x28  -> 16    3.35 -> 1.71    2.25 -> 1.65
 //   8x28x28  -> 8     4.28 -> 1.34    4.13 -> 2.54
 //
-// so: wherever it applies at the AVX-512 levels; at AVX2 (12 sums in 16 registers, a little
-// below the GEMM's tile) where the dropped columns between images add at most 10% to the products
-// -- not on 7x7 maps, whose 8-column slots add 14%.
+// so: for kernels larger than 1x1 with up to 64 output channels and 576 taps (C*kh*kw), ResNet-20's
+// and the CNNs' layers, where the GEMM's dW has few rows; beyond them the GEMM's blocking wins
+// (256x14x14 -> 256: 403 against 253 ms; MobileNet's 1x1 layers mostly lose too, 64x7x7 -> 384:
+// 6.5 against 3.5 ms). At the AVX-512 levels wherever that holds; at AVX2 (12 sums in 16
+// registers, a little below the GEMM's tile) where the dropped columns between images add at most
+// 10% to the products -- not on 7x7 maps, whose 8-column slots add 14%.
 bool use_wide_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
-  if (algorithm != cpu::ConvAlgorithm::Auto || !f32_panels(dtype) || cpu::is_depthwise(g) || !cpu::wide_weight_grad_applies(g))
-    return false;
+  const bool possible = f32_panels(dtype) && !cpu::is_depthwise(g) && cpu::wide_weight_grad_applies(g);
+  if (algorithm == cpu::ConvAlgorithm::WideRows) {
+    HG_CHECK(possible, "conv2d: wide rows asked for ", dtype, " or a convolution they cannot compute at CPU level ",
+             hg::cpu::isa_name(hg::cpu::isa()));
+    return true;
+  }
+  if (algorithm != cpu::ConvAlgorithm::Auto || !possible) return false;
+  if (g.kh * g.kw == 1 || g.O > 64 || g.ckk() > 576) return false;
   return hg::cpu::supports(hg::cpu::Isa::Avx512) || (g.W + g.pad) * 10 <= g.OW * 11;
 }
 

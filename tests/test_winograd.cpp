@@ -397,11 +397,18 @@ TEST_CASE("conv.wide_columns_are_bitwise_im2col") {
   }
 }
 
-// The weight and bias gradients as dot products over wide rows (kernels/cpu/conv_weight_grad.h),
-// which Auto picks for f32 GEMM panels at the AVX2 and AVX-512 levels (elsewhere Auto is im2col's
-// path, and the checks below hold for it too): against the f64 truth and im2col + GEMM, with and
-// without the relu epilogue's mask, for f32, f16 and bf16 (bf16 takes this path only on a CPU
-// without native bf16 products). The cases cross the kernel's edges: channel and tap counts that
+namespace {
+// Whether this CPU level has the wide-rows kernels (ConvAlgorithm::WideRows; f32 GEMM panels).
+bool wide_rows_here(hg::DType dtype = hg::f32) {
+  return hg::cpu::level_includes(hg::cpu::isa(), Isa::Avx2) && !(dtype == hg::bf16 && hg::cpu::has_native_bf16());
+}
+}  // namespace
+
+// The weight and bias gradients as dot products over wide rows (kernels/cpu/conv_weight_grad.h;
+// ConvAlgorithm::WideRows, which Auto uses for f32 GEMM panels at the AVX2 and AVX-512 levels on
+// layers like ResNet-20's): against the f64 truth and im2col + GEMM, with and without the relu
+// epilogue's mask, for f32, f16 and bf16 (bf16 takes this path only on a CPU without native bf16
+// products). The cases cross the kernel's edges: channel and tap counts that
 // are not multiples of its register blocks (4 x 6 for AVX-512, 2 x 5 for AVX2), padding 0 to 2,
 // dilation, 1x1 and 5x5 kernels, 7x7 maps whose parts of 32 images end inside the batch, and a
 // 61x60 map deeper than one 2048-value chunk (partial sums kept between chunks).
@@ -415,32 +422,38 @@ TEST_CASE("conv.wide_rows_weight_grad_matches_the_reference_and_im2col") {
     const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
     const Tolerance tolerance = gemm_tolerance(k.N * g.OH * g.OW);  // (each entry sums N * OH * OW products)
     at_each_level([&] {
+      if (!wide_rows_here()) {
+        CHECK_THROWS_HG(hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, Tensor(), g, false, true, false),
+                        "wide rows asked for");
+        return;
+      }
       for (bool relu : {false, true}) {
         CAPTURE(relu);
         const Tensor y_or_none = relu ? y : Tensor();
         const Tensor masked = relu ? dy * hg::gt(y, hg::zeros_like(y)) : dy;
         const auto truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
                                                                   masked.to(hg::f64), Tensor(), g, false, true, true);
-        const auto wide = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Auto, x, w, dy, y_or_none, g, true, true, true);
+        const auto wide = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, y_or_none, g, true, true, true);
         const auto im2col = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, y_or_none, g, true, true, true);
         CHECK_CLOSE_WITH(wide.w.to(hg::f64), truth.w, tolerance);
         CHECK_CLOSE_WITH(wide.b.to(hg::f64), truth.b, tolerance);
         CHECK_CLOSE_WITH(wide.w, im2col.w, tolerance);
-        CHECK_CLOSE_WITH(wide.x, im2col.x, conv_tolerance(k.O * k.k * k.k / 9 + 1));  // (the input's: not this kernel)
+        CHECK_CLOSE_WITH(wide.x, im2col.x, conv_tolerance(k.O * k.k * k.k / 9 + 1));  // (the input's: the direct kernel)
         // Without the input's gradient, and without the bias's: the same weight gradient.
-        const auto weight_only = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Auto, x, w, dy, y_or_none, g, false, true, false);
+        const auto weight_only = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, y_or_none, g, false, true, false);
         CHECK_CLOSE_WITH(weight_only.w, wide.w, kExact);
         CHECK_FALSE(weight_only.b.defined());
         for (hg::DType dtype : {hg::bf16, hg::f16}) {  // 16-bit values widened exactly, f32 sums, rounded once
+          if (!wide_rows_here(dtype)) continue;  // (bf16 GEMM panels there: not this kernel)
           CAPTURE(dtype);
           const Tensor x16 = x.to(dtype), w16 = w.to(dtype), dy16 = dy.to(dtype), y16 = y.to(dtype);
           const Tensor x32 = x16.to(hg::f32), w32 = w16.to(hg::f32), dy32 = dy16.to(hg::f32), y32 = y16.to(hg::f32);
           const Tensor masked32 = relu ? dy32 * hg::gt(y32, hg::zeros_like(y32)) : dy32;
           const Tensor truth16 = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x32.to(hg::f64), w32.to(hg::f64),
                                                                         masked32.to(hg::f64), Tensor(), g, false, true, false).w;
-          const Tensor low = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Auto, x16, w16, dy16, relu ? y16 : Tensor(),
+          const Tensor low = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x16, w16, dy16, relu ? y16 : Tensor(),
                                                                     g, false, true, false).w;
-          const Tensor ref32 = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Auto, x32, w32, dy32, relu ? y32 : Tensor(),
+          const Tensor ref32 = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x32, w32, dy32, relu ? y32 : Tensor(),
                                                                       g, false, true, false).w;
           CHECK(low.dtype() == dtype);
           CHECK_LOW_PRECISION(low, ref32, truth16);
@@ -452,9 +465,9 @@ TEST_CASE("conv.wide_rows_weight_grad_matches_the_reference_and_im2col") {
 
 // The wide rows' zero columns multiply real input values by zero: an infinite input must still
 // give NaN and infinity exactly where im2col's products give them, and finite values elsewhere
-// (the parts that read it are recomputed on the valid pixels only). And the result does not
-// depend on the thread count.
-TEST_CASE("conv.wide_rows_weight_grad_keeps_im2col_s_non_finite_entries_and_ignores_the_thread_count") {
+// (the parts that read it are recomputed on the valid pixels only). And the results -- forward,
+// input, weight and bias gradients -- do not depend on the thread count.
+TEST_CASE("conv.wide_rows_keep_im2col_s_non_finite_entries_and_ignore_the_thread_count") {
   hg::manual_seed(18);
   const StrideOneCase k{40, 3, 4, 7, 7, 3, 1, 1};
   const ConvGeometry g = k.geometry();
@@ -464,8 +477,9 @@ TEST_CASE("conv.wide_rows_weight_grad_keeps_im2col_s_non_finite_entries_and_igno
   const Tensor x = hg::from_vector(values, {k.N, k.C, k.H, k.W});
   const Tensor w = normal({k.O, k.C, 3, 3}), dy = normal({k.N, k.O, g.OH, g.OW});
   at_each_level([&] {
+    if (!wide_rows_here()) return;
     const std::vector<double> wide =
-        hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Auto, x, w, dy, Tensor(), g, false, true, false).w.to_vector<double>();
+        hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, Tensor(), g, false, true, false).w.to_vector<double>();
     const std::vector<double> im2col =
         hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, Tensor(), g, false, true, false).w.to_vector<double>();
     int64_t finite = 0;
@@ -487,11 +501,16 @@ TEST_CASE("conv.wide_rows_weight_grad_keeps_im2col_s_non_finite_entries_and_igno
     ~Threads() { hg::set_num_threads(saved); }
   } restore;
   const Tensor clean = normal({k.N, k.C, k.H, k.W});
+  const ConvAlgorithm algorithm = wide_rows_here() ? ConvAlgorithm::WideRows : ConvAlgorithm::Auto;
   hg::set_num_threads(1);
-  const Tensor one = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Auto, clean, w, dy, Tensor(), g, false, true, true).w;
+  const auto one = hg::kernels::cpu::conv2d_backward_with(algorithm, clean, w, dy, Tensor(), g, true, true, true);
+  const Tensor forward_one = hg::kernels::cpu::conv2d_with(algorithm, clean, w, Tensor(), g, true);
   hg::set_num_threads(2);
-  const Tensor two = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Auto, clean, w, dy, Tensor(), g, false, true, true).w;
-  CHECK_CLOSE_WITH(two, one, kExact);
+  const auto two = hg::kernels::cpu::conv2d_backward_with(algorithm, clean, w, dy, Tensor(), g, true, true, true);
+  CHECK_CLOSE_WITH(two.w, one.w, kExact);
+  CHECK_CLOSE_WITH(two.b, one.b, kExact);
+  CHECK_CLOSE_WITH(two.x, one.x, kExact);
+  CHECK_CLOSE_WITH(hg::kernels::cpu::conv2d_with(algorithm, clean, w, Tensor(), g, true), forward_one, kExact);
 }
 
 // The forward and the flipped input gradient as direct convolutions on wide rows
@@ -500,7 +519,7 @@ TEST_CASE("conv.wide_rows_weight_grad_keeps_im2col_s_non_finite_entries_and_igno
 // f32, f16 and bf16 (widened, rounded once), across the kernel's edges -- output channel counts
 // that are not multiples of its 4-channel blocks, positions that end inside a 96-position (24 on
 // AVX2) block, padding 0 to 2, dilation, 1x1 and 5x5 kernels, parts of 32 7x7 images that end
-// inside the batch. Auto picks it wherever wide rows apply at the AVX-512 levels.
+// inside the batch. (Auto picks it for the kernels larger than 1x1 at the AVX-512 levels.)
 TEST_CASE("conv.wide_rows_match_the_reference_and_im2col") {
   hg::manual_seed(19);
   for_each_case({{2, 16, 16, 14, 14, 3, 1, 1}, {3, 5, 13, 7, 9, 3, 1, 1}, {2, 17, 3, 6, 5, 3, 0, 1},
@@ -513,8 +532,7 @@ TEST_CASE("conv.wide_rows_match_the_reference_and_im2col") {
     const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
     const Tolerance forward_tolerance = gemm_tolerance(k.C * k.k * k.k), input_tolerance = gemm_tolerance(k.O * k.k * k.k);
     at_each_level([&] {
-      const bool available = hg::cpu::level_includes(hg::cpu::isa(), Isa::Avx2);
-      if (!available) {
+      if (!wide_rows_here()) {
         CHECK_THROWS_HG(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, false), "wide rows asked for");
         return;
       }
@@ -530,10 +548,10 @@ TEST_CASE("conv.wide_rows_match_the_reference_and_im2col") {
         const auto rows = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, y_or_none, g, true, true, true);
         const auto im2col = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, y_or_none, g, true, true, true);
         CHECK_CLOSE_WITH(rows.x.to(hg::f64), input_truth, input_tolerance);
-        CHECK_CLOSE_WITH(rows.w, im2col.w, kExact);  // (the weight's and bias's gradients: im2col's path)
-        CHECK_CLOSE_WITH(rows.b, im2col.b, kExact);
+        CHECK_CLOSE_WITH(rows.w, im2col.w, gemm_tolerance(k.N * g.OH * g.OW));  // (the weight's and bias's: the dot products)
+        CHECK_CLOSE_WITH(rows.b, im2col.b, gemm_tolerance(k.N * g.OH * g.OW));
         for (hg::DType dtype : {hg::bf16, hg::f16}) {
-          if (dtype == hg::bf16 && hg::cpu::has_native_bf16()) continue;  // (bf16 GEMM panels there: not this kernel)
+          if (!wide_rows_here(dtype)) continue;  // (bf16 GEMM panels there: not this kernel)
           CAPTURE(dtype);
           const Tensor x16 = x.to(dtype), w16 = w.to(dtype), b16 = b.to(dtype);
           const Tensor x32 = x16.to(hg::f32), w32 = w16.to(hg::f32), b32 = b16.to(hg::f32);
@@ -554,7 +572,7 @@ TEST_CASE("conv.wide_rows_match_the_reference_and_im2col") {
   values[size_t(((1 * k.C + 1) * k.H + 2) * k.W + 3)] = std::numeric_limits<float>::quiet_NaN();
   const Tensor x = hg::from_vector(values, {k.N, k.C, k.H, k.W}), w = normal({k.O, k.C, 3, 3});
   at_each_level([&] {
-    if (!(hg::cpu::level_includes(hg::cpu::isa(), Isa::Avx2))) return;
+    if (!wide_rows_here()) return;
     for (bool relu : {false, true}) {
       const std::vector<double> rows = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, Tensor(), g, relu).to_vector<double>();
       const std::vector<double> im2col = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, relu).to_vector<double>();

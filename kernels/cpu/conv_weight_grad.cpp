@@ -32,11 +32,10 @@ namespace {
 // The depth (values of q) each block of dot products runs through before the next block: the
 // block's rows of dy (4 x 8 KB) stay in L1 while every block of taps reads them.
 constexpr int64_t kDepthChunk = 2048;
-// Images per part: as many as one depth chunk holds (2 of 28x28, 9 of 14x14), at most 32 (7x7).
-// Each part ends with the lanes of all its O x C*kh*kw entries added up, about as costly as 4 of
+// Images per part: as many as one depth chunk holds (2 of 28x28, 9 of 14x14, 32 of 7x7;
+// images_per_part). Each part ends with the lanes of all its O x C*kh*kw entries added up, about as costly as 4 of
 // the depth loop's steps per block: with one 7x7 image per part (63 positions, 4 steps) as long as
 // the products themselves.
-constexpr int64_t kMostImagesPerPart = 32;
 // Depth is padded with zeros to a multiple of the widest vector.
 constexpr int64_t kDepthStep = 16;
 
@@ -133,7 +132,7 @@ void conv2d_weight_grad_wide(const T* x, const T* dy, const T* relu_output, cons
   const DotKernel* kernel = dot_kernel();
   HG_CHECK(kernel != nullptr && wide_weight_grad_applies(g),
            "internal error: the wide-rows weight gradient for a convolution or CPU level it does not serve");
-  const int64_t per_part = std::clamp<int64_t>(kDepthChunk / std::max<int64_t>(g.OH * (g.W + g.pad), 1), 1, kMostImagesPerPart);
+  const int64_t per_part = images_per_part(g, kDepthChunk);
   const int64_t taps = g.ckk(), parts = (g.N + per_part - 1) / per_part;
   const int64_t row_blocks = (g.O + kernel->rows - 1) / kernel->rows, tap_blocks = (taps + kernel->taps - 1) / kernel->taps;
   std::vector<float> partial(size_t(parts * g.O * taps), 0.0f);

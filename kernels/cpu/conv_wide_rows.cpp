@@ -23,9 +23,8 @@ namespace hg::kernels::cpu {
 namespace {
 
 // Output positions per part: as many images as fill about this many (2 of 28x28, 9 of 14x14, at
-// most 32 of 7x7), so that one part's result rows and plane stay in L2.
+// most 32 of 7x7; images_per_part), so that one part's result rows and plane stay in L2.
 constexpr int64_t kPartColumns = 2048;
-constexpr int64_t kMostImagesPerPart = 32;
 // The widest block of positions (AVX-512: 6 vectors of 16); result rows are padded to it.
 constexpr int64_t kWidestBlock = 96;
 
@@ -93,7 +92,7 @@ void conv2d_wide_rows(const T* x, const T* w, const float* bias, T* out, const C
   HG_CHECK(kernel != nullptr && wide_rows_apply(g),
            "internal error: the wide-rows convolution for a convolution or CPU level it does not serve");
   const int64_t taps = g.ckk();
-  const int64_t per_part = std::clamp<int64_t>(kPartColumns / std::max<int64_t>(g.OH * (g.W + g.pad), 1), 1, kMostImagesPerPart);
+  const int64_t per_part = images_per_part(g, kPartColumns);
   const int64_t parts = (g.N + per_part - 1) / per_part;
   // The weights as [row block][tap][kRows] f32, rows past O zero.
   const int64_t row_blocks = (g.O + kernel->rows - 1) / kernel->rows;

@@ -55,6 +55,14 @@ WidePlane wide_plane(const ConvGeometry& g, int64_t images) {
   return {images, g.H + 2 * g.pad, images * slot + g.pad, slot};
 }
 
+int64_t images_per_part(const ConvGeometry& g, int64_t positions) {
+  constexpr int64_t kMostImages = 32, kPlaneBytes = 512 * 1024;
+  const int64_t slot = g.W + g.pad, per_image_plane = g.C * (g.H + 2 * g.pad) * slot * int64_t(sizeof(float));
+  const int64_t by_positions = positions / std::max<int64_t>(g.OH * slot, 1);
+  const int64_t by_plane = kPlaneBytes / std::max<int64_t>(per_image_plane, 1);
+  return std::max<int64_t>(1, std::min({by_positions, by_plane, kMostImages}));
+}
+
 void copy_rows(const float* src, int64_t src_pitch, float* dst, int64_t dst_pitch, int64_t rows, int64_t n) {
 #if HG_X86
   if (hg::cpu::supports(hg::cpu::Isa::Avx512)) return copy_rows_avx512(src, src_pitch, dst, dst_pitch, rows, n);

@@ -23,6 +23,11 @@ struct WidePlane {
 };
 WidePlane wide_plane(const ConvGeometry& g, int64_t images);
 
+// Images per part: enough for about `positions` output positions (OH * Wp), at most 32, and no
+// more than keep the part's plane within 512 KB (an L2 share: a 384-channel 1x1 layer's 32-image
+// plane of 7x7 maps, 2.4 MB, ran at half the GEMM's speed); at least one.
+int64_t images_per_part(const ConvGeometry& g, int64_t positions);
+
 // Images [n0, n0 + p.images) of x (N, C, H, W) into the plane's values (16-bit widened); the zeros
 // around them must already be there (ZeroedScratch).
 template <class T>

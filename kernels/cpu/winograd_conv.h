@@ -38,8 +38,9 @@ void winograd_conv2d_input_grad(const Tensor& w, const Tensor& dy, const ConvGeo
 // reading the padded images without im2col (kernels/conv.cpp's wide columns): bf16 on a CPU with
 // native bf16 products only, else an hg::Error. Auto uses them wherever they apply.
 // WideRows: the forward and the flipped input gradient as direct convolutions on wide rows
-// (kernels/cpu/conv_wide_rows.h; f32 GEMM panels at the AVX2 and AVX-512 levels, else an
-// hg::Error), the weight's gradient on im2col + GEMM as with the others.
+// (kernels/cpu/conv_wide_rows.h), the weight's and bias's gradients as dot products on them
+// (kernels/cpu/conv_weight_grad.h); f32 GEMM panels at the AVX2 and AVX-512 levels, stride 1, one
+// group, else an hg::Error. Auto uses them where kernels/conv.cpp measured them faster.
 enum class ConvAlgorithm { Auto, Im2col, Winograd, Im2colFlipped, WideColumns, WideRows };
 Tensor conv2d_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g,
                    bool relu);
