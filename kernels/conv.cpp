@@ -565,14 +565,17 @@ ConvGeometry flipped_geometry(const ConvGeometry& g) {
 // than its 2.25x fewer products save; 256x14x14 -> 256: 237 against im2col's 295 ms); at AVX2 (12
 // sums in 16 registers), except where Winograd would take a 3x3 layer with at least 32 channels in
 // and out. 1x1 convolutions stay on the GEMM: their columns are the image itself, nothing to save
-// (MobileNet's 144x14x14 -> 24: 3.4 against 2.2 ms).
+// (MobileNet's 144x14x14 -> 24: 3.4 against 2.2 ms). NOTE: the AVX-512 column is Sapphire Rapids'
+// (two 512-bit FMA ports); Zen 4 runs each 512-bit FMA as two 256-bit halves, where the AVX2
+// column's balance may hold instead -- not measured (no Zen 4 in this sitting).
 bool use_wide_rows(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
   const bool possible = f32_panels(dtype) && cpu::wide_rows_apply(g);
   if (algorithm == cpu::ConvAlgorithm::WideRows)
     HG_CHECK(possible, "conv2d: wide rows asked for ", dtype, " or a convolution they cannot compute at CPU level ",
              hg::cpu::isa_name(hg::cpu::isa()));
   if (algorithm != cpu::ConvAlgorithm::Auto) return possible && algorithm == cpu::ConvAlgorithm::WideRows;
-  const bool winograd_wins = !hg::cpu::supports(hg::cpu::Isa::Avx512) && cpu::winograd_applies(g, dtype) && g.C >= 32 && g.O >= 32;
+  const bool winograd_wins =
+      !hg::cpu::supports(hg::cpu::Isa::Avx512) && cpu::winograd_applies(g, dtype) && g.C >= 32 && g.O >= 32;
   return possible && g.kh * g.kw > 1 && !winograd_wins;
 }
 
@@ -610,7 +613,7 @@ bool use_winograd(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dty
     case cpu::ConvAlgorithm::Auto: break;
   }
   if (dtype == bf16 && hg::cpu::has_native_bf16()) return false;
-  if (use_wide_rows(algorithm, g, dtype)) return false;
+  if (use_wide_rows(algorithm, g, dtype)) return false;  // (faster where they apply: use_wide_rows)
   return cpu::winograd_applies(g, dtype) && g.C >= 16 && g.O >= 16;
 }
 
@@ -723,7 +726,8 @@ Tensor cpu::conv2d_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& 
       std::copy(values.begin(), values.end(), bias.begin());
     }
     visit_floating(x.dtype(), "conv2d", [&]<class T> {
-      if constexpr (!std::is_same_v<T, double>) cpu::conv2d_wide_rows<T>(x.data_ptr<T>(), w.data_ptr<T>(), bias.data(), out.data_ptr<T>(), g, relu);
+      if constexpr (!std::is_same_v<T, double>)
+        cpu::conv2d_wide_rows<T>(x.data_ptr<T>(), w.data_ptr<T>(), bias.data(), out.data_ptr<T>(), g, relu);
     });
   } else if (use_winograd(algorithm, g, x.dtype())) {
     cpu::winograd_conv2d(x, w, b, out, g, relu);

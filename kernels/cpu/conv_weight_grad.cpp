@@ -1,4 +1,5 @@
-// The weight gradient on wide rows (kernels/cpu/conv_weight_grad.h): per part of a few images, the input laid out as one padded plane per channel and dy in the same row pitch, then
+// The weight gradient on wide rows (kernels/cpu/conv_weight_grad.h): per part of a few images,
+// the input laid out as one padded plane per channel and dy in the same row pitch, then
 // register-blocked dot products per CPU level (conv_weight_grad_dots.inc), then each entry's
 // lanes added up. Parts run in parallel; their sums are added in part order at the end.
 #include "kernels/cpu/conv_weight_grad.h"
@@ -30,12 +31,11 @@ namespace hg::kernels::cpu {
 namespace {
 
 // The depth (values of q) each block of dot products runs through before the next block: the
-// block's rows of dy (4 x 8 KB) stay in L1 while every block of taps reads them.
+// block's rows of dy (4 x 8 KB) stay in L1 while every block of taps reads them. Parts hold about
+// one chunk's depth of images (images_per_part: 2 of 28x28, 9 of 14x14, 32 of 7x7): each part ends
+// with the lanes of all its O x C*kh*kw entries added up, about as costly as 4 of the depth loop's
+// steps per block -- with one 7x7 image per part (63 positions, 4 steps), as long as the products.
 constexpr int64_t kDepthChunk = 2048;
-// Images per part: as many as one depth chunk holds (2 of 28x28, 9 of 14x14, 32 of 7x7;
-// images_per_part). Each part ends with the lanes of all its O x C*kh*kw entries added up, about as costly as 4 of
-// the depth loop's steps per block: with one 7x7 image per part (63 positions, 4 steps) as long as
-// the products themselves.
 // Depth is padded with zeros to a multiple of the widest vector.
 constexpr int64_t kDepthStep = 16;
 
@@ -150,7 +150,7 @@ void conv2d_weight_grad_wide(const T* x, const T* dy, const T* relu_output, cons
       float* values = plane.prepare(size, {g.C, g.H, g.W, g.pad, p.images, size});
       lay_out_images(x, g, n0, p, values);
       // dy in the plane's row pitch (ReLU's mask on the way), zeros between the images' columns.
-      float* dy_rows = rows.prepare(g.O * pitch, {g.O, g.OH, g.OW, p.Wp, p.slot, pitch});
+      float* dy_rows = rows.prepare(g.O * pitch, {g.O, g.OH, g.OW, p.images, p.Wp, p.slot, pitch});
       for (int64_t b = 0; b < p.images; ++b)
         for (int64_t o = 0; o < g.O; ++o) {
           const int64_t at = ((n0 + b) * g.O + o) * g.ohw();
