@@ -549,8 +549,8 @@ ConvGeometry flipped_geometry(const ConvGeometry& g) {
 // Whether the CPU computes this stride-1 convolution (or, given the flipped geometry, its input
 // gradient) directly on wide rows (kernels/cpu/conv_wide_rows.h) rather than with Winograd or
 // im2col + GEMM. WideRows insists (an hg::Error where the CPU level or dtype cannot). Auto's rule,
-// from bench/ops_bench --conv3x3 (HG_BENCH_ROWS=1 prints these; batch 128, 1 thread, f32, Sapphire
-// Rapids, best of runs; ms of the wide rows / Winograd / im2col):
+// from bench/ops_bench --conv3x3 (its f32 wide-rows table; batch 128, 1 thread, Sapphire Rapids,
+// best of runs; ms of the wide rows / Winograd / im2col):
 //
 //   layer            forward at avx512        at avx2 (HG_CPU_ISA)    input grad avx512 / avx2
 //   16x28x28 -> 16   3.66 / 7.39 / 9.73       7.35 / 9.61 / 11.63     3.69 / 7.58   7.30 / 9.38
