@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "core/copy.h"
 #include "core/parallel.h"
@@ -220,9 +221,10 @@ math::Normalization::GradientSums channel_gradient_sums(const Inputs& in, const 
     A lanes_g[kAccLanes] = {}, lanes_gd[kAccLanes] = {};
     for (int64_t r = 0; r < block.runs; ++r) {
       const int64_t base = block.start + r * block.stride;
-      cpu::lane_accumulate(lanes_g, block.len, [&](int64_t i) { return in.grad(base + i); });
-      cpu::lane_accumulate(lanes_gd, block.len,
-                           [&](int64_t i) { return in.grad(base + i) * (A(in.x[base + i]) - mean_acc); });
+      cpu::lane_accumulate_pair(lanes_g, lanes_gd, block.len, [&](int64_t i) {
+        const A g = in.grad(base + i);
+        return std::pair<A, A>{g, g * (A(in.x[base + i]) - mean_acc)};
+      });
     }
     sum_g += cpu::combine_lanes(lanes_g);
     sum_gd += cpu::combine_lanes(lanes_gd);

@@ -15,6 +15,7 @@
 #include <random>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/vector_math.h"
 #include "ops_test_helpers.h"
 
@@ -511,4 +512,31 @@ TEST_CASE("parallel.exceptions_nesting_and_fork") {
   CHECK_MESSAGE(!(WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM), "the forked child hung for 60 s");
   CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
   hg::set_num_threads(saved);
+}
+
+// lane_accumulate_pair is batch_norm's backward sums in one pass: each of its two sums must be
+// the one lane_accumulate gives on its own, bit for bit (the same lanes, the same order), over
+// several runs whose lengths leave tails of every size.
+TEST_CASE("cpu.lane_accumulate_pair_equals_two_single_sums") {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (const int64_t n : {0, 1, 15, 16, 17, 49, 256, 301}) {
+    std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) a[size_t(i)] = normal(rng) * 1e3f, b[size_t(i)] = normal(rng);
+    float first[16] = {}, second[16] = {}, alone_first[16] = {}, alone_second[16] = {};
+    for (int run = 0; run < 3; ++run) {  // runs add into the same lanes, as batch_norm's short rows do
+      const auto term_a = [&](int64_t i) { return a[size_t(i)] * float(run + 1); };
+      const auto term_ab = [&](int64_t i) { return a[size_t(i)] * b[size_t(i)]; };
+      hg::kernels::cpu::lane_accumulate_pair(first, second, n, [&](int64_t i) {
+        return std::pair<float, float>{term_a(i), term_ab(i)};
+      });
+      hg::kernels::cpu::lane_accumulate(alone_first, n, term_a);
+      hg::kernels::cpu::lane_accumulate(alone_second, n, term_ab);
+    }
+    for (int k = 0; k < 16; ++k) {
+      CHECK(std::bit_cast<uint32_t>(first[k]) == std::bit_cast<uint32_t>(alone_first[k]));
+      CHECK(std::bit_cast<uint32_t>(second[k]) == std::bit_cast<uint32_t>(alone_second[k]));
+    }
+    CHECK(hg::kernels::cpu::combine_lanes(first) == hg::kernels::cpu::combine_lanes(alone_first));
+  }
 }
