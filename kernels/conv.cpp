@@ -302,11 +302,7 @@ void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tenso
   using S = Acc<T>;
   std::vector<P> w_panel;
   const P* weight = as_panel<T, P>(w.data_ptr<T>(), g.O * g.ckk(), w_panel);
-  std::vector<S> bias(static_cast<size_t>(g.O), S(0));
-  if (b.defined()) {
-    const std::vector<double> values = b.to_vector<double>();
-    std::copy(values.begin(), values.end(), bias.begin());
-  }
+  const std::vector<S> bias = bias_values<S>(b, g.O);
   if constexpr (std::is_same_v<P, bfloat16>) {
     if (wide && cpu::wide_columns_apply(g)) {  // images side by side as below, read without im2col
       const int64_t images = std::clamp<int64_t>(kBatchPixels / g.ohw(), 1, kImagesPerPartial);
@@ -503,6 +499,14 @@ bool input_grad_is_a_convolution(const ConvGeometry& g) {
   return g.stride == 1 && g.groups == 1 && g.kh == g.kw && g.pad <= (g.kh - 1) * g.dilation;
 }
 
+// The geometry of the input gradient as a convolution (input_grad_as_convolution): dy convolved
+// with the flipped weight, padded by (k - 1) * dilation - pad.
+ConvGeometry flipped_geometry(const ConvGeometry& g) {
+  ConvGeometry t{g.N, g.O, g.OH, g.OW, g.C, g.kh, g.kw, 1, (g.kh - 1) * g.dilation - g.pad, g.H, g.W};
+  t.dilation = g.dilation;
+  return t;
+}
+
 // rows: computed by the direct convolution on wide rows (kernels/cpu/conv_wide_rows.h).
 template <class T, class P>
 void input_grad_as_convolution(const Tensor& w, const Tensor& gy, const ConvGeometry& g, const Tensor& dx, bool wide,
@@ -515,8 +519,7 @@ void input_grad_as_convolution(const Tensor& w, const Tensor& gy, const ConvGeom
       for (int64_t i = 0; i < g.kh; ++i)
         for (int64_t j = 0; j < g.kw; ++j)
           dst[((c * g.O + o) * g.kh + i) * g.kw + j] = src[((o * g.C + c) * g.kh + (g.kh - 1 - i)) * g.kw + (g.kw - 1 - j)];
-  ConvGeometry t{g.N, g.O, g.OH, g.OW, g.C, g.kh, g.kw, 1, (g.kh - 1) * g.dilation - g.pad, g.H, g.W};
-  t.dilation = g.dilation;
+  const ConvGeometry t = flipped_geometry(g);
   if constexpr (!std::is_same_v<T, double>) {
     if (rows) {
       const std::vector<float> no_bias(size_t(g.C), 0.0f);
@@ -537,14 +540,6 @@ void with_panel_type(const Body& body) {
 
 // GEMM operands in f32: f32, f16, and bf16 on a CPU without native bf16 products.
 bool f32_panels(DType dtype) { return dtype == f32 || dtype == f16 || (dtype == bf16 && !hg::cpu::has_native_bf16()); }
-
-// The geometry of the input gradient as a convolution (input_grad_as_convolution): dy convolved
-// with the flipped weight, padded by (k - 1) * dilation - pad.
-ConvGeometry flipped_geometry(const ConvGeometry& g) {
-  ConvGeometry t{g.N, g.O, g.OH, g.OW, g.C, g.kh, g.kw, 1, (g.kh - 1) * g.dilation - g.pad, g.H, g.W};
-  t.dilation = g.dilation;
-  return t;
-}
 
 // Whether the CPU computes this stride-1 convolution (or, given the flipped geometry, its input
 // gradient) directly on wide rows (kernels/cpu/conv_wide_rows.h) rather than with Winograd or
@@ -720,11 +715,7 @@ Tensor cpu::conv2d_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& 
   } else if (cpu::is_depthwise(g)) {
     cpu::depthwise_conv2d(x, w, b, out, g, relu);
   } else if (use_wide_rows(algorithm, g, x.dtype())) {
-    std::vector<float> bias(size_t(g.O), 0.0f);
-    if (b.defined()) {  // (the bias may be a strided view)
-      const std::vector<double> values = b.to_vector<double>();
-      std::copy(values.begin(), values.end(), bias.begin());
-    }
+    const std::vector<float> bias = bias_values<float>(b, g.O);
     visit_floating(x.dtype(), "conv2d", [&]<class T> {
       if constexpr (!std::is_same_v<T, double>)
         cpu::conv2d_wide_rows<T>(x.data_ptr<T>(), w.data_ptr<T>(), bias.data(), out.data_ptr<T>(), g, relu);

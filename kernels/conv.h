@@ -1,7 +1,9 @@
 // The conv2d kernels of ops/conv.cpp, on the input's device: im2col + the packed GEMM on the CPU,
 // cuDNN on a GPU; an optional ReLU epilogue. They record nothing.
 #pragma once
+#include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/tensor.h"
 
@@ -26,6 +28,18 @@ struct ConvGeometry {
     return g;
   }
 };
+
+// The bias as O values of S for a CPU kernel to add: b's values (b may be a strided view), or
+// zeros where b is undefined.
+template <class S>
+std::vector<S> bias_values(const Tensor& b, int64_t O) {
+  std::vector<S> bias(static_cast<size_t>(O), S(0));
+  if (b.defined()) {
+    const std::vector<double> values = b.to_vector<double>();
+    std::copy(values.begin(), values.end(), bias.begin());
+  }
+  return bias;
+}
 
 // out = conv2d(x, w) + b (b may be undefined), then relu(out) when `relu`; x and w contiguous,
 // all of one floating dtype.

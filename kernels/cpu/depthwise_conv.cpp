@@ -61,11 +61,7 @@ template <class T>
 void forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const ConvGeometry& g, bool relu) {
   using S = Acc<T>;
   const std::vector<S> weight = widened<T>(w);
-  std::vector<S> bias(size_t(g.O), S(0));
-  if (b.defined()) {  // (the bias may be a strided view)
-    const std::vector<double> values = b.to_vector<double>();
-    std::copy(values.begin(), values.end(), bias.begin());
-  }
+  const std::vector<S> bias = bias_values<S>(b, g.O);
   const int64_t m = g.group_out(), taps = g.kh * g.kw, Wp = g.W + 2 * g.pad;
   const T* input = x.data_ptr<T>();
   T* output = out.data_ptr<T>();

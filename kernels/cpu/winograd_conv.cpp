@@ -309,11 +309,7 @@ bool winograd_applies(const ConvGeometry& g, DType dtype) {
 void winograd_conv2d(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const ConvGeometry& g,
                      bool relu) {
   HG_CHECK(winograd_applies(g, x.dtype()), "winograd_conv2d: not a 3x3 stride-1 convolution of f32 or 16-bit data");
-  std::vector<float> bias(size_t(g.O), 0.0f);
-  if (b.defined()) {  // (the bias may be a strided view)
-    const std::vector<double> values = b.to_vector<double>();
-    std::copy(values.begin(), values.end(), bias.begin());
-  }
+  const std::vector<float> bias = bias_values<float>(b, g.O);
   visit_floating(x.dtype(), "conv2d", [&]<class T> {
     if constexpr (!std::is_same_v<T, double>) {
       const T* weight = w.data_ptr<T>();  // (O, C, 3, 3)
