@@ -5,6 +5,9 @@
 #include "core/half.h"
 
 #include <algorithm>
+#include <bit>
+#include <cstdint>
+#include <type_traits>
 #include <cstring>
 
 #include "core/cpu_features.h"
@@ -121,6 +124,18 @@ void convert_from_float(const float* src, bfloat16* dst, size_t n) {
 
 template <class T>
 void round_through(float* values, size_t n) {
+  if constexpr (std::is_same_v<T, bfloat16>) {
+    // A bf16 is a float's upper half: rounding to it in place is float_to_bf16_bits_portable's
+    // add and a mask on each value's bits (NaN quieted as there), which the compiler vectorises
+    // -- half the time of the two conversions through a buffer, which made batch_norm's fused
+    // residual + ReLU pass on bf16 a tenth of a ResNet step's conversions.
+    for (size_t i = 0; i < n; ++i) {
+      const uint32_t x = std::bit_cast<uint32_t>(values[i]);
+      const uint32_t rounded = (x & 0x7fffffffu) > 0x7f800000u ? x | 0x400000u : x + 0x7fffu + ((x >> 16) & 1u);
+      values[i] = std::bit_cast<float>(rounded & 0xffff0000u);
+    }
+    return;
+  }
   constexpr size_t kChunk = 1024;  // 2 KiB of T and 4 KiB of float per round: both in L1
   T buffer[kChunk];
   for (size_t i = 0; i < n; i += kChunk) {

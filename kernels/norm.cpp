@@ -116,15 +116,12 @@ void channel_stats(const T* x, const ChannelLayout& l, std::vector<double>& mean
 }
 
 // v rounded to T and back, in place: a value as the next op reads it from a T tensor (nothing to
-// do for f32 and f64). The SIMD converters of map_run's chunks (kernels/cpu/elementwise_loop.h),
-// so the fused passes round exactly as the separate ops do, NaN included.
+// do for f32 and f64). core/half.h's round_through rounds exactly as the SIMD converters of
+// map_run's chunks (kernels/cpu/elementwise_loop.h) do, so the fused passes round as the separate
+// ops do, NaN included.
 template <class T>
 void round_through(Acc<T>* v, int64_t m) {
-  if constexpr (!std::is_same_v<T, Acc<T>>) {
-    alignas(64) T rounded[kChunk];
-    convert_from_float(v, rounded, size_t(m));
-    convert_to_float(rounded, v, size_t(m));
-  }
+  if constexpr (!std::is_same_v<T, Acc<T>>) hg::round_through<T>(v, size_t(m));
 }
 
 // The epilogue's forward and backward, each by its op's own functor (NaN stays NaN): relu, and

@@ -197,3 +197,23 @@ TEST_CASE("half.subnormals_survive_the_avx512_bf16_path") {
   for (size_t i = 0; i < subnormals.size(); ++i)
     REQUIRE(out[i].bits == hg::detail::float_to_bf16_bits_portable(subnormals[i]));
 }
+
+TEST_CASE("half.round_through_equals_a_conversion_and_back") {
+  // round_through<bfloat16> rounds the float's bits in place (no 16-bit buffer); both must give
+  // float(T(v)) bit for bit, NaN payloads, ties, subnormals and overflow included.
+  std::vector<float> values = test_floats();
+  for (uint32_t nan : {0x7fc00000u, 0x7f800001u, 0xffc00001u, 0x7fbfffffu, 0xff800001u, 0x7fffffffu, 0x7f80ffffu})
+    values.push_back(std::bit_cast<float>(nan));  // quiet, signalling, with payloads below the kept half
+  std::vector<float> b = values, h = values;
+  hg::round_through<hg::bfloat16>(b.data(), b.size());
+  hg::round_through<hg::half>(h.data(), h.size());
+  int64_t bad = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    bad += std::bit_cast<uint32_t>(b[i]) !=
+           std::bit_cast<uint32_t>(hg::detail::bf16_bits_to_float(hg::detail::float_to_bf16_bits_portable(values[i])));
+    bad += std::bit_cast<uint32_t>(h[i]) !=
+           std::bit_cast<uint32_t>(hg::detail::f16_bits_to_float_portable(hg::detail::float_to_f16_bits_portable(values[i])));
+  }
+  CHECK(bad == 0);
+  CHECK(values.size() > 100000);
+}
