@@ -123,8 +123,9 @@ void convert_from_float(const float* src, half* dst, size_t n);
 void convert_from_float(const float* src, bfloat16* dst, size_t n);
 
 // values[i] = float(T(values[i])) in place (T half or bfloat16): a float result rounded to the
-// 16-bit type as a 16-bit op's output is, kept in float. Through a small buffer that stays in
-// L1, without the 16-bit tensor a `.to(bf16).to(f32)` allocates.
+// 16-bit type as a 16-bit op's output is, kept in float, without the 16-bit tensor a
+// `.to(bf16).to(f32)` allocates: bf16 by rounding each float's bits in place, f16 through a small
+// buffer that stays in L1.
 template <class T>
 void round_through(float* values, size_t n);
 
