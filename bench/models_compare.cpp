@@ -26,6 +26,8 @@
 #include <memory>
 #include <sstream>
 
+#include <unistd.h>
+
 #include "torch_bench_util.h"
 #include "train/models.h"
 #include "train/text_models.h"
@@ -396,6 +398,14 @@ int main(int argc, char** argv) {
     if (!torch_caps.empty()) std::printf("LibTorch capped to the same CPU level: %s\n", torch_caps.c_str());
     if (hg_bench::is_reference_blas(blas))
       std::printf("WARNING: LibTorch runs on the netlib reference BLAS: install libopenblas0-openmp for a fair reference\n");
+    // A status line on a terminal while each row is measured (a row takes 10-60 s; the whole run
+    // several minutes): which row of how many, and which side runs. Piped output stays the table.
+    const bool terminal = isatty(STDERR_FILENO) != 0;
+    const int total_rows = int(models.size() * precisions.size() * thread_counts.size());
+    int row = 0;
+    const auto status = [&](const std::string& what) {
+      if (terminal) std::fprintf(stderr, "\r\033[K[%d/%d] %s", row, total_rows, what.c_str());
+    };
     for (const bool text_table : {false, true}) {
       if (!(text_table ? any_text : any_vision)) continue;
       const char* unit = text_table ? "tokens/s" : "samples/s";
@@ -424,15 +434,26 @@ int main(int argc, char** argv) {
               }
             };
             double ours = 0, theirs = 0;
+            ++row;
+            const std::string label = name + " " + precision + " " + std::to_string(threads) + " thread(s), round ";
+            const auto measure_ours = [&](int round) {
+              status(label + std::to_string(round + 1) + ": halfgrad");
+              ours = std::max(ours, hg_bench::measure_in_child(ours_run));
+            };
+            const auto measure_theirs = [&](int round) {
+              status(label + std::to_string(round + 1) + ": LibTorch");
+              theirs = std::max(theirs, hg_bench::measure_in_child(theirs_run));
+            };
             for (int round = 0; round < rounds; ++round) {
               if (round % 2 == 0) {
-                ours = std::max(ours, hg_bench::measure_in_child(ours_run));
-                theirs = std::max(theirs, hg_bench::measure_in_child(theirs_run));
+                measure_ours(round);
+                measure_theirs(round);
               } else {
-                theirs = std::max(theirs, hg_bench::measure_in_child(theirs_run));
-                ours = std::max(ours, hg_bench::measure_in_child(ours_run));
+                measure_theirs(round);
+                measure_ours(round);
               }
             }
+            if (terminal) std::fprintf(stderr, "\r\033[K");
             if (theirs > 0)
               std::printf("| %s | %s | %d | %.0f | %.0f | %.2fx |\n", name.c_str(), precision.c_str(), threads, ours,
                           theirs, ours / theirs);

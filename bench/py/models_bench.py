@@ -134,18 +134,30 @@ def main():
           f"{TEXT_BLOCK} tokens AdamW, best of 2 repeats; CPU capability {torch.backends.cpu.get_cpu_capability()}")
     ctx = mp.get_context("spawn")
     unit = None
+    # A status line on a terminal while each row is measured (a row takes 10-60 s); piped output
+    # stays the table.
+    terminal = sys.stderr.isatty()
+    rows = [(n, p, t) for n in args.models.split(",") for p in args.precisions.split(",")
+            for t in map(int, args.threads.split(","))]
+    row = 0
     for name in args.models.split(","):
         if unit != ("tokens/s" if name in ("gpt", "lstm") else "samples/s"):
             unit = "tokens/s" if name in ("gpt", "lstm") else "samples/s"
             print(f"\n| model | precision | threads | PyTorch {unit} |\n|---|---|---|---|")
         for precision in args.precisions.split(","):
             for threads in map(int, args.threads.split(",")):
+                row += 1
+                if terminal:
+                    print(f"\r\033[K[{row}/{len(rows)}] {name} {precision} {threads} thread(s)", end="",
+                          file=sys.stderr, flush=True)
                 queue = ctx.Queue()
                 steps = max(1, int(BASE_STEPS[name] * args.steps_scale))
                 p = ctx.Process(target=measure, args=(name, precision, threads, steps, queue))
                 p.start()
                 p.join()
                 value = queue.get() if p.exitcode == 0 else float("nan")
+                if terminal:
+                    print("\r\033[K", end="", file=sys.stderr, flush=True)
                 print(f"| {name} | {precision} | {threads} | {value:.0f} |", flush=True)
 
 
