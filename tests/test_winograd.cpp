@@ -517,7 +517,7 @@ TEST_CASE("conv.wide_rows_keep_im2col_s_non_finite_entries_and_ignore_the_thread
 // (ConvAlgorithm::WideRows, kernels/cpu/conv_wide_rows.h; f32 GEMM panels at the AVX2 and AVX-512
 // levels, an hg::Error elsewhere): against the f64 truth and im2col + GEMM, with bias and relu, for
 // f32, f16 and bf16 (widened, rounded once), across the kernel's edges -- output channel counts
-// that are not multiples of its 4-channel blocks, positions that end inside a 96-position (24 on
+// that are not multiples of its 4- or 8-channel blocks, positions that end inside a 96-position (24 on
 // AVX2) block, padding 0 to 2, dilation, 1x1 and 5x5 kernels, parts of 32 7x7 images that end
 // inside the batch. (Auto picks it for the kernels larger than 1x1 at the AVX-512 levels.)
 TEST_CASE("conv.wide_rows_match_the_reference_and_im2col") {
