@@ -35,6 +35,7 @@
 #include "kernels/cpu/depthwise_conv.h"
 #include "kernels/cpu/elementwise_loop.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/wide_rows.h"
 #include "kernels/cpu/winograd_conv.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/activation.h"
@@ -556,19 +557,31 @@ bool f32_panels(DType dtype) { return dtype == f32 || dtype == f16 || (dtype == 
 //   8x28x28  -> 8    1.31 / 3.00 / 3.51       1.82 / 3.65 / 3.79      1.20 / 2.99   1.87 / 3.32
 //
 // so: at the AVX-512 levels, for every kernel larger than 1x1 (with 32 registers a block holds 24
-// sums and reaches ~90% of the FMA peak, while Winograd's transforms and 16 small GEMMs cost more
-// than its 2.25x fewer products save; 256x14x14 -> 256: 237 against im2col's 295 ms); at AVX2 (12
-// sums in 16 registers), except where Winograd would take a 3x3 layer with at least 32 channels in
-// and out. 1x1 convolutions stay on the GEMM: their columns are the image itself, nothing to save
-// (MobileNet's 144x14x14 -> 24: 3.4 against 2.2 ms). NOTE: the AVX-512 column is Sapphire Rapids'
-// (two 512-bit FMA ports); Zen 4 runs each 512-bit FMA as two 256-bit halves, where the AVX2
-// column's balance may hold instead -- not measured (no Zen 4 in this sitting).
+// sums, the kernel alone at 70-80% of the FMA peak, while Winograd's transforms and 16 small GEMMs
+// cost more than its 2.25x fewer products save; 256x14x14 -> 256: 237 against im2col's 295 ms); at
+// AVX2 (12 sums in 16 registers), except where Winograd would take a 3x3 layer with at least 32
+// channels in and out. 1x1 convolutions stay on the GEMM: their columns are the image itself,
+// nothing to save (MobileNet's 144x14x14 -> 24: 3.4 against 2.2 ms). NOTE: the AVX-512 column is
+// Sapphire Rapids' (two 512-bit FMA ports); Zen 4 runs each 512-bit FMA as two 256-bit halves,
+// where the AVX2 column's balance may hold instead -- not measured (no Zen 4 in this sitting).
+//
+// Stride 2 (the phase planes of kernels/cpu/wide_rows.h), im2col ms -> wide rows ms, same bench
+// conditions (a harness over conv2d_with, 3x3, pad 1):
+//
+//   layer              forward at avx512   at avx2         weight grad at avx512   at avx2
+//   16x28x28 -> 32     4.57 -> 2.54        4.58 -> 3.53    4.17 -> 3.31            4.49 -> 3.84
+//   32x14x14 -> 64     3.87 -> 2.62        4.10 -> 4.43    3.82 -> 3.18            4.20 -> 4.10
+//   64x14x14 -> 128   10.41 -> 8.82       12.76 -> 14.95  10.32 -> 12.46           12.88 -> 15.27
+//   3x32x32 -> 16      0.93 -> 0.47        0.96 -> 0.61    0.98 -> 0.58            0.90 -> 0.69
+//
+// so the same rule at the AVX-512 levels; at AVX2, stride 2 only up to 16 input channels.
 bool use_wide_rows(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
   const bool possible = f32_panels(dtype) && cpu::wide_rows_apply(g);
   if (algorithm == cpu::ConvAlgorithm::WideRows)
     HG_CHECK(possible, "conv2d: wide rows asked for ", dtype, " or a convolution they cannot compute at CPU level ",
              hg::cpu::isa_name(hg::cpu::isa()));
   if (algorithm != cpu::ConvAlgorithm::Auto) return possible && algorithm == cpu::ConvAlgorithm::WideRows;
+  if (g.stride == 2 && !hg::cpu::supports(hg::cpu::Isa::Avx512)) return possible && g.kh * g.kw > 1 && g.C <= 16;
   const bool winograd_wins =
       !hg::cpu::supports(hg::cpu::Isa::Avx512) && cpu::winograd_applies(g, dtype) && g.C >= 32 && g.O >= 32;
   return possible && g.kh * g.kw > 1 && !winograd_wins;
@@ -689,7 +702,8 @@ bool use_wide_columns(cpu::ConvAlgorithm algorithm, DType dtype, int64_t in_chan
 // (256x14x14 -> 256: 403 against 253 ms; MobileNet's 1x1 layers mostly lose too, 64x7x7 -> 384:
 // 6.5 against 3.5 ms). At the AVX-512 levels wherever that holds; at AVX2 (12 sums in 16
 // registers, a little below the GEMM's tile) where the dropped columns between images add at most
-// 10% to the products -- not on 7x7 maps, whose 8-column slots add 14%.
+// 10% to the products -- not on 7x7 maps, whose 8-column slots add 14%. Stride 2 (phase planes)
+// follows the same rule, with the plane's slot (half the padded width): see use_wide_rows' table.
 bool use_wide_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
   const bool possible = f32_panels(dtype) && !cpu::is_depthwise(g) && cpu::wide_weight_grad_applies(g);
   if (algorithm == cpu::ConvAlgorithm::WideRows) {
@@ -699,7 +713,7 @@ bool use_wide_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, D
   }
   if (algorithm != cpu::ConvAlgorithm::Auto || !possible) return false;
   if (g.kh * g.kw == 1 || g.O > 64 || g.ckk() > 576) return false;
-  return hg::cpu::supports(hg::cpu::Isa::Avx512) || (g.W + g.pad) * 10 <= g.OW * 11;
+  return hg::cpu::supports(hg::cpu::Isa::Avx512) || cpu::wide_plane(g, 1).slot * 10 <= g.OW * 11;
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "kernels/cpu/winograd_conv.h"
 
 #include "core/cpu_features.h"
+#include "kernels/cpu/wide_rows.h"
 #include "ops_test_helpers.h"
 
 using hg::cpu::Isa;
@@ -583,5 +584,88 @@ TEST_CASE("conv.wide_rows_match_the_reference_and_im2col") {
       }
       CHECK(nans == k.O * 9);  // (image 1: every output channel's 3x3 neighbourhood of the NaN)
     }
+  });
+}
+
+// The stride-2 layout's column split (kernels/cpu/wide_rows.h deinterleave) at each level, for
+// lengths around its 16- and 32-value steps: every value where it belongs, nothing written past.
+TEST_CASE("conv.wide_rows_deinterleave_splits_evens_and_odds") {
+  at_each_level([&] {
+    for (int64_t n : {0, 1, 2, 7, 15, 16, 17, 31, 32, 33, 47, 63, 64, 65}) {
+      CAPTURE(n);
+      std::vector<float> src(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k) src[size_t(k)] = float(k) + 0.5f;
+      std::vector<float> evens(size_t(n / 2 + 8), -1.0f), odds(size_t(n / 2 + 8), -1.0f);
+      hg::kernels::cpu::deinterleave(src.data(), n, evens.data(), odds.data());
+      for (int64_t k = 0; k < int64_t(evens.size()); ++k) {
+        CHECK(evens[size_t(k)] == (2 * k < n ? float(2 * k) + 0.5f : -1.0f));
+        CHECK(odds[size_t(k)] == (2 * k + 1 < n ? float(2 * k + 1) + 0.5f : -1.0f));
+      }
+    }
+  });
+}
+
+// Stride-2 convolutions on wide rows (four phase planes per channel, kernels/cpu/wide_rows.h):
+// the forward and the weight and bias gradients against the f64 truth and im2col + GEMM, with
+// bias and relu, f32 and 16-bit; odd and even sizes and paddings (each phase plane's row and
+// column counts), 2x2, 3x3 and 5x5 kernels, channel counts off the 8- and 4-channel blocks, and
+// 7x7 outputs in parts of 32 images that end inside the batch. Dilation with stride 2 is not
+// served (an hg::Error when asked for).
+TEST_CASE("conv.wide_rows_stride_two_matches_the_reference_and_im2col") {
+  hg::manual_seed(23);
+  struct Case {
+    int64_t N, C, O, H, W, k, pad;
+  };
+  for (const Case& k : {Case{2, 16, 16, 28, 28, 3, 1}, Case{3, 5, 13, 9, 8, 3, 1}, Case{2, 6, 8, 11, 10, 3, 0},
+                        Case{1, 4, 6, 12, 13, 5, 2}, Case{2, 3, 5, 8, 9, 2, 0}, Case{37, 3, 8, 14, 14, 3, 1},
+                        Case{1, 2, 3, 7, 6, 3, 2}}) {
+    const int64_t OH = (k.H + 2 * k.pad - k.k) / 2 + 1, OW = (k.W + 2 * k.pad - k.k) / 2 + 1;
+    const ConvGeometry g{k.N, k.C, k.H, k.W, k.O, k.k, k.k, 2, k.pad, OH, OW};
+    const std::string shape = std::to_string(k.N) + "x" + std::to_string(k.C) + "x" + std::to_string(k.H) + "x" +
+                              std::to_string(k.W) + " -> " + std::to_string(k.O) + ", k " + std::to_string(k.k) +
+                              ", pad " + std::to_string(k.pad);
+    CAPTURE(shape);
+    const Tensor x = normal({k.N, k.C, k.H, k.W}), w = normal({k.O, k.C, k.k, k.k}), b = normal({k.O});
+    const Tensor dy = normal({k.N, k.O, OH, OW});
+    const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
+    const Tensor truth = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64), b.to(hg::f64), g, false);
+    at_each_level([&] {
+      if (!wide_rows_here()) {
+        CHECK_THROWS_HG(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, false), "wide rows asked for");
+        return;
+      }
+      for (bool relu : {false, true}) {
+        CAPTURE(relu);
+        const Tensor out = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, relu);
+        CHECK_CLOSE_WITH(out.to(hg::f64), relu ? hg::relu(truth) : truth, gemm_tolerance(k.C * k.k * k.k));
+        CHECK_CLOSE_WITH(out, hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, b, g, relu), gemm_tolerance(k.C * k.k * k.k));
+        const Tensor y_or_none = relu ? y : Tensor();
+        const Tensor masked = relu ? dy * hg::gt(y, hg::zeros_like(y)) : dy;
+        const auto grad_truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
+                                                                       masked.to(hg::f64), Tensor(), g, false, true, true);
+        const auto wide = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, y_or_none, g, false, true, true);
+        const Tolerance sums = gemm_tolerance(k.N * OH * OW);
+        CHECK_CLOSE_WITH(wide.w.to(hg::f64), grad_truth.w, sums);
+        CHECK_CLOSE_WITH(wide.b.to(hg::f64), grad_truth.b, sums);
+        for (hg::DType dtype : {hg::bf16, hg::f16}) {
+          if (!wide_rows_here(dtype)) continue;  // (bf16 GEMM panels there: not this kernel)
+          CAPTURE(dtype);
+          const Tensor x16 = x.to(dtype), w16 = w.to(dtype), b16 = b.to(dtype);
+          const Tensor x32 = x16.to(hg::f32), w32 = w16.to(hg::f32), b32 = b16.to(hg::f32);
+          const Tensor truth16 = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32.to(hg::f64), w32.to(hg::f64),
+                                                               b32.to(hg::f64), g, relu);
+          const Tensor low = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x16, w16, b16, g, relu);
+          CHECK(low.dtype() == dtype);
+          CHECK_LOW_PRECISION(low, hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32, w32, b32, g, relu), truth16);
+        }
+      }
+    });
+  }
+  ConvGeometry dilated{1, 2, 9, 9, 3, 3, 3, 2, 2, 3, 3};
+  dilated.dilation = 2;
+  at_each_level([&] {
+    CHECK_THROWS_HG(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, normal({1, 2, 9, 9}), normal({3, 2, 3, 3}), Tensor(),
+                                                  dilated, false),
+                    "wide rows asked for");
   });
 }

@@ -123,7 +123,7 @@ void exact_dots(const float* dy, int64_t pitch, const float* plane, const std::v
 }  // namespace
 
 bool wide_weight_grad_applies(const ConvGeometry& g) {
-  return g.stride == 1 && g.groups == 1 && g.pad >= 0 && g.pad <= g.dilation * (g.kw - 1) && dot_kernel() != nullptr;
+  return wide_layout_serves(g) && dot_kernel() != nullptr;
 }
 
 template <class T>
@@ -147,7 +147,7 @@ void conv2d_weight_grad_wide(const T* x, const T* dy, const T* relu_output, cons
       const int64_t depth = p.positions(g), pitch = (depth + kDepthStep - 1) / kDepthStep * kDepthStep;
       // The plane, and what the last taps' vectors read past it (dropped products): zeros.
       const int64_t size = p.floats(g) + g.dilation * (g.kw - 1) + (pitch - depth) + kDepthStep;
-      float* values = plane.prepare(size, {g.C, g.H, g.W, g.pad, p.images, size});
+      float* values = plane.prepare(size, {g.C, g.H, g.W, g.pad, g.stride, p.images, size});
       lay_out_images(x, g, n0, p, values);
       // dy in the plane's row pitch (ReLU's mask on the way), zeros between the images' columns.
       float* dy_rows = rows.prepare(g.O * pitch, {g.O, g.OH, g.OW, p.images, p.Wp, p.slot, pitch});

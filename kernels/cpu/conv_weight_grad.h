@@ -29,8 +29,8 @@
 
 namespace hg::kernels::cpu {
 
-// Whether the geometry allows it (stride 1, one group, pad <= dilation * (kw - 1): each image's
-// outputs then read only its own columns and the zeros beside it) and the CPU level has the
+// Whether the wide-rows layout serves the geometry (wide_layout_serves: stride 1 with pad <=
+// dilation * (kw - 1), or stride 2 through its phase planes; one group) and the CPU level has the
 // kernel (AVX2 or AVX-512; elsewhere im2col + GEMM).
 bool wide_weight_grad_applies(const ConvGeometry& g);
 

@@ -89,7 +89,7 @@ void grow(V& buffer, int64_t n) {
 }  // namespace
 
 bool wide_rows_apply(const ConvGeometry& g) {
-  return g.stride == 1 && g.groups == 1 && g.pad >= 0 && g.pad <= g.dilation * (g.kw - 1) && direct_kernel(g.O) != nullptr;
+  return wide_layout_serves(g) && direct_kernel(g.O) != nullptr;
 }
 
 template <class T>
@@ -116,7 +116,7 @@ void conv2d_wide_rows(const T* x, const T* w, const float* bias, T* out, const C
       const int64_t columns = p.positions(g), blocked = (columns + kWidestBlock - 1) / kWidestBlock * kWidestBlock;
       // The plane, then what the last blocks read past it (dropped positions): zeros.
       const int64_t size = p.floats(g) + g.dilation * (g.kw - 1) + (blocked - columns) + kWidestBlock;
-      float* values = plane.prepare(size, {g.C, g.H, g.W, g.pad, p.images, size});
+      float* values = plane.prepare(size, {g.C, g.H, g.W, g.pad, g.stride, p.images, size});
       lay_out_images(x, g, n0, p, values);
       tap_offsets(g, p, offsets);
       grow(result, g.O * blocked);

@@ -7,6 +7,13 @@
 // neighbours sharing their pad columns (slot = W + pad columns per image). For stride 1, output
 // position q = oh * Wp + b * slot + ow reads tap (c, i, j) at plane[offset(c, i, j) + q], offset =
 // (c*Hp + i*d)*Wp + j*d: every tap's values for all positions are one contiguous run.
+//
+// Stride 2 (dilation 1) becomes the same: the padded input xp splits into four phase planes per
+// channel, phase (a, b) holding xp[2u + a][2v + b] at row u, column b * slot + v (padding
+// included, slot = half the padded width, rounded up). Output (oh, ow) reads xp[2oh + i][2ow + j]
+// = phase (i % 2, j % 2) at row oh + i / 2, column ow + j / 2: offset(c, i, j) = ((4c + 2(i % 2)
+// + j % 2) * Hp + i / 2) * Wp + j / 2, and q = oh * Wp + b * slot + ow as for stride 1. No
+// products are added; the plane holds the input once, as before.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -18,10 +25,16 @@ namespace hg::kernels::cpu {
 
 struct WidePlane {
   int64_t images, Hp, Wp, slot;
+  int64_t phases;  // planes per channel: 1, or 4 for stride 2
   int64_t positions(const ConvGeometry& g) const { return g.OH * Wp; }  // q's range
-  int64_t floats(const ConvGeometry& g) const { return g.C * Hp * Wp; }
+  int64_t floats(const ConvGeometry& g) const { return g.C * phases * Hp * Wp; }
 };
 WidePlane wide_plane(const ConvGeometry& g, int64_t images);
+
+// Whether the layout serves the geometry: one group; stride 1 with pad <= dilation * (kw - 1)
+// (each image's outputs then read only its own columns and the pad columns beside it), or stride
+// 2 with dilation 1.
+bool wide_layout_serves(const ConvGeometry& g);
 
 // Images per part: enough for about `positions` output positions (OH * Wp), at most 32, and no
 // more than keep the part's plane within 512 KB (an L2 share: a 384-channel 1x1 layer's 32-image
@@ -39,6 +52,10 @@ void tap_offsets(const ConvGeometry& g, const WidePlane& p, std::vector<int64_t>
 // `rows` rows of n floats (any n), src_pitch and dst_pitch apart: masked AVX-512 or AVX2 moves at
 // those levels (a memcpy call per 28-value row cost a quarter of the weight gradient's products).
 void copy_rows(const float* src, int64_t src_pitch, float* dst, int64_t dst_pitch, int64_t rows, int64_t n);
+
+// src[0], src[2], ... to evens[0], evens[1], ... and src[1], src[3], ... to odds (n values, any
+// n): the stride-2 layout's column split, two-vector permutes at the AVX-512 and AVX2 levels.
+void deinterleave(const float* src, int64_t n, float* evens, float* odds);
 
 // A per-thread buffer whose zeros are written once per layout: laid out the same way again (the
 // next part, the next step), only the values are overwritten -- clearing a part's plane every
