@@ -514,6 +514,30 @@ TEST_CASE("conv.wide_rows_keep_im2col_s_non_finite_entries_and_ignore_the_thread
   CHECK_CLOSE_WITH(hg::kernels::cpu::conv2d_with(algorithm, clean, w, Tensor(), g, true), forward_one, kExact);
 }
 
+namespace {
+// ConvAlgorithm::WideRows' forward of x, w, b (f32) against the f64 truth and im2col + GEMM, with
+// and without relu; and in bf16 and f16 where the level computes them on wide rows (widened,
+// rounded once).
+void check_wide_rows_forward(const Tensor& x, const Tensor& w, const Tensor& b, const ConvGeometry& g, bool relu) {
+  const Tolerance tolerance = gemm_tolerance(g.C * g.kh * g.kw);
+  const Tensor truth = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64), b.to(hg::f64), g, relu);
+  const Tensor out = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, relu);
+  CHECK_CLOSE_WITH(out.to(hg::f64), truth, tolerance);
+  CHECK_CLOSE_WITH(out, hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, b, g, relu), tolerance);
+  for (hg::DType dtype : {hg::bf16, hg::f16}) {
+    if (!wide_rows_here(dtype)) continue;  // (bf16 GEMM panels there: not this kernel)
+    CAPTURE(dtype);
+    const Tensor x16 = x.to(dtype), w16 = w.to(dtype), b16 = b.to(dtype);
+    const Tensor x32 = x16.to(hg::f32), w32 = w16.to(hg::f32), b32 = b16.to(hg::f32);
+    const Tensor truth16 = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32.to(hg::f64), w32.to(hg::f64),
+                                                         b32.to(hg::f64), g, relu);
+    const Tensor low = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x16, w16, b16, g, relu);
+    CHECK(low.dtype() == dtype);
+    CHECK_LOW_PRECISION(low, hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32, w32, b32, g, relu), truth16);
+  }
+}
+}  // namespace
+
 // The forward and the flipped input gradient as direct convolutions on wide rows
 // (ConvAlgorithm::WideRows, kernels/cpu/conv_wide_rows.h; f32 GEMM panels at the AVX2 and AVX-512
 // levels, an hg::Error elsewhere): against the f64 truth and im2col + GEMM, with bias and relu, for
@@ -529,9 +553,8 @@ TEST_CASE("conv.wide_rows_match_the_reference_and_im2col") {
                  {1, 2, 3, 61, 60, 3, 1, 1}}, [&](const StrideOneCase& k, const ConvGeometry& g) {
     const Tensor x = normal({k.N, k.C, k.H, k.W}), w = normal({k.O, k.C, k.k, k.k}), b = normal({k.O});
     const Tensor dy = normal({k.N, k.O, g.OH, g.OW});
-    const Tensor truth = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64), b.to(hg::f64), g, false);
     const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
-    const Tolerance forward_tolerance = gemm_tolerance(k.C * k.k * k.k), input_tolerance = gemm_tolerance(k.O * k.k * k.k);
+    const Tolerance input_tolerance = gemm_tolerance(k.O * k.k * k.k);
     at_each_level([&] {
       if (!wide_rows_here()) {
         CHECK_THROWS_HG(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, false), "wide rows asked for");
@@ -539,9 +562,7 @@ TEST_CASE("conv.wide_rows_match_the_reference_and_im2col") {
       }
       for (bool relu : {false, true}) {
         CAPTURE(relu);
-        const Tensor out = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, relu);
-        CHECK_CLOSE_WITH(out.to(hg::f64), relu ? hg::relu(truth) : truth, forward_tolerance);
-        CHECK_CLOSE_WITH(out, hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, b, g, relu), forward_tolerance);
+        check_wide_rows_forward(x, w, b, g, relu);
         const Tensor y_or_none = relu ? y : Tensor();
         const Tensor masked = relu ? dy * hg::gt(y, hg::zeros_like(y)) : dy;
         const Tensor input_truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
@@ -551,18 +572,6 @@ TEST_CASE("conv.wide_rows_match_the_reference_and_im2col") {
         CHECK_CLOSE_WITH(rows.x.to(hg::f64), input_truth, input_tolerance);
         CHECK_CLOSE_WITH(rows.w, im2col.w, gemm_tolerance(k.N * g.OH * g.OW));  // (the weight's and bias's: the dot products)
         CHECK_CLOSE_WITH(rows.b, im2col.b, gemm_tolerance(k.N * g.OH * g.OW));
-        for (hg::DType dtype : {hg::bf16, hg::f16}) {
-          if (!wide_rows_here(dtype)) continue;  // (bf16 GEMM panels there: not this kernel)
-          CAPTURE(dtype);
-          const Tensor x16 = x.to(dtype), w16 = w.to(dtype), b16 = b.to(dtype);
-          const Tensor x32 = x16.to(hg::f32), w32 = w16.to(hg::f32), b32 = b16.to(hg::f32);
-          const Tensor truth16 = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32.to(hg::f64), w32.to(hg::f64),
-                                                               b32.to(hg::f64), g, relu);
-          const Tensor low = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x16, w16, b16, g, relu);
-          const Tensor ref32 = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32, w32, b32, g, relu);
-          CHECK(low.dtype() == dtype);
-          CHECK_LOW_PRECISION(low, ref32, truth16);
-        }
       }
     });
   });
@@ -628,7 +637,6 @@ TEST_CASE("conv.wide_rows_stride_two_matches_the_reference_and_im2col") {
     const Tensor x = normal({k.N, k.C, k.H, k.W}), w = normal({k.O, k.C, k.k, k.k}), b = normal({k.O});
     const Tensor dy = normal({k.N, k.O, OH, OW});
     const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
-    const Tensor truth = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64), b.to(hg::f64), g, false);
     at_each_level([&] {
       if (!wide_rows_here()) {
         CHECK_THROWS_HG(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, false), "wide rows asked for");
@@ -636,9 +644,7 @@ TEST_CASE("conv.wide_rows_stride_two_matches_the_reference_and_im2col") {
       }
       for (bool relu : {false, true}) {
         CAPTURE(relu);
-        const Tensor out = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, relu);
-        CHECK_CLOSE_WITH(out.to(hg::f64), relu ? hg::relu(truth) : truth, gemm_tolerance(k.C * k.k * k.k));
-        CHECK_CLOSE_WITH(out, hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, b, g, relu), gemm_tolerance(k.C * k.k * k.k));
+        check_wide_rows_forward(x, w, b, g, relu);
         const Tensor y_or_none = relu ? y : Tensor();
         const Tensor masked = relu ? dy * hg::gt(y, hg::zeros_like(y)) : dy;
         const auto grad_truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
@@ -647,17 +653,6 @@ TEST_CASE("conv.wide_rows_stride_two_matches_the_reference_and_im2col") {
         const Tolerance sums = gemm_tolerance(k.N * OH * OW);
         CHECK_CLOSE_WITH(wide.w.to(hg::f64), grad_truth.w, sums);
         CHECK_CLOSE_WITH(wide.b.to(hg::f64), grad_truth.b, sums);
-        for (hg::DType dtype : {hg::bf16, hg::f16}) {
-          if (!wide_rows_here(dtype)) continue;  // (bf16 GEMM panels there: not this kernel)
-          CAPTURE(dtype);
-          const Tensor x16 = x.to(dtype), w16 = w.to(dtype), b16 = b.to(dtype);
-          const Tensor x32 = x16.to(hg::f32), w32 = w16.to(hg::f32), b32 = b16.to(hg::f32);
-          const Tensor truth16 = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32.to(hg::f64), w32.to(hg::f64),
-                                                               b32.to(hg::f64), g, relu);
-          const Tensor low = hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x16, w16, b16, g, relu);
-          CHECK(low.dtype() == dtype);
-          CHECK_LOW_PRECISION(low, hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32, w32, b32, g, relu), truth16);
-        }
       }
     });
   }
