@@ -6,6 +6,7 @@
 #include "kernels/cpu/winograd_conv.h"
 
 #include "core/cpu_features.h"
+#include "kernels/cpu/conv_wide_columns.h"
 #include "kernels/cpu/wide_rows.h"
 #include "ops_test_helpers.h"
 
@@ -663,4 +664,73 @@ TEST_CASE("conv.wide_rows_stride_two_matches_the_reference_and_im2col") {
                                                   dilated, false),
                     "wide rows asked for");
   });
+}
+
+// The bf16 weight and bias gradients from the wide-columns plane (cpu::conv2d_weight_grad_wide_columns,
+// which Auto uses for stride-1 bf16 layers on CPUs with native bf16 products): f32 sums of the
+// exact bf16 products, against the f64 truth of the same bf16 values, with and without the relu
+// epilogue's mask; at the AVX512-BF16 level (tap rows gathered before packing) and AMX (copied
+// straight into tiles). The cases cross parts of 28 7x7 images that end inside the batch,
+// padding 0 to 2, dilation, 5x5 kernels and channel counts off the GEMM's tiles; the thread count
+// does not change the result, and an infinite input gives NaN and infinity exactly where
+// im2col's products do.
+TEST_CASE("conv.wide_columns_weight_grad_matches_the_reference") {
+  hg::manual_seed(29);
+  const auto wide_grads = [](const Tensor& x, const Tensor& dy, const Tensor& y, const ConvGeometry& g) {
+    std::vector<float> dw(size_t(g.O * g.ckk())), db(size_t(g.O));
+    hg::kernels::cpu::conv2d_weight_grad_wide_columns(x.data_ptr<hg::bfloat16>(), dy.data_ptr<hg::bfloat16>(),
+                                                      y.defined() ? y.data_ptr<hg::bfloat16>() : nullptr, g, dw.data(),
+                                                      db.data());
+    return std::pair{hg::from_vector(dw, {g.O, g.C, g.kh, g.kw}), hg::from_vector(db, {g.O})};
+  };
+  for_each_case({{3, 16, 16, 28, 28, 3, 1, 1}, {37, 32, 32, 7, 7, 3, 1, 1}, {5, 8, 24, 14, 14, 3, 1, 1},
+                 {4, 5, 13, 7, 9, 3, 0, 1},    {3, 3, 4, 9, 8, 5, 2, 1},    {9, 4, 3, 9, 10, 3, 2, 2},
+                 {2, 7, 6, 5, 6, 3, 2, 1}}, [&](const StrideOneCase& k, const ConvGeometry& g) {
+    const Tensor x = normal({k.N, k.C, k.H, k.W}).to(hg::bf16), w = normal({k.O, k.C, k.k, k.k}).to(hg::bf16);
+    const Tensor dy = normal({k.N, k.O, g.OH, g.OW}).to(hg::bf16);
+    const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
+    at_each_level([&] {
+      if (!hg::kernels::cpu::wide_columns_available()) return;
+      for (bool relu : {false, true}) {
+        CAPTURE(relu);
+        const Tensor masked = relu ? dy.to(hg::f64) * hg::gt(y, hg::zeros_like(y)).to(hg::f64) : dy.to(hg::f64);
+        const auto truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
+                                                                  masked, Tensor(), g, false, true, true);
+        const auto [dw, db] = wide_grads(x, dy, relu ? y : Tensor(), g);
+        const Tolerance sums = gemm_tolerance(k.N * g.OH * g.OW);
+        CHECK_CLOSE_WITH(dw.to(hg::f64), truth.w, sums);
+        CHECK_CLOSE_WITH(db.to(hg::f64), truth.b, sums);
+      }
+    });
+  });
+  if (!hg::kernels::cpu::wide_columns_available()) return;
+  const StrideOneCase k{40, 3, 4, 7, 7, 3, 1, 1};
+  const ConvGeometry g = k.geometry();
+  std::vector<float> values = normal({k.N, k.C, k.H, k.W}).to_vector<float>();
+  values[size_t(((1 * k.C + 2) * k.H + 3) * k.W + (k.W - 1))] = std::numeric_limits<float>::infinity();
+  const Tensor x = hg::from_vector(values, {k.N, k.C, k.H, k.W}).to(hg::bf16);
+  const Tensor w = normal({k.O, k.C, 3, 3}).to(hg::bf16), dy = normal({k.N, k.O, g.OH, g.OW}).to(hg::bf16);
+  const std::vector<double> wide = wide_grads(x, dy, Tensor(), g).first.to_vector<double>();
+  const std::vector<double> im2col =
+      hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64), dy.to(hg::f64), Tensor(), g,
+                                             false, true, false).w.to_vector<double>();
+  int64_t finite = 0;
+  for (size_t e = 0; e < wide.size(); ++e) {
+    CAPTURE(e);
+    CHECK(std::isnan(wide[e]) == std::isnan(im2col[e]));
+    CHECK(std::isinf(wide[e]) == std::isinf(im2col[e]));
+    finite += std::isfinite(wide[e]);
+  }
+  CHECK(finite == int64_t(wide.size()) - 4 * 6);  // (channel 2's taps in kernel columns 1 and 2, for each output channel)
+  struct Threads {
+    int saved = hg::get_num_threads();
+    ~Threads() { hg::set_num_threads(saved); }
+  } restore;
+  const Tensor clean = normal({k.N, k.C, k.H, k.W}).to(hg::bf16);
+  hg::set_num_threads(1);
+  const auto one = wide_grads(clean, dy, Tensor(), g);
+  hg::set_num_threads(2);
+  const auto two = wide_grads(clean, dy, Tensor(), g);
+  CHECK_CLOSE_WITH(two.first, one.first, kExact);
+  CHECK_CLOSE_WITH(two.second, one.second, kExact);
 }

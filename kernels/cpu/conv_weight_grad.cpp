@@ -89,16 +89,6 @@ void grow(V& buffer, int64_t n) {
   if (buffer.size() < size_t(n)) buffer.resize(size_t(n));
 }
 
-// Whether any of n floats is infinite or NaN (exponent all ones); a loop without branches.
-bool any_non_finite(const float* v, int64_t n) {
-  uint32_t found = 0;
-  for (int64_t k = 0; k < n; ++k) {
-    uint32_t bits;
-    std::memcpy(&bits, v + k, sizeof bits);
-    found |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
-  }
-  return found != 0;
-}
 
 // dW's entries on the valid pixels only, products as im2col's: for a part whose wide dot products
 // came out infinite or NaN. (An infinite or NaN input value makes every entry whose rows read it

@@ -7,6 +7,7 @@
 #include "kernels/cpu/conv_wide_columns.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -15,9 +16,16 @@
 #include "core/parallel.h"
 #include "core/simd_target.h"
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/wide_rows.h"
 
 #if HG_X86
 #include <immintrin.h>
+#endif
+
+// NOTE: GCC 12 reports -Wmaybe-uninitialized inside its own AVX-512 intrinsics (the widening
+// conversions' undefined pass-through operand); a known false positive, silenced for this file only.
+#if !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
 namespace hg::kernels::cpu {
@@ -38,6 +46,19 @@ void copy_words(const uint16_t* src, uint16_t* dst, int64_t n) {
     const __mmask32 m = n - k >= 32 ? ~__mmask32(0) : (__mmask32(1) << (n - k)) - 1;
     _mm512_mask_storeu_epi16(dst + k, m, _mm512_maskz_loadu_epi16(m, src + k));
   }
+}
+
+// Images [n0, n0 + p.images) of x (N, C, H, W; bf16 bits) into a zeroed plane of the wide-rows
+// layout (kernels/cpu/wide_rows.h), then zeros for what the last taps read past it.
+void lay_out_plane(const uint16_t* x, const ConvGeometry& g, int64_t n0, const WidePlane& p, std::vector<uint16_t>& plane) {
+  const int64_t size = p.floats(g) + g.dilation * (g.kw - 1) + 32;
+  if (plane.size() < size_t(size)) plane.resize(size_t(size));
+  std::memset(plane.data(), 0, sizeof(uint16_t) * size_t(size));
+  for (int64_t b = 0; b < p.images; ++b)
+    for (int64_t c = 0; c < g.C; ++c)
+      for (int64_t h = 0; h < g.H; ++h)
+        copy_words(x + ((n0 + b) * g.C + c) * g.H * g.W + h * g.W,
+                   plane.data() + (c * p.Hp + h + g.pad) * p.Wp + g.pad + b * p.slot, g.W);
 }
 
 // n floats from src (through relu when asked) rounded to bf16 at dst, as
@@ -66,28 +87,17 @@ void store_row(const float* src, uint16_t* dst, int64_t n, bool relu) {
 
 void wide_columns_avx512bf16(const bfloat16* x, const bfloat16* w, const float* bias, bfloat16* out,
                              const ConvGeometry& g, bool relu, int64_t batch) {
-  const int64_t Hp = g.H + 2 * g.pad, slot = g.W + g.pad, image = g.C * g.H * g.W, plane = g.O * g.ohw();
+  const int64_t slot = g.W + g.pad, plane = g.O * g.ohw();
   const auto* input = reinterpret_cast<const uint16_t*>(x);
   parallel_for(0, g.N, batch, [&](int64_t lo, int64_t hi) {
     thread_local std::vector<uint16_t> padded;
     thread_local std::vector<int64_t> row_offsets;
     thread_local std::vector<float> result;
     for (int64_t n0 = lo; n0 < hi; n0 += batch) {
-      const int64_t images = std::min(hi, n0 + batch) - n0, Wp = images * slot + g.pad, columns = g.OH * Wp;
-      // The plane, then what the last row's taps read past it (into dropped columns): zeros.
-      const int64_t plane_size = g.C * Hp * Wp, tail = g.dilation * (g.kw - 1) + 32;
-      if (padded.size() < size_t(plane_size + tail)) padded.resize(size_t(plane_size + tail));
-      std::memset(padded.data(), 0, sizeof(uint16_t) * size_t(plane_size + tail));
-      for (int64_t b = 0; b < images; ++b)
-        for (int64_t c = 0; c < g.C; ++c)
-          for (int64_t h = 0; h < g.H; ++h)
-            copy_words(input + (n0 + b) * image + (c * g.H + h) * g.W,
-                       padded.data() + (c * Hp + h + g.pad) * Wp + g.pad + b * slot, g.W);
-      row_offsets.resize(size_t(g.ckk()));
-      for (int64_t c = 0; c < g.C; ++c)
-        for (int64_t i = 0; i < g.kh; ++i)
-          for (int64_t j = 0; j < g.kw; ++j)
-            row_offsets[size_t((c * g.kh + i) * g.kw + j)] = (c * Hp + i * g.dilation) * Wp + j * g.dilation;
+      const WidePlane p = wide_plane(g, std::min(hi, n0 + batch) - n0);
+      const int64_t images = p.images, Wp = p.Wp, columns = g.OH * Wp;
+      lay_out_plane(input, g, n0, p, padded);
+      tap_offsets(g, p, row_offsets);
       if (result.size() < size_t(g.O * columns)) result.resize(size_t(g.O * columns));
       for (int64_t o = 0; o < g.O; ++o) std::fill_n(result.data() + o * columns, columns, bias[o]);
       const MatrixView weight{w, g.O, g.ckk(), g.ckk(), 1};
@@ -104,6 +114,119 @@ void wide_columns_avx512bf16(const bfloat16* x, const bfloat16* w, const float* 
   });
 }
 
+// n bf16 values of src to dst where y (bf16) > 0, zeros elsewhere (NaN in y: zero), 32 at a time.
+void copy_where_positive(const uint16_t* src, const uint16_t* y, uint16_t* dst, int64_t n) {
+  for (int64_t k = 0; k < n; k += 32) {
+    const __mmask32 m = n - k >= 32 ? ~__mmask32(0) : (__mmask32(1) << (n - k)) - 1;
+    const __m512i bits = _mm512_maskz_loadu_epi16(m, y + k);
+    // y > 0 as floats: the widened halves (bf16 bits in the high 16 of each word) compared to zero.
+    const __m512 low = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(bits)), 16));
+    const __m512 high = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(bits, 1)), 16));
+    const __mmask32 positive = __mmask32(_mm512_cmp_ps_mask(low, _mm512_setzero_ps(), _CMP_GT_OQ)) |
+                               (__mmask32(_mm512_cmp_ps_mask(high, _mm512_setzero_ps(), _CMP_GT_OQ)) << 16);
+    _mm512_mask_storeu_epi16(dst + k, m, _mm512_maskz_loadu_epi16(m & positive, src + k));
+  }
+}
+
+// The sum of n bf16 values (n of any size), widened: f32 vectors of partial sums, then added in double.
+double row_sum(const uint16_t* v, int64_t n) {
+  __m512 low_sums = _mm512_setzero_ps(), high_sums = _mm512_setzero_ps();
+  for (int64_t k = 0; k < n; k += 32) {
+    const __mmask32 m = n - k >= 32 ? ~__mmask32(0) : (__mmask32(1) << (n - k)) - 1;
+    const __m512i bits = _mm512_maskz_loadu_epi16(m, v + k);
+    low_sums = _mm512_add_ps(low_sums, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(bits)), 16)));
+    high_sums = _mm512_add_ps(high_sums, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(bits, 1)), 16)));
+  }
+  alignas(64) float lanes[32];
+  _mm512_store_ps(lanes, low_sums);
+  _mm512_store_ps(lanes + 16, high_sums);
+  double sum = 0;
+  for (float lane : lanes) sum += double(lane);
+  return sum;
+}
+
+// The products of exact_sums: bf16 bits widened.
+inline float widen(uint16_t bits) {
+  uint32_t word = uint32_t(bits) << 16;
+  float value;
+  std::memcpy(&value, &word, sizeof value);
+  return value;
+}
+
+// dW^T's entries of a part on the valid pixels only (im2col's products), for a part whose wide
+// sums came out infinite or NaN: slow, and exact about which products count.
+void exact_sums(const uint16_t* rows, int64_t pitch, const uint16_t* plane, const std::vector<int64_t>& offsets,
+                const ConvGeometry& g, int64_t images, int64_t Wp, int64_t slot, float* out) {
+  for (int64_t t = 0; t < g.ckk(); ++t)
+    for (int64_t o = 0; o < g.O; ++o) {
+      float sum = 0;
+      for (int64_t b = 0; b < images; ++b)
+        for (int64_t oh = 0; oh < g.OH; ++oh)
+          for (int64_t ow = 0; ow < g.OW; ++ow) {
+            const int64_t q = oh * Wp + b * slot + ow;
+            sum += widen(rows[o * pitch + q]) * widen(plane[offsets[size_t(t)] + q]);
+          }
+      out[t * g.O + o] = sum;
+    }
+}
+
+void weight_grad_wide_columns_avx512bf16(const bfloat16* x, const bfloat16* dy, const bfloat16* relu_output,
+                                         const ConvGeometry& g, float* dw, float* db) {
+  const int64_t slot = g.W + g.pad, plane = g.O * g.ohw(), taps = g.ckk();
+  // About 2048 positions per part (2 images of 28x28, 9 of 14x14, up to 32 of 7x7): a deep
+  // enough product for the GEMM's tiles, a plane that stays in L2.
+  const int64_t per_part = images_per_part(g, 2048), parts = (g.N + per_part - 1) / per_part;
+  std::vector<float> partial(size_t(parts * taps * g.O));
+  std::vector<double> bias_partial(size_t(parts * g.O), 0.0);
+  const auto* input = reinterpret_cast<const uint16_t*>(x);
+  const auto* grad = reinterpret_cast<const uint16_t*>(dy);
+  const auto* output = reinterpret_cast<const uint16_t*>(relu_output);
+  parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
+    thread_local std::vector<uint16_t> padded, rows;
+    thread_local std::vector<int64_t> offsets;
+    for (int64_t part = lo; part < hi; ++part) {
+      const int64_t n0 = part * per_part;
+      const WidePlane p = wide_plane(g, std::min(g.N, n0 + per_part) - n0);
+      const int64_t images = p.images, Wp = p.Wp, depth = g.OH * Wp, pitch = (depth + 31) / 32 * 32;
+      lay_out_plane(input, g, n0, p, padded);
+      // dy in the plane's row pitch (ReLU's mask on the way; NaN in y: 0), zeros between images.
+      if (rows.size() < size_t(g.O * pitch)) rows.resize(size_t(g.O * pitch));
+      std::memset(rows.data(), 0, sizeof(uint16_t) * size_t(g.O * pitch));
+      for (int64_t b = 0; b < images; ++b)
+        for (int64_t o = 0; o < g.O; ++o) {
+          const int64_t at = (n0 + b) * plane + o * g.ohw();
+          for (int64_t oh = 0; oh < g.OH; ++oh) {
+            uint16_t* dst = rows.data() + o * pitch + oh * Wp + b * slot;
+            if (output == nullptr) copy_words(grad + at + oh * g.OW, dst, g.OW);
+            else copy_where_positive(grad + at + oh * g.OW, output + at + oh * g.OW, dst, g.OW);
+          }
+        }
+      if (db != nullptr)
+        for (int64_t o = 0; o < g.O; ++o) bias_partial[size_t(part * g.O + o)] = row_sum(rows.data() + o * pitch, depth);
+      if (dw == nullptr) continue;
+      tap_offsets(g, p, offsets);
+      float* out = partial.data() + part * taps * g.O;
+      const MatrixView tap_rows{padded.data(), taps, depth, 0, 1, offsets.data()};
+      const MatrixView gradient_columns{rows.data(), depth, g.O, 1, pitch};  // dy^T
+      packed_gemm<bfloat16>(tap_rows, gradient_columns, out, g.O, false);
+      if (any_non_finite(out, taps * g.O)) exact_sums(rows.data(), pitch, padded.data(), offsets, g, images, Wp, slot, out);
+    }
+  });
+  if (dw != nullptr)
+    for (int64_t t = 0; t < taps; ++t)
+      for (int64_t o = 0; o < g.O; ++o) {
+        double total = 0;
+        for (int64_t part = 0; part < parts; ++part) total += double(partial[size_t((part * taps + t) * g.O + o)]);
+        dw[o * taps + t] = float(total);
+      }
+  if (db != nullptr)
+    for (int64_t o = 0; o < g.O; ++o) {
+      double total = 0;
+      for (int64_t part = 0; part < parts; ++part) total += bias_partial[size_t(part * g.O + o)];
+      db[o] = float(total);
+    }
+}
+
 }  // namespace
 HG_TARGET_END
 #endif
@@ -116,6 +239,17 @@ void conv2d_wide_columns(const bfloat16* x, const bfloat16* w, const float* bias
   wide_columns_avx512bf16(x, w, bias, out, g, relu, std::max<int64_t>(images, 1));
 #else
   (void)x, (void)w, (void)bias, (void)out, (void)relu, (void)images;  // (never reached: not available)
+#endif
+}
+
+void conv2d_weight_grad_wide_columns(const bfloat16* x, const bfloat16* dy, const bfloat16* relu_output,
+                                     const ConvGeometry& g, float* dw, float* db) {
+  HG_CHECK(wide_columns_apply(g) && wide_columns_available(),
+           "internal error: the wide-columns weight gradient for a convolution or CPU level it does not serve");
+#if HG_X86
+  weight_grad_wide_columns_avx512bf16(x, dy, relu_output, g, dw, db);
+#else
+  (void)x, (void)dy, (void)relu_output, (void)dw, (void)db;  // (never reached: not available)
 #endif
 }
 

@@ -36,4 +36,20 @@ bool wide_columns_available();
 void conv2d_wide_columns(const bfloat16* x, const bfloat16* w, const float* bias, bfloat16* out, const ConvGeometry& g,
                          bool relu, int64_t images);
 
+// The weight and bias gradients the same way: dW (O x C*kh*kw) and db (O values), f32, either may
+// be null, of the convolution with input x (N, C, H, W) and output gradient dy (N, O, OH, OW),
+// both contiguous bf16; relu_output, when not null, is the forward's output with the ReLU
+// epilogue (dy counts only where it is > 0). Per part of a few images: the plane as the forward
+// lays it, dy in its row pitch with zeros over the columns between images, and
+//
+//   dW^T (taps x O) = taps (taps x OH*Wp: the plane through per-tap row offsets) @ dy^T
+//
+// in the packed bf16 GEMM -- no im2col, and only dy (O rows, not C*kh*kw) transposed into pairs.
+// Parts' sums are added in part order (the result does not depend on the thread count). NOTE: as
+// in kernels/cpu/conv_weight_grad.h, the zero columns multiply real input values by zero, so a
+// part whose sums come out infinite or NaN is recomputed on the valid pixels only.
+// Only where wide_columns_apply and wide_columns_available.
+void conv2d_weight_grad_wide_columns(const bfloat16* x, const bfloat16* dy, const bfloat16* relu_output,
+                                     const ConvGeometry& g, float* dw, float* db);
+
 }  // namespace hg::kernels::cpu

@@ -287,10 +287,12 @@ void packed_gemm_driver(const MatrixView& a, const MatrixView& b, const PackedRh
 template <class T>
 void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc, bool accumulate,
                  const GemmEpilogue& epilogue) {
-  HG_CHECK(a.row_offsets == nullptr && (b.row_offsets == nullptr || (std::is_same_v<T, bfloat16> &&
-                                                                     has_native_bf16_gemm() && b.col_stride == 1)),
-           "internal error: packed_gemm reads row offsets only in a bf16 right operand with contiguous rows, on a CPU "
-           "with native bf16 products");
+  const auto offsets_readable = [](const MatrixView& m) {
+    return m.row_offsets == nullptr || (std::is_same_v<T, bfloat16> && has_native_bf16_gemm() && m.col_stride == 1);
+  };
+  HG_CHECK(offsets_readable(a) && offsets_readable(b),
+           "internal error: packed_gemm reads row offsets only in bf16 operands with contiguous rows, on a CPU with "
+           "native bf16 products");
   packed_gemm_driver<T>(a, b, nullptr, c, ldc, accumulate, epilogue);
 }
 

@@ -19,8 +19,9 @@ struct MatrixView {
   int64_t row_stride, col_stride;  // in elements
   // When set, row r starts at data + row_offsets[r] elements instead of r * row_stride: rows at
   // irregular distances, such as the taps of a convolution read straight from a padded image
-  // (kernels/conv.cpp's wide columns). Accepted only as packed_gemm<bfloat16>'s right operand,
-  // with col_stride 1, on a CPU level with native bf16 products (has_native_bf16_gemm()).
+  // (kernels/conv.cpp's wide columns; as A, the taps of the wide-columns weight gradient).
+  // Accepted only by packed_gemm<bfloat16>, with col_stride 1, on a CPU level with native bf16
+  // products (has_native_bf16_gemm()).
   const int64_t* row_offsets = nullptr;
 };
 

@@ -48,6 +48,7 @@ namespace {
 inline __mmask32 first_words(int64_t n) { return n >= 32 ? ~__mmask32(0) : (__mmask32(1) << n) - 1; }
 
 // A block of A (rows i0.., depth kc from k0) as [k/32][32 rows][32 k] panels, zeros past the edges.
+// (Rows at a.row_offsets where given: each is contiguous, so the copies are the same.)
 void pack_a_tiles(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out) {
   const int64_t chunks = (kc + kTileK - 1) / kTileK;
   const auto* base = static_cast<const uint16_t*>(a.data);
@@ -58,7 +59,8 @@ void pack_a_tiles(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64
       for (int64_t c = 0; c < chunks; ++c) {
         const __mmask32 depth = first_words(kc - c * kTileK);
         for (int64_t r = 0; r < kMR; ++r) {
-          const uint16_t* src = base + (i0 + p + r) * a.row_stride + k0 + c * kTileK;
+          const int64_t i = i0 + p + r, start = a.row_offsets ? a.row_offsets[std::min(i, a.rows - 1)] : i * a.row_stride;
+          const uint16_t* src = base + start + k0 + c * kTileK;
           const __m512i row = r < valid ? _mm512_maskz_loadu_epi16(depth, src) : _mm512_setzero_si512();
           _mm512_store_si512(panel + (c * kMR + r) * kTileK, row);
         }

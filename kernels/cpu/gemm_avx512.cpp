@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/gemm_microkernel.h"
 #include "kernels/cpu/gemm_pack.h"
@@ -237,6 +238,16 @@ void transpose_words(const float* src, int64_t src_stride, int64_t lanes, int64_
 namespace {
 
 void pack_a_bf16(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out) {
+  if (a.row_offsets != nullptr) {  // rows at irregular offsets (contiguous each): gathered first, then packed
+    thread_local std::vector<uint16_t> rows;
+    const int64_t pitch = (kc + 1) / 2 * 2;
+    rows.resize(size_t(mc * pitch));
+    for (int64_t r = 0; r < mc; ++r)
+      std::memcpy(rows.data() + r * pitch, static_cast<const uint16_t*>(a.data) + a.row_offsets[i0 + r] + k0,
+                  sizeof(uint16_t) * size_t(kc));
+    pack_bf16_pairs(rows.data(), pitch, 1, 0, mc, 0, kc, kMR, (kc + 1) / 2, out);
+    return;
+  }
   pack_bf16_pairs(static_cast<const uint16_t*>(a.data), a.row_stride, a.col_stride, i0, mc, k0, kc, kMR, (kc + 1) / 2,
                   out);
 }

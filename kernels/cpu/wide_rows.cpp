@@ -190,6 +190,16 @@ void tap_offsets(const ConvGeometry& g, const WidePlane& p, std::vector<int64_t>
                           : (c * p.Hp + i * g.dilation) * p.Wp + j * g.dilation;
 }
 
+bool any_non_finite(const float* v, int64_t n) {
+  uint32_t found = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    uint32_t bits;
+    std::memcpy(&bits, v + k, sizeof bits);
+    found |= uint32_t((bits & 0x7f800000u) == 0x7f800000u);
+  }
+  return found != 0;
+}
+
 float* ZeroedScratch::prepare(int64_t size, const std::vector<int64_t>& for_layout) {
   if (layout != for_layout || values.size() < size_t(size)) {
     if (values.size() < size_t(size)) values.resize(size_t(size));

@@ -57,6 +57,10 @@ void copy_rows(const float* src, int64_t src_pitch, float* dst, int64_t dst_pitc
 // n): the stride-2 layout's column split, two-vector permutes at the AVX-512 and AVX2 levels.
 void deinterleave(const float* src, int64_t n, float* evens, float* odds);
 
+// Whether any of n floats is infinite or NaN (exponent all ones), without a branch per value:
+// the wide weight gradients' test for a part whose zero columns met an infinite input.
+bool any_non_finite(const float* v, int64_t n);
+
 // A per-thread buffer whose zeros are written once per layout: laid out the same way again (the
 // next part, the next step), only the values are overwritten -- clearing a part's plane every
 // time cost a tenth of the weight gradient.
