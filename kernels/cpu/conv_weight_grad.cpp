@@ -128,7 +128,7 @@ void conv2d_weight_grad_wide(const T* x, const T* dy, const T* relu_output, cons
   std::vector<float> partial(size_t(parts * g.O * taps), 0.0f);
   std::vector<double> bias_partial(size_t(parts * g.O), 0.0);
   parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
-    thread_local ZeroedScratch plane, rows;
+    thread_local ZeroedScratch<float> plane, rows;
     thread_local std::vector<float> lanes, line, mask;
     thread_local std::vector<int64_t> offsets;
     for (int64_t part = lo; part < hi; ++part) {

@@ -107,7 +107,7 @@ void conv2d_wide_rows(const T* x, const T* w, const float* bias, T* out, const C
     for (int64_t t = 0; t < taps; ++t)
       packed[size_t(((o / kernel->rows) * taps + t) * kernel->rows + o % kernel->rows)] = float(Acc<T>(w[o * taps + t]));
   parallel_for(0, parts, 1, [&](int64_t lo, int64_t hi) {
-    thread_local ZeroedScratch plane;
+    thread_local ZeroedScratch<float> plane;
     thread_local std::vector<float> result;
     thread_local std::vector<int64_t> offsets;
     for (int64_t part = lo; part < hi; ++part) {

@@ -200,13 +200,4 @@ bool any_non_finite(const float* v, int64_t n) {
   return found != 0;
 }
 
-float* ZeroedScratch::prepare(int64_t size, const std::vector<int64_t>& for_layout) {
-  if (layout != for_layout || values.size() < size_t(size)) {
-    if (values.size() < size_t(size)) values.resize(size_t(size));
-    std::fill_n(values.data(), size, 0.0f);
-    layout = for_layout;
-  }
-  return values.data();
-}
-
 }  // namespace hg::kernels::cpu

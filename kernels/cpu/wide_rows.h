@@ -15,6 +15,7 @@
 // + j % 2) * Hp + i / 2) * Wp + j / 2, and q = oh * Wp + b * slot + ow as for stride 1. No
 // products are added; the plane holds the input once, as before.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -64,11 +65,19 @@ bool any_non_finite(const float* v, int64_t n);
 // A per-thread buffer whose zeros are written once per layout: laid out the same way again (the
 // next part, the next step), only the values are overwritten -- clearing a part's plane every
 // time cost a tenth of the weight gradient.
+template <class V>
 struct ZeroedScratch {
-  std::vector<float> values;
+  std::vector<V> values;
   std::vector<int64_t> layout;  // what the zeros were written for
-  // The buffer, at least `size` floats, all zero unless the last call had the same layout.
-  float* prepare(int64_t size, const std::vector<int64_t>& for_layout);
+  // The buffer, at least `size` values, all zero unless the last call had the same layout.
+  V* prepare(int64_t size, const std::vector<int64_t>& for_layout) {
+    if (layout != for_layout || values.size() < size_t(size)) {
+      if (values.size() < size_t(size)) values.resize(size_t(size));
+      std::fill_n(values.data(), size, V(0));
+      layout = for_layout;
+    }
+    return values.data();
+  }
 };
 
 }  // namespace hg::kernels::cpu
