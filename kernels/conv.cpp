@@ -675,12 +675,17 @@ bool use_flipped_convolution(cpu::ConvAlgorithm algorithm, const ConvGeometry& g
 // with many rows of A per column spends relatively more on the columns it computes and drops);
 // the flipped input gradient, always (every row above). Both come out of one test on the forward's
 // channels, C >= O: the flipped input gradient is only chosen where C >= O (use_flipped_convolution).
-bool use_wide_columns(cpu::ConvAlgorithm algorithm, DType dtype, int64_t in_channels, int64_t out_channels) {
+//
+// Stride 2 (the phase planes of kernels/cpu/wide_rows.h), forward, im2col ms -> wide columns ms
+// (a harness over conv2d_with, 3x3, pad 1, same conditions): 16x28x28 -> 32 3.44 -> 1.22,
+// 32x14x14 -> 64 2.08 -> 1.06, 64x14x14 -> 128 4.77 -> 2.63, 3x32x32 -> 16 0.93 -> 0.44,
+// 32x28x28 -> 32 6.75 -> 2.02 (stride 2's im2col gathers every other column, slow): always.
+bool use_wide_columns(cpu::ConvAlgorithm algorithm, DType dtype, const ConvGeometry& g) {
   const bool possible = dtype == bf16 && cpu::wide_columns_available();
   if (algorithm == cpu::ConvAlgorithm::WideColumns)
     HG_CHECK(possible, "conv2d: wide columns asked for ", dtype, " on a CPU level without native bf16 products");
   return possible && (algorithm == cpu::ConvAlgorithm::WideColumns ||
-                      (algorithm == cpu::ConvAlgorithm::Auto && in_channels >= out_channels));
+                      (algorithm == cpu::ConvAlgorithm::Auto && (g.C >= g.O || g.stride == 2)));
 }
 
 // Whether the CPU computes conv2d's weight (and bias) gradient as dot products over wide rows
@@ -727,6 +732,8 @@ bool use_wide_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, D
 //   64x7x7   -> 64   1.86 -> 1.39      144x14x14 -> 24  8.46 -> 7.25
 //   1x28x28  -> 16   0.89 -> 0.95
 //
+// and stride 2 (phase planes): 16x28x28 -> 32 3.66 -> 1.11, 32x14x14 -> 64 2.24 -> 1.02,
+// 64x14x14 -> 128 5.38 -> 3.27, 3x32x32 -> 16 0.99 -> 0.41, 32x28x28 -> 32 7.00 -> 2.09;
 // so: wherever the wide columns apply, except a single input channel (its taps are only 9 rows).
 // NOTE: AVX512-BF16 without AMX (Zen 4) gathers the tap rows before packing them; not measured there.
 bool use_wide_columns_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
@@ -756,9 +763,9 @@ Tensor cpu::conv2d_with(ConvAlgorithm algorithm, const Tensor& x, const Tensor& 
     cpu::winograd_conv2d(x, w, b, out, g, relu);
   } else {
     visit_floating(x.dtype(), "conv2d", [&]<class T> {
-      const bool wide = use_wide_columns(algorithm, x.dtype(), g.C, g.O);
+      const bool wide = use_wide_columns(algorithm, x.dtype(), g);
       HG_CHECK(algorithm != ConvAlgorithm::WideColumns || cpu::wide_columns_apply(g),
-               "conv2d: wide columns asked for a strided, grouped or 1x1 convolution");
+               "conv2d: wide columns asked for a grouped, 1x1 unpadded, dilated stride-2 or stride > 2 convolution");
       with_panel_type<T>([&]<class U, class P> { conv_forward<U, P>(x, w, b, out, g, relu, wide); });
     });
   }
@@ -794,7 +801,7 @@ Conv2dGrads cpu::conv2d_backward_with(ConvAlgorithm algorithm, const Tensor& x, 
       cpu::winograd_conv2d_input_grad(w, gy, g, r.x);
     } else {
       visit_floating(x.dtype(), "conv2d", [&]<class T> {
-        const bool wide = use_wide_columns(algorithm, x.dtype(), g.C, g.O);
+        const bool wide = use_wide_columns(algorithm, x.dtype(), g);
         const bool rows = use_wide_rows(algorithm, flipped_geometry(g), x.dtype());
         with_panel_type<T>([&]<class U, class P> { input_grad_as_convolution<U, P>(w, gy, g, r.x, wide, rows); });
       });

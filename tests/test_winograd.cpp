@@ -390,12 +390,27 @@ TEST_CASE("conv.wide_columns_are_bitwise_im2col") {
     CHECK(hg::sum(hg::ne(im2col, hg::zeros_like(im2col))).item<double>() > 0);  // (not all flushed)
     CHECK_CLOSE_WITH(wide, im2col, kExact);
   }
-  // A strided convolution has no wide columns.
+  // Stride 2 reads the four phase planes (kernels/cpu/wide_rows.h): the same products as im2col's,
+  // in the same order -- odd and even sizes and paddings, 2x2 to 5x5 kernels. Dilated stride 2
+  // and stride 3 have no wide columns.
   if (hg::cpu::has_native_bf16()) {
-    const ConvGeometry strided{2, 4, 8, 8, 4, 3, 3, 2, 1, 4, 4};
-    CHECK_THROWS_AS(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideColumns, normal({2, 4, 8, 8}).to(hg::bf16),
-                                                  normal({4, 4, 3, 3}).to(hg::bf16), Tensor(), strided, false),
-                    hg::Error);
+    for (const ConvGeometry& g : {ConvGeometry{3, 16, 28, 28, 32, 3, 3, 2, 1, 14, 14}, ConvGeometry{2, 5, 9, 8, 7, 3, 3, 2, 0, 4, 3},
+                                  ConvGeometry{4, 3, 11, 10, 6, 5, 5, 2, 2, 6, 5}, ConvGeometry{2, 4, 7, 7, 8, 2, 2, 2, 1, 4, 4}}) {
+      const std::string shape = std::to_string(g.H) + "x" + std::to_string(g.W) + ", k " + std::to_string(g.kh) + ", pad " + std::to_string(g.pad);
+      CAPTURE(shape);
+      const Tensor x = normal({g.N, g.C, g.H, g.W}).to(hg::bf16), w = normal({g.O, g.C, g.kh, g.kw}).to(hg::bf16);
+      const Tensor bias = normal({g.O}).to(hg::bf16);
+      for (bool relu : {false, true})
+        CHECK_CLOSE_WITH(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideColumns, x, w, bias, g, relu),
+                         hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, bias, g, relu), kExact);
+    }
+    ConvGeometry dilated{2, 4, 9, 9, 4, 3, 3, 2, 2, 3, 3};
+    dilated.dilation = 2;
+    const ConvGeometry stride_three{2, 4, 9, 9, 4, 3, 3, 3, 1, 3, 3};
+    for (const ConvGeometry& g : {dilated, stride_three})
+      CHECK_THROWS_AS(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideColumns, normal({2, 4, 9, 9}).to(hg::bf16),
+                                                    normal({4, 4, 3, 3}).to(hg::bf16), Tensor(), g, false),
+                      hg::Error);
   }
 }
 
@@ -667,7 +682,7 @@ TEST_CASE("conv.wide_rows_stride_two_matches_the_reference_and_im2col") {
 }
 
 // The bf16 weight and bias gradients from the wide-columns plane (cpu::conv2d_weight_grad_wide_columns,
-// which Auto uses for stride-1 bf16 layers on CPUs with native bf16 products): f32 sums of the
+// which Auto uses for stride-1 and stride-2 bf16 layers on CPUs with native bf16 products): f32 sums of the
 // exact bf16 products, against the f64 truth of the same bf16 values, with and without the relu
 // epilogue's mask; at the AVX512-BF16 level (tap rows gathered before packing) and AMX (copied
 // straight into tiles). The cases cross parts of 28 7x7 images that end inside the batch,
@@ -703,6 +718,24 @@ TEST_CASE("conv.wide_columns_weight_grad_matches_the_reference") {
       }
     });
   });
+  // Stride 2 (phase planes): odd and even sizes and paddings, 2x2 and 5x5 kernels, 7x7 outputs in
+  // parts that end inside the batch.
+  for (const ConvGeometry& g : {ConvGeometry{3, 16, 28, 28, 32, 3, 3, 2, 1, 14, 14}, ConvGeometry{2, 5, 9, 8, 7, 3, 3, 2, 0, 4, 3},
+                                ConvGeometry{4, 3, 11, 10, 6, 5, 5, 2, 2, 6, 5}, ConvGeometry{2, 4, 7, 7, 8, 2, 2, 2, 1, 4, 4},
+                                ConvGeometry{37, 8, 14, 14, 16, 3, 3, 2, 1, 7, 7}}) {
+    const std::string shape = std::to_string(g.N) + " images " + std::to_string(g.H) + "x" + std::to_string(g.W) + ", k " + std::to_string(g.kh) + ", pad " + std::to_string(g.pad);
+    CAPTURE(shape);
+    const Tensor x = normal({g.N, g.C, g.H, g.W}).to(hg::bf16), w = normal({g.O, g.C, g.kh, g.kw}).to(hg::bf16);
+    const Tensor dy = normal({g.N, g.O, g.OH, g.OW}).to(hg::bf16);
+    at_each_level([&] {
+      if (!hg::kernels::cpu::wide_columns_available()) return;
+      const auto truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
+                                                                dy.to(hg::f64), Tensor(), g, false, true, true);
+      const auto [dw, db] = wide_grads(x, dy, Tensor(), g);
+      CHECK_CLOSE_WITH(dw.to(hg::f64), truth.w, gemm_tolerance(g.N * g.OH * g.OW));
+      CHECK_CLOSE_WITH(db.to(hg::f64), truth.b, gemm_tolerance(g.N * g.OH * g.OW));
+    });
+  }
   if (!hg::kernels::cpu::wide_columns_available()) return;
   const StrideOneCase k{40, 3, 4, 7, 7, 3, 1, 1};
   const ConvGeometry g = k.geometry();

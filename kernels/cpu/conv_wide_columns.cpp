@@ -31,7 +31,7 @@
 namespace hg::kernels::cpu {
 
 bool wide_columns_apply(const ConvGeometry& g) {
-  return g.stride == 1 && g.groups == 1 && g.pad <= g.dilation * (g.kw - 1) && !(g.kh == 1 && g.kw == 1 && g.pad == 0);
+  return wide_layout_serves(g) && !(g.kh == 1 && g.kw == 1 && g.pad == 0);
 }
 
 bool wide_columns_available() { return HG_X86 && hg::cpu::has_native_bf16() && has_native_bf16_gemm(); }
@@ -48,6 +48,23 @@ void copy_words(const uint16_t* src, uint16_t* dst, int64_t n) {
   }
 }
 
+// src[0], src[2], ... to evens and src[1], src[3], ... to odds (n 16-bit values, any n), 64 at a
+// time: one two-vector word permute for each half.
+void deinterleave_words(const uint16_t* src, int64_t n, uint16_t* evens, uint16_t* odds) {
+  alignas(64) static constexpr uint16_t kEven[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
+                                                     32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
+  const __m512i even_index = _mm512_load_si512(kEven), odd_index = _mm512_add_epi16(even_index, _mm512_set1_epi16(1));
+  const auto mask = [](int64_t count) {
+    return count >= 32 ? ~__mmask32(0) : count <= 0 ? __mmask32(0) : (__mmask32(1) << count) - 1;
+  };
+  for (int64_t k = 0; k < n; k += 64) {
+    const int64_t left = n - k;
+    const __m512i a = _mm512_maskz_loadu_epi16(mask(left), src + k), b = _mm512_maskz_loadu_epi16(mask(left - 32), src + k + 32);
+    _mm512_mask_storeu_epi16(evens + k / 2, mask((left + 1) / 2), _mm512_permutex2var_epi16(a, even_index, b));
+    _mm512_mask_storeu_epi16(odds + k / 2, mask(left / 2), _mm512_permutex2var_epi16(a, odd_index, b));
+  }
+}
+
 // Images [n0, n0 + p.images) of x (N, C, H, W; bf16 bits) into a plane of the wide-rows layout
 // (kernels/cpu/wide_rows.h), zeros around them and after it (what the last taps read past it).
 // The zeros are written once per layout (ZeroedScratch): clearing the plane for every part was
@@ -56,6 +73,18 @@ const uint16_t* lay_out_plane(const uint16_t* x, const ConvGeometry& g, int64_t 
                               ZeroedScratch<uint16_t>& scratch) {
   const int64_t size = p.floats(g) + g.dilation * (g.kw - 1) + 32;
   uint16_t* plane = scratch.prepare(size, {g.C, g.H, g.W, g.pad, g.stride, p.images, size});
+  if (p.phases == 4) {  // stride 2: each row split into its phase rows (as wide_rows.cpp's f32 layout)
+    for (int64_t b = 0; b < p.images; ++b)
+      for (int64_t c = 0; c < g.C; ++c)
+        for (int64_t h = 0; h < g.H; ++h) {
+          const int64_t hp = h + g.pad;
+          uint16_t* even_columns = plane + ((c * 4 + (hp & 1) * 2) * p.Hp + (hp >> 1)) * p.Wp + b * p.slot;
+          uint16_t* const rows[2] = {even_columns, even_columns + p.Hp * p.Wp};
+          deinterleave_words(x + ((n0 + b) * g.C + c) * g.H * g.W + h * g.W, g.W, rows[g.pad & 1] + (g.pad >> 1),
+                             rows[(g.pad + 1) & 1] + ((g.pad + 1) >> 1));
+        }
+    return plane;
+  }
   for (int64_t b = 0; b < p.images; ++b)
     for (int64_t c = 0; c < g.C; ++c)
       for (int64_t h = 0; h < g.H; ++h)
@@ -90,7 +119,7 @@ void store_row(const float* src, uint16_t* dst, int64_t n, bool relu) {
 
 void wide_columns_avx512bf16(const bfloat16* x, const bfloat16* w, const float* bias, bfloat16* out,
                              const ConvGeometry& g, bool relu, int64_t batch) {
-  const int64_t slot = g.W + g.pad, plane = g.O * g.ohw();
+  const int64_t plane = g.O * g.ohw();
   const auto* input = reinterpret_cast<const uint16_t*>(x);
   parallel_for(0, g.N, batch, [&](int64_t lo, int64_t hi) {
     thread_local ZeroedScratch<uint16_t> scratch;
@@ -111,7 +140,7 @@ void wide_columns_avx512bf16(const bfloat16* x, const bfloat16* w, const float* 
       for (int64_t b = 0; b < images; ++b)
         for (int64_t o = 0; o < g.O; ++o)
           for (int64_t oh = 0; oh < g.OH; ++oh)
-            store_row(result.data() + o * columns + oh * Wp + b * slot, output + (n0 + b) * plane + (o * g.OH + oh) * g.OW,
+            store_row(result.data() + o * columns + oh * Wp + b * p.slot, output + (n0 + b) * plane + (o * g.OH + oh) * g.OW,
                       g.OW, relu);
     }
   });
@@ -175,7 +204,7 @@ void exact_sums(const uint16_t* rows, int64_t pitch, const uint16_t* plane, cons
 
 void weight_grad_wide_columns_avx512bf16(const bfloat16* x, const bfloat16* dy, const bfloat16* relu_output,
                                          const ConvGeometry& g, float* dw, float* db) {
-  const int64_t slot = g.W + g.pad, plane = g.O * g.ohw(), taps = g.ckk();
+  const int64_t plane = g.O * g.ohw(), taps = g.ckk();
   // About 2048 positions per part (2 images of 28x28, 9 of 14x14, up to 32 of 7x7): a deep
   // enough product for the GEMM's tiles, a plane that stays in L2.
   const int64_t per_part = images_per_part(g, 2048), parts = (g.N + per_part - 1) / per_part;
@@ -198,7 +227,7 @@ void weight_grad_wide_columns_avx512bf16(const bfloat16* x, const bfloat16* dy, 
         for (int64_t o = 0; o < g.O; ++o) {
           const int64_t at = (n0 + b) * plane + o * g.ohw();
           for (int64_t oh = 0; oh < g.OH; ++oh) {
-            uint16_t* dst = rows + o * pitch + oh * Wp + b * slot;
+            uint16_t* dst = rows + o * pitch + oh * Wp + b * p.slot;
             if (output == nullptr) copy_words(grad + at + oh * g.OW, dst, g.OW);
             else copy_where_positive(grad + at + oh * g.OW, output + at + oh * g.OW, dst, g.OW);
           }
@@ -211,7 +240,7 @@ void weight_grad_wide_columns_avx512bf16(const bfloat16* x, const bfloat16* dy, 
       const MatrixView tap_rows{padded, taps, depth, 0, 1, offsets.data()};
       const MatrixView gradient_columns{rows, depth, g.O, 1, pitch};  // dy^T
       packed_gemm<bfloat16>(tap_rows, gradient_columns, out, g.O, false);
-      if (any_non_finite(out, taps * g.O)) exact_sums(rows, pitch, padded, offsets, g, images, Wp, slot, out);
+      if (any_non_finite(out, taps * g.O)) exact_sums(rows, pitch, padded, offsets, g, images, Wp, p.slot, out);
     }
   });
   if (dw != nullptr)

@@ -1,4 +1,4 @@
-// Stride-1 bf16 convolutions without im2col, on CPUs that multiply bf16 pairs natively.
+// Stride-1 and stride-2 bf16 convolutions without im2col, on CPUs that multiply bf16 pairs natively.
 //
 // im2col copies each input value kh*kw times, and the GEMM then reads the copies once more to pack
 // them (ResNet-20's bf16 step: 22% of its time in im2col, 9% in packing). With stride 1 the
@@ -14,7 +14,9 @@
 // Image b's outputs are the columns b*(W + pad) + ow, ow < OW; the columns over the zeros between
 // images are computed and dropped (OH*Wp columns against images*OH*OW: 7% more on a 28x28 map,
 // 10% on 14x14 with two images, 16% on 7x7 with eight). Each output sees the same products in
-// the same order as through im2col, so the results are bitwise im2col's.
+// the same order as through im2col, so the results are bitwise im2col's. Stride 2 lays the
+// input out as four phase planes per channel (kernels/cpu/wide_rows.h): each tap's row is again
+// one offset into them, and only the offsets change.
 #pragma once
 #include <cstdint>
 
@@ -23,9 +25,9 @@
 
 namespace hg::kernels::cpu {
 
-// Whether the geometry allows it: stride 1, one group, pad <= dilation * (kw - 1) (an image's
-// outputs then read only its own columns and the zeros beside it), and not a 1x1 convolution
-// without padding (whose image already is its column matrix).
+// Whether the geometry allows it: the wide-rows layout serves it (wide_layout_serves: stride 1
+// with pad <= dilation * (kw - 1), or stride 2 without dilation; one group), and it is not a 1x1
+// convolution without padding (whose image already is its column matrix).
 bool wide_columns_apply(const ConvGeometry& g);
 // Whether this CPU level can: native bf16 products in the packed GEMM, on x86.
 bool wide_columns_available();
