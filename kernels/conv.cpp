@@ -733,8 +733,10 @@ bool use_wide_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, D
 //   1x28x28  -> 16   0.89 -> 0.95
 //
 // and stride 2 (phase planes): 16x28x28 -> 32 3.66 -> 1.11, 32x14x14 -> 64 2.24 -> 1.02,
-// 64x14x14 -> 128 5.38 -> 3.27, 3x32x32 -> 16 0.99 -> 0.41, 32x28x28 -> 32 7.00 -> 2.09;
-// so: wherever the wide columns apply, except a single input channel (its taps are only 9 rows).
+// 64x14x14 -> 128 5.38 -> 3.27, 3x32x32 -> 16 0.99 -> 0.41, 32x28x28 -> 32 7.00 -> 2.09; larger
+// layers: 32x26x26 -> 64 unpadded 8.72 -> 6.63, 64x7x7 -> 384 8.68 -> 6.00, 256x14x14 -> 256
+// 69.7 -> 49.6; so: wherever the wide columns apply, except a single input channel (its taps
+// are only 9 rows).
 // NOTE: AVX512-BF16 without AMX (Zen 4) gathers the tap rows before packing them; not measured there.
 bool use_wide_columns_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
   return algorithm == cpu::ConvAlgorithm::Auto && dtype == bf16 && cpu::wide_columns_available() &&

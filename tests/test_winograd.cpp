@@ -737,24 +737,29 @@ TEST_CASE("conv.wide_columns_weight_grad_matches_the_reference") {
     });
   }
   if (!hg::kernels::cpu::wide_columns_available()) return;
+  // (7x7: two parts of 32 images, a group each; 28x28: ten parts of two images, groups of two)
+  for (const StrideOneCase& c : {StrideOneCase{40, 3, 4, 7, 7, 3, 1, 1}, StrideOneCase{20, 3, 4, 28, 28, 3, 1, 1}}) {
+    const ConvGeometry g = c.geometry();
+    std::vector<float> values = normal({c.N, c.C, c.H, c.W}).to_vector<float>();
+    values[size_t(((13 * c.C + 2) * c.H + 3) * c.W + (c.W - 1))] = std::numeric_limits<float>::infinity();
+    const Tensor x = hg::from_vector(values, {c.N, c.C, c.H, c.W}).to(hg::bf16);
+    const Tensor w = normal({c.O, c.C, 3, 3}).to(hg::bf16), dy = normal({c.N, c.O, g.OH, g.OW}).to(hg::bf16);
+    const std::vector<double> wide = wide_grads(x, dy, Tensor(), g).first.to_vector<double>();
+    const std::vector<double> im2col =
+        hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64), dy.to(hg::f64), Tensor(), g,
+                                               false, true, false).w.to_vector<double>();
+    int64_t finite = 0;
+    for (size_t e = 0; e < wide.size(); ++e) {
+      CAPTURE(e);
+      CHECK(std::isnan(wide[e]) == std::isnan(im2col[e]));
+      CHECK(std::isinf(wide[e]) == std::isinf(im2col[e]));
+      finite += std::isfinite(wide[e]);
+    }
+    CHECK(finite == int64_t(wide.size()) - 4 * 6);  // (channel 2's taps in kernel columns 1 and 2, for each output channel)
+  }
   const StrideOneCase k{40, 3, 4, 7, 7, 3, 1, 1};
   const ConvGeometry g = k.geometry();
-  std::vector<float> values = normal({k.N, k.C, k.H, k.W}).to_vector<float>();
-  values[size_t(((1 * k.C + 2) * k.H + 3) * k.W + (k.W - 1))] = std::numeric_limits<float>::infinity();
-  const Tensor x = hg::from_vector(values, {k.N, k.C, k.H, k.W}).to(hg::bf16);
-  const Tensor w = normal({k.O, k.C, 3, 3}).to(hg::bf16), dy = normal({k.N, k.O, g.OH, g.OW}).to(hg::bf16);
-  const std::vector<double> wide = wide_grads(x, dy, Tensor(), g).first.to_vector<double>();
-  const std::vector<double> im2col =
-      hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64), dy.to(hg::f64), Tensor(), g,
-                                             false, true, false).w.to_vector<double>();
-  int64_t finite = 0;
-  for (size_t e = 0; e < wide.size(); ++e) {
-    CAPTURE(e);
-    CHECK(std::isnan(wide[e]) == std::isnan(im2col[e]));
-    CHECK(std::isinf(wide[e]) == std::isinf(im2col[e]));
-    finite += std::isfinite(wide[e]);
-  }
-  CHECK(finite == int64_t(wide.size()) - 4 * 6);  // (channel 2's taps in kernel columns 1 and 2, for each output channel)
+  const Tensor dy = normal({k.N, k.O, g.OH, g.OW}).to(hg::bf16);
   struct Threads {
     int saved = hg::get_num_threads();
     ~Threads() { hg::set_num_threads(saved); }
