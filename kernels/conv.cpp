@@ -296,7 +296,8 @@ void panel_gemm(const cpu::MatrixView& a, const cpu::MatrixView& b, S* c, bool a
 
 // ---- forward ------------------------------------------------------------------------------------
 
-// wide: the stride-1 bf16 GEMMs on wide columns (kernels/cpu/conv_wide_columns.h) where they apply.
+// wide: the stride-1 and stride-2 bf16 GEMMs on wide columns (kernels/cpu/conv_wide_columns.h)
+// where they apply.
 template <class T, class P>
 void conv_forward(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& out, const ConvGeometry& g, bool relu,
                   bool wide = false) {
@@ -542,11 +543,11 @@ void with_panel_type(const Body& body) {
 // GEMM operands in f32: f32, f16, and bf16 on a CPU without native bf16 products.
 bool f32_panels(DType dtype) { return dtype == f32 || dtype == f16 || (dtype == bf16 && !hg::cpu::has_native_bf16()); }
 
-// Whether the CPU computes this stride-1 convolution (or, given the flipped geometry, its input
-// gradient) directly on wide rows (kernels/cpu/conv_wide_rows.h) rather than with Winograd or
-// im2col + GEMM. WideRows insists (an hg::Error where the CPU level or dtype cannot). Auto's rule,
-// from bench/ops_bench --conv3x3 (its f32 wide-rows table; batch 128, 1 thread, Sapphire Rapids,
-// best of runs; ms of the wide rows / Winograd / im2col):
+// Whether the CPU computes this stride-1 or stride-2 convolution (or, given the flipped geometry,
+// its input gradient) directly on wide rows (kernels/cpu/conv_wide_rows.h) rather than with
+// Winograd or im2col + GEMM. WideRows insists (an hg::Error where the CPU level or dtype cannot).
+// Auto's rule, from bench/ops_bench --conv3x3 (its f32 wide-rows table; batch 128, 1 thread,
+// Sapphire Rapids, best of runs; ms of the wide rows / Winograd / im2col):
 //
 //   layer            forward at avx512        at avx2 (HG_CPU_ISA)    input grad avx512 / avx2
 //   16x28x28 -> 16   3.66 / 7.39 / 9.73       7.35 / 9.61 / 11.63     3.69 / 7.58   7.30 / 9.38
@@ -658,8 +659,8 @@ bool use_flipped_convolution(cpu::ConvAlgorithm algorithm, const ConvGeometry& g
   return input_grad_is_a_convolution(g) && g.kh == 3 && dtype == bf16 && hg::cpu::has_native_bf16() && g.C >= g.O;
 }
 
-// Whether the stride-1 GEMMs of this convolution (its forward, or the flipped convolution of its
-// input gradient) read wide columns (cpu::conv2d_wide_columns) rather than im2col's. WideColumns
+// Whether the GEMMs of this stride-1 or stride-2 convolution (its forward, or the flipped
+// convolution of its input gradient) read wide columns (cpu::conv2d_wide_columns) rather than im2col's. WideColumns
 // insists (an hg::Error where the CPU or dtype cannot). Auto's rule, from bench/ops_bench
 // --conv3x3 (batch 128, 1 thread, Sapphire Rapids, AMX; im2col time / wide-columns time):
 //
@@ -731,6 +732,8 @@ bool use_wide_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, D
 //   32x14x14 -> 32   1.87 -> 1.57      3x28x28 -> 16    1.16 -> 1.08
 //   64x7x7   -> 64   1.86 -> 1.39      144x14x14 -> 24  8.46 -> 7.25
 //   1x28x28  -> 16   0.89 -> 0.95
+//
+// (then 1.31 and 1.18 for the 14x14 and 7x7 layers once the planes kept their zeros between parts)
 //
 // and stride 2 (phase planes): 16x28x28 -> 32 3.66 -> 1.11, 32x14x14 -> 64 2.24 -> 1.02,
 // 64x14x14 -> 128 5.38 -> 3.27, 3x32x32 -> 16 0.99 -> 0.41, 32x28x28 -> 32 7.00 -> 2.09; larger

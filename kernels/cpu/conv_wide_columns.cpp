@@ -7,7 +7,6 @@
 #include "kernels/cpu/conv_wide_columns.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -40,10 +39,15 @@ bool wide_columns_available() { return HG_X86 && hg::cpu::has_native_bf16() && h
 HG_TARGET_BEGIN(HG_AVX512BF16_FEATURES)
 namespace {
 
+// A mask of the first n of 32 words (all of them from 32 on, none for n <= 0).
+inline __mmask32 first_words(int64_t n) {
+  return n >= 32 ? ~__mmask32(0) : n <= 0 ? __mmask32(0) : (__mmask32(1) << n) - 1;
+}
+
 // n 16-bit values from src to dst (n of any size), 32 per masked move.
 void copy_words(const uint16_t* src, uint16_t* dst, int64_t n) {
   for (int64_t k = 0; k < n; k += 32) {
-    const __mmask32 m = n - k >= 32 ? ~__mmask32(0) : (__mmask32(1) << (n - k)) - 1;
+    const __mmask32 m = first_words(n - k);
     _mm512_mask_storeu_epi16(dst + k, m, _mm512_maskz_loadu_epi16(m, src + k));
   }
 }
@@ -54,14 +58,12 @@ void deinterleave_words(const uint16_t* src, int64_t n, uint16_t* evens, uint16_
   alignas(64) static constexpr uint16_t kEven[32] = {0,  2,  4,  6,  8,  10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30,
                                                      32, 34, 36, 38, 40, 42, 44, 46, 48, 50, 52, 54, 56, 58, 60, 62};
   const __m512i even_index = _mm512_load_si512(kEven), odd_index = _mm512_add_epi16(even_index, _mm512_set1_epi16(1));
-  const auto mask = [](int64_t count) {
-    return count >= 32 ? ~__mmask32(0) : count <= 0 ? __mmask32(0) : (__mmask32(1) << count) - 1;
-  };
   for (int64_t k = 0; k < n; k += 64) {
     const int64_t left = n - k;
-    const __m512i a = _mm512_maskz_loadu_epi16(mask(left), src + k), b = _mm512_maskz_loadu_epi16(mask(left - 32), src + k + 32);
-    _mm512_mask_storeu_epi16(evens + k / 2, mask((left + 1) / 2), _mm512_permutex2var_epi16(a, even_index, b));
-    _mm512_mask_storeu_epi16(odds + k / 2, mask(left / 2), _mm512_permutex2var_epi16(a, odd_index, b));
+    const __m512i a = _mm512_maskz_loadu_epi16(first_words(left), src + k);
+    const __m512i b = _mm512_maskz_loadu_epi16(first_words(left - 32), src + k + 32);
+    _mm512_mask_storeu_epi16(evens + k / 2, first_words((left + 1) / 2), _mm512_permutex2var_epi16(a, even_index, b));
+    _mm512_mask_storeu_epi16(odds + k / 2, first_words(left / 2), _mm512_permutex2var_epi16(a, odd_index, b));
   }
 }
 
@@ -146,16 +148,21 @@ void wide_columns_avx512bf16(const bfloat16* x, const bfloat16* w, const float* 
   });
 }
 
+// Words 0-15 (half 0) or 16-31 (half 1) of 32 bf16 values as floats: each value's bits become the
+// high 16 bits of a float, which is exactly its value.
+inline __m512 widened_half(__m512i bits, int half) {
+  const __m256i words = half == 0 ? _mm512_castsi512_si256(bits) : _mm512_extracti64x4_epi64(bits, 1);
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(words), 16));
+}
+
 // n bf16 values of src to dst where y (bf16) > 0, zeros elsewhere (NaN in y: zero), 32 at a time.
 void copy_where_positive(const uint16_t* src, const uint16_t* y, uint16_t* dst, int64_t n) {
+  const __m512 zero = _mm512_setzero_ps();
   for (int64_t k = 0; k < n; k += 32) {
-    const __mmask32 m = n - k >= 32 ? ~__mmask32(0) : (__mmask32(1) << (n - k)) - 1;
+    const __mmask32 m = first_words(n - k);
     const __m512i bits = _mm512_maskz_loadu_epi16(m, y + k);
-    // y > 0 as floats: the widened halves (bf16 bits in the high 16 of each word) compared to zero.
-    const __m512 low = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(bits)), 16));
-    const __m512 high = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(bits, 1)), 16));
-    const __mmask32 positive = __mmask32(_mm512_cmp_ps_mask(low, _mm512_setzero_ps(), _CMP_GT_OQ)) |
-                               (__mmask32(_mm512_cmp_ps_mask(high, _mm512_setzero_ps(), _CMP_GT_OQ)) << 16);
+    const __mmask32 positive = __mmask32(_mm512_cmp_ps_mask(widened_half(bits, 0), zero, _CMP_GT_OQ)) |
+                               (__mmask32(_mm512_cmp_ps_mask(widened_half(bits, 1), zero, _CMP_GT_OQ)) << 16);
     _mm512_mask_storeu_epi16(dst + k, m, _mm512_maskz_loadu_epi16(m & positive, src + k));
   }
 }
@@ -164,10 +171,9 @@ void copy_where_positive(const uint16_t* src, const uint16_t* y, uint16_t* dst, 
 double row_sum(const uint16_t* v, int64_t n) {
   __m512 low_sums = _mm512_setzero_ps(), high_sums = _mm512_setzero_ps();
   for (int64_t k = 0; k < n; k += 32) {
-    const __mmask32 m = n - k >= 32 ? ~__mmask32(0) : (__mmask32(1) << (n - k)) - 1;
-    const __m512i bits = _mm512_maskz_loadu_epi16(m, v + k);
-    low_sums = _mm512_add_ps(low_sums, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(bits)), 16)));
-    high_sums = _mm512_add_ps(high_sums, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(bits, 1)), 16)));
+    const __m512i bits = _mm512_maskz_loadu_epi16(first_words(n - k), v + k);
+    low_sums = _mm512_add_ps(low_sums, widened_half(bits, 0));
+    high_sums = _mm512_add_ps(high_sums, widened_half(bits, 1));
   }
   alignas(64) float lanes[32];
   _mm512_store_ps(lanes, low_sums);

@@ -9,8 +9,8 @@
 // (c*Hp + i*d)*Wp + j*d: every tap's values for all positions are one contiguous run.
 //
 // Stride 2 (dilation 1) becomes the same: the padded input xp splits into four phase planes per
-// channel, phase (a, b) holding xp[2u + a][2v + b] at row u, column b * slot + v (padding
-// included, slot = half the padded width, rounded up). Output (oh, ow) reads xp[2oh + i][2ow + j]
+// channel, phase (a, b) holding image n's xp[2u + a][2v + b] at row u, column n * slot + v
+// (padding included, slot = half the padded width, rounded up). Output (oh, ow) reads xp[2oh + i][2ow + j]
 // = phase (i % 2, j % 2) at row oh + i / 2, column ow + j / 2: offset(c, i, j) = ((4c + 2(i % 2)
 // + j % 2) * Hp + i / 2) * Wp + j / 2, and q = oh * Wp + b * slot + ow as for stride 1. No
 // products are added; the plane holds the input once, as before.
