@@ -552,6 +552,27 @@ void check_wide_rows_forward(const Tensor& x, const Tensor& w, const Tensor& b, 
     CHECK_LOW_PRECISION(low, hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x32, w32, b32, g, relu), truth16);
   }
 }
+
+// At each CPU level: where wide rows are not there, the hg::Error they answer with; elsewhere, for
+// the relu epilogue off and on, the forward (check_wide_rows_forward), then
+// backward(y_or_none, masked): the gradients' checks, given the forward's output when relu is on
+// and dy masked as relu's derivative masks it.
+template <class Backward>
+void check_wide_rows_at_each_level(const Tensor& x, const Tensor& w, const Tensor& b, const Tensor& dy,
+                                   const ConvGeometry& g, const Backward& backward) {
+  const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
+  at_each_level([&] {
+    if (!wide_rows_here()) {
+      CHECK_THROWS_HG(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, false), "wide rows asked for");
+      return;
+    }
+    for (bool relu : {false, true}) {
+      CAPTURE(relu);
+      check_wide_rows_forward(x, w, b, g, relu);
+      backward(relu ? y : Tensor(), relu ? dy * hg::gt(y, hg::zeros_like(y)) : dy);
+    }
+  });
+}
 }  // namespace
 
 // The forward and the flipped input gradient as direct convolutions on wide rows
@@ -569,26 +590,15 @@ TEST_CASE("conv.wide_rows_match_the_reference_and_im2col") {
                  {1, 2, 3, 61, 60, 3, 1, 1}}, [&](const StrideOneCase& k, const ConvGeometry& g) {
     const Tensor x = normal({k.N, k.C, k.H, k.W}), w = normal({k.O, k.C, k.k, k.k}), b = normal({k.O});
     const Tensor dy = normal({k.N, k.O, g.OH, g.OW});
-    const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
     const Tolerance input_tolerance = gemm_tolerance(k.O * k.k * k.k);
-    at_each_level([&] {
-      if (!wide_rows_here()) {
-        CHECK_THROWS_HG(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, false), "wide rows asked for");
-        return;
-      }
-      for (bool relu : {false, true}) {
-        CAPTURE(relu);
-        check_wide_rows_forward(x, w, b, g, relu);
-        const Tensor y_or_none = relu ? y : Tensor();
-        const Tensor masked = relu ? dy * hg::gt(y, hg::zeros_like(y)) : dy;
-        const Tensor input_truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
-                                                                          masked.to(hg::f64), Tensor(), g, true, false, false).x;
-        const auto rows = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, y_or_none, g, true, true, true);
-        const auto im2col = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, y_or_none, g, true, true, true);
-        CHECK_CLOSE_WITH(rows.x.to(hg::f64), input_truth, input_tolerance);
-        CHECK_CLOSE_WITH(rows.w, im2col.w, gemm_tolerance(k.N * g.OH * g.OW));  // (the weight's and bias's: the dot products)
-        CHECK_CLOSE_WITH(rows.b, im2col.b, gemm_tolerance(k.N * g.OH * g.OW));
-      }
+    check_wide_rows_at_each_level(x, w, b, dy, g, [&](const Tensor& y_or_none, const Tensor& masked) {
+      const Tensor input_truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
+                                                                        masked.to(hg::f64), Tensor(), g, true, false, false).x;
+      const auto rows = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, y_or_none, g, true, true, true);
+      const auto im2col = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x, w, dy, y_or_none, g, true, true, true);
+      CHECK_CLOSE_WITH(rows.x.to(hg::f64), input_truth, input_tolerance);
+      CHECK_CLOSE_WITH(rows.w, im2col.w, gemm_tolerance(k.N * g.OH * g.OW));  // (the weight's and bias's: the dot products)
+      CHECK_CLOSE_WITH(rows.b, im2col.b, gemm_tolerance(k.N * g.OH * g.OW));
     });
   });
   // NaN stays in the outputs that read it, as relu keeps it.
@@ -652,24 +662,13 @@ TEST_CASE("conv.wide_rows_stride_two_matches_the_reference_and_im2col") {
     CAPTURE(shape);
     const Tensor x = normal({k.N, k.C, k.H, k.W}), w = normal({k.O, k.C, k.k, k.k}), b = normal({k.O});
     const Tensor dy = normal({k.N, k.O, OH, OW});
-    const Tensor y = hg::kernels::cpu::conv2d_with(ConvAlgorithm::Im2col, x, w, Tensor(), g, true);
-    at_each_level([&] {
-      if (!wide_rows_here()) {
-        CHECK_THROWS_HG(hg::kernels::cpu::conv2d_with(ConvAlgorithm::WideRows, x, w, b, g, false), "wide rows asked for");
-        return;
-      }
-      for (bool relu : {false, true}) {
-        CAPTURE(relu);
-        check_wide_rows_forward(x, w, b, g, relu);
-        const Tensor y_or_none = relu ? y : Tensor();
-        const Tensor masked = relu ? dy * hg::gt(y, hg::zeros_like(y)) : dy;
-        const auto grad_truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
-                                                                       masked.to(hg::f64), Tensor(), g, false, true, true);
-        const auto wide = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, y_or_none, g, false, true, true);
-        const Tolerance sums = gemm_tolerance(k.N * OH * OW);
-        CHECK_CLOSE_WITH(wide.w.to(hg::f64), grad_truth.w, sums);
-        CHECK_CLOSE_WITH(wide.b.to(hg::f64), grad_truth.b, sums);
-      }
+    check_wide_rows_at_each_level(x, w, b, dy, g, [&](const Tensor& y_or_none, const Tensor& masked) {
+      const auto grad_truth = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::Im2col, x.to(hg::f64), w.to(hg::f64),
+                                                                     masked.to(hg::f64), Tensor(), g, false, true, true);
+      const auto wide = hg::kernels::cpu::conv2d_backward_with(ConvAlgorithm::WideRows, x, w, dy, y_or_none, g, false, true, true);
+      const Tolerance sums = gemm_tolerance(k.N * OH * OW);
+      CHECK_CLOSE_WITH(wide.w.to(hg::f64), grad_truth.w, sums);
+      CHECK_CLOSE_WITH(wide.b.to(hg::f64), grad_truth.b, sums);
     });
   }
   ConvGeometry dilated{1, 2, 9, 9, 3, 3, 3, 2, 2, 3, 3};
