@@ -179,13 +179,6 @@ Tensor previous_states(const Tensor& out, const Tensor& h0, bool reverse) {
   return cat(parts, 0).reshape({-1, out.shape()[2]});
 }
 
-// n values of the storage dtype S widened to the compute dtype V (for S == V a copy).
-template <class V, class S>
-void widen(const S* src, V* dst, int64_t n) {
-  if constexpr (std::is_same_v<S, V>) std::copy_n(src, n, dst);
-  else convert_to_float(src, dst, size_t(n));
-}
-
 // LSTM. acts [T, B, 4H]: i, f, g, o after their activations; cells [T, B, H]: c after each time,
 // in the compute dtype V; the projection read and h written in the storage dtype S (bf16 under
 // autocast: the next step's GEMM reads h as it is, with no conversion pass of its own).
@@ -195,8 +188,13 @@ void lstm_forward_step(const S* proj, const V* rec, const V* c_prev, V* acts, V*
                        int64_t H, V* h_row) {
   for (int64_t b = 0; b < B; ++b) {
     V* a = acts + b * 4 * H;
-    widen(proj + b * 4 * H, a, 4 * H);
-    for (int64_t j = 0; j < 4 * H; ++j) a[j] += rec[b * 4 * H + j];
+    const V* r = rec + b * 4 * H;
+    if constexpr (std::is_same_v<S, V>) {  // one pass, not a copy and then an add
+      for (int64_t j = 0; j < 4 * H; ++j) a[j] = proj[b * 4 * H + j] + r[j];
+    } else {  // (V is f32 here)
+      convert_to_float(proj + b * 4 * H, a, size_t(4 * H));
+      for (int64_t j = 0; j < 4 * H; ++j) a[j] += r[j];
+    }
     sigmoid_(a, 2 * H);
     tanh_(a + 2 * H, H);
     sigmoid_(a + 3 * H, H);

@@ -545,6 +545,29 @@ TEST_CASE("nn.utils.clip_grad_norm") {
   CHECK_THROWS_HG(nn::utils::clip_grad_norm_({a}, 0.0), "max_norm");
 }
 
+// Gradients of every float dtype, several 65536-value chunks, a transposed (non-contiguous) one:
+// the norm is the f64 norm of the values, the same bits at 1 and 2 threads.
+TEST_CASE("nn.utils.clip_grad_norm_sums_every_dtype_in_double_whatever_the_thread_count") {
+  hg::manual_seed(5);
+  std::vector<Tensor> params;
+  double expected = 0;
+  for (hg::DType d : {hg::f32, hg::bf16, hg::f16, hg::f64}) {
+    const Tensor p = hg::zeros({300, 700}, {.dtype = d, .requires_grad = true});
+    const Tensor g = hg::randn({700, 300}).to(d).transpose(0, 1);
+    p.set_grad(g);
+    for (double v : g.to(hg::f64).contiguous().to_vector<double>()) expected += v * v;
+    params.push_back(p);
+  }
+  const int saved = hg::get_num_threads();
+  hg::set_num_threads(1);
+  const double one = nn::utils::clip_grad_norm_(params, 1e9);
+  hg::set_num_threads(2);
+  const double two = nn::utils::clip_grad_norm_(params, 1e9);
+  hg::set_num_threads(saved);
+  CHECK(one == doctest::Approx(std::sqrt(expected)).epsilon(1e-12));
+  CHECK(one == two);
+}
+
 // ---- save / load ---------------------------------------------------------------------------------
 
 TEST_CASE("nn.serialize.save_load_round_trip") {

@@ -7,8 +7,9 @@
 //   pack_a_panels<kMR, 16>(a, i0, mc, k0, kc, out, transpose_block);   // gemm_avx512.cpp
 //
 // It is used where a source runs along memory in the direction the panel does not: a row-major A
-// (rows contiguous along k) or a column-major B (a transposed view). Other layouts are copied
-// element by element (row-major B: one row of a panel is a memcpy).
+// (rows contiguous along k) or a column-major B (a transposed view). Other layouts are copied:
+// a row of a panel is one memcpy for a row-major B or a column-major A (whole panels), element by
+// element elsewhere.
 //
 // NOTE: always_inline, and compiled in the caller's target region: inlined into a level's
 // pack_a/pack_b, the skeleton and its transpose become one function of that level's instruction
@@ -29,6 +30,18 @@ template <int64_t MR, int64_t W, class Transpose>
 [[gnu::always_inline]] inline void pack_a_panels(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc,
                                                  float* out, const Transpose& transpose) {
   const float* base = static_cast<const float*>(a.data);
+  if (a.row_stride == 1 && a.col_stride != 1) {
+    // Column-major (a transposed view, as in a weight gradient's dY^T X): k outermost, so that each
+    // k reads the block's mc values in one run; panel by panel, every k would touch another page.
+    const int64_t full = mc / MR * MR, rest = mc - full;
+    if (rest > 0) std::memset(out + full * kc, 0, sizeof(float) * size_t(kc * MR));
+    for (int64_t k = 0; k < kc; ++k) {
+      const float* column = base + i0 + (k0 + k) * a.col_stride;
+      for (int64_t p = 0; p < full; p += MR) std::memcpy(out + p * kc + k * MR, column + p, sizeof(float) * MR);
+      for (int64_t r = 0; r < rest; ++r) out[full * kc + k * MR + r] = column[full + r];
+    }
+    return;
+  }
   for (int64_t p = 0; p < mc; p += MR) {
     const int64_t rows = std::min(MR, mc - p);
     float* panel = out + p * kc;
