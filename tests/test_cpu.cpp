@@ -73,9 +73,11 @@ TEST_CASE("cpu.gemm_at_every_level_matches_the_reference") {
   // AVX2's short last panel of 1 or 2 rows (2 x 32, on pairs of B panels: 8 = 6 + 2 rows x 4
   // panels, 14 = 12 + 2 x 3 panels, 13 = 12 + 1 x 2 + an edge panel), depths split into equal
   // slices of at most 256 (257 -> 136 + 121, 300 -> 152 + 148, 784 -> 4 x 196; AMX pads them to
-  // 32: 784 -> 3 x 224 + 112), odd sizes.
+  // 32: 784 -> 3 x 224 + 112), odd sizes; 200 x 48 x 600 spans several row blocks (96) and column
+  // blocks (512), each of whose 16-bit results is rounded from a scratch block (one K slice).
   const Size sizes[] = {{1, 1, 1},    {7, 13, 5},  {13, 300, 37}, {64, 257, 65}, {130, 17, 100}, {6, 512, 16},
-                        {9, 784, 20}, {8, 40, 64}, {14, 300, 48}, {33, 64, 33},  {17, 31, 96},   {100, 96, 70}};
+                        {9, 784, 20}, {8, 40, 64}, {14, 300, 48}, {33, 64, 33},  {17, 31, 96},   {100, 96, 70},
+                        {200, 48, 600}};
   hg::manual_seed(3);
   at_every_level([&](Isa) {
     for (const Size& s : sizes)
@@ -377,6 +379,33 @@ TEST_CASE("cpu.silu_f32_at_every_level_is_within_3_ulp_and_the_same_bits_everywh
                        CHECK(std::isnan(edge[3]));
                        CHECK(edge[4] == 0.f);
                      }, 3);
+}
+
+// A 16-bit result larger than the cache, over several K slices, is rounded block by block from a
+// scratch (no f32 C): the same values as the product accumulated onto a zero C, which goes
+// through an f32 C. Row blocks, two column blocks, both 16-bit types, A as stored and transposed.
+TEST_CASE("cpu.gemm_16bit_result_without_an_f32_c_equals_the_one_through_it") {
+  using namespace hg::kernels::cpu;
+  constexpr int64_t M = 260, K = 300, N = 1024;  // M * N above the 2^18 values kept in cache
+  at_every_level([&](Isa) {
+    if (!has_packed_gemm()) return;
+    for (const hg::DType dtype : {hg::bf16, hg::f16})
+      for (bool a_transposed : {false, true}) {
+        CAPTURE(dtype);
+        CAPTURE(a_transposed);
+        hg::manual_seed(11);
+        const Tensor a = (a_transposed ? hg::randn({K, M}).t() : hg::randn({M, K})).to(dtype);
+        const Tensor b = hg::randn({K, N}).to(dtype);
+        Tensor overwritten = hg::empty({M, N}, {.dtype = dtype}), accumulated = hg::zeros({M, N}, {.dtype = dtype});
+        gemm(dtype, matrix_view(a), matrix_view(b), overwritten.raw_data(), false);
+        gemm(dtype, matrix_view(a), matrix_view(b), accumulated.raw_data(), true);
+        // (compared as values: a -0 sum plus a +0 C is +0)
+        CHECK(overwritten.to(hg::f32).to_vector<float>() == accumulated.to(hg::f32).to_vector<float>());
+        const Tolerance t = hg_test::tolerance_for(dtype);
+        const Tolerance looser{t.rtol, t.atol * double(K)};
+        CHECK_CLOSE_WITH(overwritten.to(hg::f64), hg::matmul(a.to(hg::f32), b.to(hg::f32)).to(hg::f64), looser);
+      }
+  });
 }
 
 TEST_CASE("cpu.gemm_with_a_prepacked_right_operand_is_bitwise_the_packed_gemm") {
