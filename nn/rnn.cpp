@@ -98,18 +98,20 @@ std::tuple<Tensor, Tensor> gru_layer_composed(const Tensor& projected, const Ten
 // (dgates W_hh) and then gets dW_hh for the whole sequence in one GEMM ([T * B, G]^T @ [T * B, H])
 // instead of T small ones. The composite steps stay the cells' path and the tests' oracle.
 
-// sigmoid and tanh over an array, in place. f32 on the vectorised math functions
-// (kernels/cpu/vector_math.h, within 2 ulp). tanh there takes 1.26 ns per element against 2.64
-// for the three passes over exp it replaced: ~4 ms of the 2-layer, H = 256 LSTM's training step
-// (3.1 million tanh a step).
+// sigmoid and tanh over an array, in place (tanh_into: out of place). f32 on the vectorised math
+// functions (kernels/cpu/vector_math.h, within 2 ulp). tanh there takes 0.88 ns per element on
+// 512-bit vectors (1.26 on 256-bit ones, 2.64 for the three passes over exp it replaced): ~2 ms
+// of the 2-layer, H = 256 LSTM's training step (2.1 million tanh a step).
 void sigmoid_(float* x, int64_t n) { kernels::cpu::sigmoid_f32(x, x, n); }
 void sigmoid_(double* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) x[j] = 1.0 / (1.0 + std::exp(-x[j]));
 }
-void tanh_(float* x, int64_t n) { kernels::cpu::tanh_f32(x, x, n); }
-void tanh_(double* x, int64_t n) {
-  for (int64_t j = 0; j < n; ++j) x[j] = std::tanh(x[j]);
+void tanh_into(const float* x, float* y, int64_t n) { kernels::cpu::tanh_f32(x, y, n); }
+void tanh_into(const double* x, double* y, int64_t n) {
+  for (int64_t j = 0; j < n; ++j) y[j] = std::tanh(x[j]);
 }
+void tanh_(float* x, int64_t n) { tanh_into(x, x, n); }
+void tanh_(double* x, int64_t n) { tanh_into(x, x, n); }
 
 // The dtype the gate arithmetic runs in: f64 for f64, f32 for everything else (16-bit inputs
 // through f32), and the call of `f` with that type.
@@ -180,12 +182,13 @@ Tensor previous_states(const Tensor& out, const Tensor& h0, bool reverse) {
 }
 
 // LSTM. acts [T, B, 4H]: i, f, g, o after their activations; cells [T, B, H]: c after each time,
-// in the compute dtype V; the projection read and h written in the storage dtype S (bf16 under
-// autocast: the next step's GEMM reads h as it is, with no conversion pass of its own).
-// h_row: scratch, H values.
+// and tanh(c) beside it (kept for backward, which recomputed it before: a million tanh a layer
+// in our char-LSTM's step, 3% of its bf16 time, for 2 MiB), in the compute dtype V; the
+// projection read and h written in the storage dtype S (bf16 under autocast: the next step's
+// GEMM reads h as it is, with no conversion pass of its own). h_row: scratch, H values.
 template <class V, class S>
-void lstm_forward_step(const S* proj, const V* rec, const V* c_prev, V* acts, V* c_next, S* h_next, int64_t B,
-                       int64_t H, V* h_row) {
+void lstm_forward_step(const S* proj, const V* rec, const V* c_prev, V* acts, V* c_next, V* tanh_next, S* h_next,
+                       int64_t B, int64_t H, V* h_row) {
   for (int64_t b = 0; b < B; ++b) {
     V* a = acts + b * 4 * H;
     const V* r = rec + b * 4 * H;
@@ -199,11 +202,12 @@ void lstm_forward_step(const S* proj, const V* rec, const V* c_prev, V* acts, V*
     tanh_(a + 2 * H, H);
     sigmoid_(a + 3 * H, H);
     V* c = c_next + b * H;
+    V* tc = tanh_next + b * H;
     V* h = h_row;
     if constexpr (std::is_same_v<S, V>) h = h_next + b * H;
-    for (int64_t j = 0; j < H; ++j) h[j] = c[j] = a[H + j] * c_prev[b * H + j] + a[j] * a[2 * H + j];
-    tanh_(h, H);
-    for (int64_t j = 0; j < H; ++j) h[j] *= a[3 * H + j];
+    for (int64_t j = 0; j < H; ++j) c[j] = a[H + j] * c_prev[b * H + j] + a[j] * a[2 * H + j];
+    tanh_into(c, tc, H);
+    for (int64_t j = 0; j < H; ++j) h[j] = a[3 * H + j] * tc[j];
     if constexpr (!std::is_same_v<S, V>) convert_from_float(h, h_next + b * H, size_t(H));
   }
 }
@@ -212,16 +216,13 @@ void lstm_forward_step(const S* proj, const V* rec, const V* c_prev, V* acts, V*
 // The arrays never overlap; __restrict tells the compiler so, and the j loop becomes vector code
 // (without it a store to dgates might change dc, and the loop ran one float at a time).
 template <class T>
-void lstm_backward_step(const T* __restrict acts, const T* __restrict c_prev, const T* __restrict c_now,
-                        const T* __restrict dh, T* __restrict dc, T* __restrict dgates, int64_t B, int64_t H,
-                        T* __restrict tanh_c) {
+void lstm_backward_step(const T* __restrict acts, const T* __restrict c_prev, const T* __restrict tanh_now,
+                        const T* __restrict dh, T* __restrict dc, T* __restrict dgates, int64_t B, int64_t H) {
   for (int64_t b = 0; b < B; ++b) {
     const T* a = acts + b * 4 * H;
     T* d = dgates + b * 4 * H;
-    for (int64_t j = 0; j < H; ++j) tanh_c[j] = c_now[b * H + j];
-    tanh_(tanh_c, H);
     for (int64_t j = 0; j < H; ++j) {
-      const T i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j], tc = tanh_c[j], dh_j = dh[b * H + j];
+      const T i = a[j], f = a[H + j], g = a[2 * H + j], o = a[3 * H + j], tc = tanh_now[b * H + j], dh_j = dh[b * H + j];
       const T dc_j = dc[b * H + j] + dh_j * o * (T(1) - tc * tc);
       d[j] = dc_j * g * i * (T(1) - i);
       d[H + j] = dc_j * c_prev[b * H + j] * f * (T(1) - f);
@@ -254,7 +255,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
     const int64_t T = projected.shape()[0], B = projected.shape()[1], H = w_hh.shape()[1];
     const TensorOptions options{.dtype = dtype, .device = projected.device()};
     Tensor out = empty({T, B, H}, {.dtype = storage, .device = projected.device()});
-    Tensor cells = empty({T, B, H}, options), acts = empty({T, B, 4 * H}, options);
+    Tensor cells = empty({T, B, H}, options), tanh_cells = empty({T, B, H}, options), acts = empty({T, B, 4 * H}, options);
     const DType gemm = gemm_dtype(w_hh);
     const RecurrentProduct recurrent(w_hh.to(gemm).transpose(0, 1).contiguous(), dtype);  // W_hh^T [H, 4H]
     std::vector<double> h_row(static_cast<size_t>(H));  // read as V (double is wide enough for both)
@@ -267,15 +268,16 @@ struct LstmLayer : autograd::Function<LstmLayer> {
           if constexpr (std::is_same_v<V, double> == std::is_same_v<S, double>)
             lstm_forward_step<V, S>(projected.data_ptr<S>() + t * B * 4 * H, rec.data_ptr<V>(),
                                     row_or<V>(cells, c0, p, B * H), acts.data_ptr<V>() + t * B * 4 * H,
-                                    cells.data_ptr<V>() + t * B * H, out.data_ptr<S>() + t * B * H, B, H,
-                                    reinterpret_cast<V*>(h_row.data()));
+                                    cells.data_ptr<V>() + t * B * H, tanh_cells.data_ptr<V>() + t * B * H,
+                                    out.data_ptr<S>() + t * B * H, B, H, reinterpret_cast<V*>(h_row.data()));
         });
       });
     }
     const int64_t last = time_of(T - 1, T, reverse);
     ctx.save_for_backward({w_hh, h0, c0});
     // (out detached: the returned tensor's node holds ctx, which must not hold it back)
-    ctx.save("out", out.detach()), ctx.save("cells", cells), ctx.save("acts", acts), ctx.save("reverse", reverse);
+    ctx.save("out", out.detach()), ctx.save("cells", cells), ctx.save("tanh_cells", tanh_cells), ctx.save("acts", acts);
+    ctx.save("reverse", reverse);
     ctx.save("h0_dtype", h0_in.dtype()), ctx.save("c0_dtype", c0_in.dtype());
     return {out, squeeze(narrow(out, 0, last, 1), 0).clone(), squeeze(narrow(cells, 0, last, 1), 0).clone().to(storage)};
   }
@@ -285,6 +287,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
     const std::vector<Tensor> saved = ctx.saved();
     const Tensor &w_hh = saved[0], &h0 = saved[1], &c0 = saved[2];
     const Tensor out = ctx.get<Tensor>("out"), cells = ctx.get<Tensor>("cells"), acts = ctx.get<Tensor>("acts");
+    const Tensor tanh_cells = ctx.get<Tensor>("tanh_cells");
     const bool reverse = ctx.get<bool>("reverse");
     const DType dtype = cells.dtype(), storage = out.dtype();
     const int64_t T = out.shape()[0], B = out.shape()[1], H = out.shape()[2];
@@ -294,7 +297,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
     // projection's gradient all read it as it is. Each step computes its rows in the compute
     // dtype first (d_row) and rounds them once.
     Tensor dgates = empty({T, B, 4 * H}, {.dtype = storage, .device = out.device()});
-    std::vector<double> tanh_c(static_cast<size_t>(H)), d_row(static_cast<size_t>(B * 4 * H));  // read as V
+    std::vector<double> d_row(static_cast<size_t>(B * 4 * H));  // read as V
     const DType gemm = gemm_dtype(w_hh);
     const RecurrentProduct recurrent(w_hh.to(gemm).contiguous(), dtype);  // W_hh [4H, H]
     for (int64_t s = T - 1; s >= 0; --s) {
@@ -307,8 +310,7 @@ struct LstmLayer : autograd::Function<LstmLayer> {
             V* d = reinterpret_cast<V*>(d_row.data());
             if constexpr (std::is_same_v<S, V>) d = rows;
             lstm_backward_step<V>(acts.data_ptr<V>() + t * B * 4 * H, row_or<V>(cells, c0, p, B * H),
-                                  cells.data_ptr<V>() + t * B * H, dh.data_ptr<V>(), dc.data_ptr<V>(), d, B, H,
-                                  reinterpret_cast<V*>(tanh_c.data()));
+                                  tanh_cells.data_ptr<V>() + t * B * H, dh.data_ptr<V>(), dc.data_ptr<V>(), d, B, H);
             if constexpr (!std::is_same_v<S, V>) convert_from_float(d, rows, size_t(B * 4 * H));
           }
         });
