@@ -32,7 +32,10 @@ double row_log_sum_exp(const T* row, int64_t C, float* scratch) {
                                               [](A a, A b) { return math::nan_max(a, b); }));
   double total = 0;
   if (kFloatExps<T> && std::isfinite(max)) {
-    for (int64_t c = 0; c < C; ++c) scratch[c] = float(double(A(row[c])) - max);
+    // x - max in float: the same value as rounding the double difference (exact in double unless
+    // the exponents are more than 29 apart, and then both round to -max), in 16 lanes, not 8.
+    const float shift = float(max);
+    for (int64_t c = 0; c < C; ++c) scratch[c] = float(A(row[c])) - shift;
     cpu::exp_f32(scratch, scratch, C);
     total = cpu::lane_sum(C, [scratch](int64_t c) { return double(scratch[c]); });
   } else {

@@ -52,29 +52,36 @@ inline __mmask32 first_words(int64_t n) { return n >= 32 ? ~__mmask32(0) : (__mm
 void pack_a_tiles(const MatrixView& a, int64_t i0, int64_t mc, int64_t k0, int64_t kc, uint16_t* out) {
   const int64_t chunks = (kc + kTileK - 1) / kTileK;
   const auto* base = static_cast<const uint16_t*>(a.data);
+  if (a.col_stride != 1) {
+    // Rows run along memory: the block's k-pairs first (all its panels in one pass over A's
+    // k-rows), then each 16 x 16 block of pairs turned around into the panels' tile rows.
+    thread_local std::vector<float> pairs;
+    const int64_t panel_words = chunks * kChunkPairs * kMR;
+    pairs.resize(size_t((mc + kMR - 1) / kMR * panel_words));
+    pack_bf16_pairs(base, a.row_stride, a.col_stride, i0, mc, k0, kc, kMR, chunks * kChunkPairs,
+                    reinterpret_cast<uint16_t*>(pairs.data()));
+    for (int64_t p = 0; p < mc; p += kMR) {
+      const float* panel_pairs = pairs.data() + p / kMR * panel_words;
+      float* words = reinterpret_cast<float*>(out + p * chunks * kTileK);
+      for (int64_t c = 0; c < chunks; ++c)
+        for (int64_t half = 0; half < kMR; half += 16)
+          transpose_words(panel_pairs + c * kChunkPairs * kMR + half, kMR, kChunkPairs, 16,
+                          words + (c * kMR + half) * kChunkPairs, kChunkPairs);
+    }
+    return;
+  }
   for (int64_t p = 0; p < mc; p += kMR) {
     const int64_t valid = std::min(kMR, mc - p);
     uint16_t* panel = out + p * chunks * kTileK;
-    if (a.col_stride == 1) {  // k runs along memory: each tile row is one masked 64-byte copy
-      for (int64_t c = 0; c < chunks; ++c) {
-        const __mmask32 depth = first_words(kc - c * kTileK);
-        for (int64_t r = 0; r < kMR; ++r) {
-          const int64_t i = i0 + p + r, start = a.row_offsets ? a.row_offsets[std::min(i, a.rows - 1)] : i * a.row_stride;
-          const uint16_t* src = base + start + k0 + c * kTileK;
-          const __m512i row = r < valid ? _mm512_maskz_loadu_epi16(depth, src) : _mm512_setzero_si512();
-          _mm512_store_si512(panel + (c * kMR + r) * kTileK, row);
-        }
+    // k runs along memory: each tile row is one masked 64-byte copy
+    for (int64_t c = 0; c < chunks; ++c) {
+      const __mmask32 depth = first_words(kc - c * kTileK);
+      for (int64_t r = 0; r < kMR; ++r) {
+        const int64_t i = i0 + p + r, start = a.row_offsets ? a.row_offsets[std::min(i, a.rows - 1)] : i * a.row_stride;
+        const uint16_t* src = base + start + k0 + c * kTileK;
+        const __m512i row = r < valid ? _mm512_maskz_loadu_epi16(depth, src) : _mm512_setzero_si512();
+        _mm512_store_si512(panel + (c * kMR + r) * kTileK, row);
       }
-    } else {  // rows run along memory: pack k-pairs, then turn each 16 x 16 block of pairs around
-      thread_local std::vector<float> pairs;
-      pairs.resize(size_t(chunks * kChunkPairs * kMR));
-      pack_bf16_pairs(base, a.row_stride, a.col_stride, i0 + p, valid, k0, kc, kMR, chunks * kChunkPairs,
-                      reinterpret_cast<uint16_t*>(pairs.data()));
-      float* words = reinterpret_cast<float*>(panel);
-      for (int64_t c = 0; c < chunks; ++c)
-        for (int64_t half = 0; half < kMR; half += 16)
-          transpose_words(pairs.data() + c * kChunkPairs * kMR + half, kMR, kChunkPairs, 16,
-                          words + (c * kMR + half) * kChunkPairs, kChunkPairs);
     }
   }
 }

@@ -185,6 +185,22 @@ void pack_bf16_pairs(const uint16_t* base, int64_t lane_stride, int64_t k_stride
                      int64_t k0, int64_t kc, int64_t width, int64_t padded_pairs, uint16_t* out,
                      const int64_t* k_offsets) {
   const int64_t pairs = (kc + 1) / 2, full_pairs = kc / 2;
+  if (k_offsets == nullptr && lane_stride == 1 && k_stride != 1) {
+    // Lanes run along memory (a transposed A, a row-major B): two k-rows are interleaved, k-pair
+    // outermost so that each pair of k-rows is read across the whole block in one run. Panel by
+    // panel, every k-row of a weight gradient's dY^T was another page for a few dozen bytes
+    // (the same as the f32 packers' column-major A: gemm_pack.h).
+    for (int64_t p = 0; p < lanes; p += width)
+      std::memset(out + (p * padded_pairs + pairs * width) * 2, 0, sizeof(uint16_t) * size_t((padded_pairs - pairs) * width * 2));
+    for (int64_t kk = 0; kk < pairs; ++kk) {
+      const uint16_t* k_even = base + lane0 + (k0 + 2 * kk) * k_stride;
+      const uint16_t* k_odd = 2 * kk + 1 < kc ? k_even + k_stride : nullptr;
+      for (int64_t p = 0; p < lanes; p += width)
+        interleave_pair(k_even + p, k_odd ? k_odd + p : nullptr, std::min(width, lanes - p), width,
+                        out + (p * padded_pairs + kk * width) * 2);
+    }
+    return;
+  }
   for (int64_t p = 0; p < lanes; p += width) {
     const int64_t valid = std::min(width, lanes - p);
     uint16_t* panel = out + p * padded_pairs * 2;
@@ -214,11 +230,6 @@ void pack_bf16_pairs(const uint16_t* base, int64_t lane_stride, int64_t k_stride
       for (int64_t r = 0; r < valid; ++r) pack_pairs_contiguous(origin + r * lane_stride, kc, panel + 2 * r, width * 2);
       for (int64_t kk = 0; kk < pairs; ++kk)
         std::memset(panel + (kk * width + valid) * 2, 0, sizeof(uint16_t) * size_t((width - valid) * 2));
-    } else if (lane_stride == 1) {  // lanes run along memory: interleave two k-rows
-      for (int64_t kk = 0; kk < pairs; ++kk) {
-        const uint16_t* k_even = origin + 2 * kk * k_stride;
-        interleave_pair(k_even, 2 * kk + 1 < kc ? k_even + k_stride : nullptr, valid, width, panel + kk * width * 2);
-      }
     } else {  // a 1-wide dimension with an arbitrary stride
       for (int64_t kk = 0; kk < pairs; ++kk)
         for (int64_t r = 0; r < width; ++r)
