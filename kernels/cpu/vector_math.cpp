@@ -5,6 +5,7 @@
 #include "kernels/cpu/vector_math.h"
 
 #include <bit>
+#include <cmath>
 #include <cstdint>
 
 #include "core/cpu_features.h"
