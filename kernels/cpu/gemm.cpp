@@ -33,6 +33,11 @@ namespace {
 
 // Products smaller than this (about 20 microseconds) run on the calling thread.
 constexpr int64_t kMinParallelFlops = int64_t(1) << 21;
+// Native bf16 products (AMX above all) run the same flops several times sooner, so a second
+// thread pays for its start only on larger products: the char-LSTM's recurrent bf16 products
+// (32 x 256 x 1024, 2^24 flops, ~30 us on AMX) split over 2 threads made its step slower than
+// at 1 thread (32.9 against 32.1 ms); kept on one, 2 threads take 26.5-28.0 ms.
+constexpr int64_t kNativeBf16Speedup = 16;
 
 // ---- which kernel -------------------------------------------------------------------------------
 
@@ -291,7 +296,8 @@ void packed_gemm_driver(const MatrixView& a, const MatrixView& b, const PackedRh
   // of columns and packs what it reads itself. A region per K-slice (BLIS's shared B panel)
   // costs a fork/join each, which dominated MLP-sized products at 2 threads.
   const int64_t panels = (N + kernel.nr - 1) / kernel.nr, row_blocks = (M + kernel.mc - 1) / kernel.mc;
-  const int64_t threads = 2 * M * N * K >= kMinParallelFlops ? get_num_threads() : 1;
+  const int64_t min_flops = native_bf16_for<T>(kernel) ? kMinParallelFlops * kNativeBf16Speedup : kMinParallelFlops;
+  const int64_t threads = 2 * M * N * K >= min_flops ? get_num_threads() : 1;
   const bool split_columns = panels >= 2 * threads || panels >= row_blocks;
   const int64_t tasks = std::max<int64_t>(1, std::min(threads, split_columns ? panels : row_blocks));
   parallel_for(0, tasks, 1, [&](int64_t first, int64_t last) {

@@ -1,6 +1,8 @@
 // Vectorised transcendental functions for the CPU kernels, f32, over arrays. libm's expf is a
 // scalar call per element; these run 8 (AVX2) or 16 (AVX-512) elements per instruction (4 with
-// NEON on aarch64, 4 with SSE2 at the generic level) and give the same bits at every level.
+// NEON on aarch64, 4 with SSE2 at the generic level) and give the same bits at every level. Their
+// polynomials run on fused multiply-adds (std::fma: an instruction at AVX2, AVX-512 and NEON; at
+// an x86 baseline without FMA a correctly rounded library call, slow but the same value).
 //
 //   exp_f32(x, y, n)   y[i] = exp(x[i]), within 2 ulp of libm's expf; +-inf, NaN, overflow to
 //                      +inf above ln(FLT_MAX), subnormal results and underflow to +0 as expf.
