@@ -99,9 +99,10 @@ std::tuple<Tensor, Tensor> gru_layer_composed(const Tensor& projected, const Ten
 // instead of T small ones. The composite steps stay the cells' path and the tests' oracle.
 
 // sigmoid and tanh over an array, in place (tanh_into: out of place). f32 on the vectorised math
-// functions (kernels/cpu/vector_math.h, within 2 ulp). tanh there takes 0.88 ns per element on
-// 512-bit vectors (1.26 on 256-bit ones, 2.64 for the three passes over exp it replaced): ~2 ms
-// of the 2-layer, H = 256 LSTM's training step (2.1 million tanh a step).
+// functions (kernels/cpu/vector_math.h, within 2 ulp). tanh there takes 0.64 ns per element on
+// 512-bit vectors with fused multiply-adds (1.26 on 256-bit ones without, 2.64 for the three
+// passes over exp it replaced): ~1.4 ms of the 2-layer, H = 256 LSTM's training step (2.1
+// million tanh a step).
 void sigmoid_(float* x, int64_t n) { kernels::cpu::sigmoid_f32(x, x, n); }
 void sigmoid_(double* x, int64_t n) {
   for (int64_t j = 0; j < n; ++j) x[j] = 1.0 / (1.0 + std::exp(-x[j]));
