@@ -70,7 +70,8 @@ TEST_CASE("cpu.gemm_at_every_level_matches_the_reference") {
     int64_t M, K, N;
   };
   // Edge tiles of every microkernel (6x16, 12x32, AMX's 32x32 with a half-height short panel),
-  // AVX2's short last panel of 1 or 2 rows (2 x 32, on pairs of B panels: 8 = 6 + 2 rows x 4
+  // AVX-512's 4- and 8-row tiles for a last panel that short (1, 13, 14, 64: 4 rows or fewer; 7,
+  // 8, 17, 200: 5 to 8; 130: 10 rows, the full tile), AVX2's short last panel of 1 or 2 rows (2 x 32, on pairs of B panels: 8 = 6 + 2 rows x 4
   // panels, 14 = 12 + 2 x 3 panels, 13 = 12 + 1 x 2 + an edge panel), depths split into equal
   // slices of at most 256 (257 -> 136 + 121, 300 -> 152 + 148, 784 -> 4 x 196; AMX pads them to
   // 32: 784 -> 3 x 224 + 112), odd sizes; 200 x 48 x 600 spans several row blocks (96) and column

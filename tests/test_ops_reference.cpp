@@ -122,10 +122,12 @@ TEST_CASE("ops.scenario01.batch_norm_updates_running_statistics") {
 // must still match the f64 reference within T(f32), for 1 and 2 threads alike, bitwise.
 TEST_CASE("ops.scenario01.batch_norm_statistics_of_data_far_from_zero") {
   hg::manual_seed(112);
-  // (Rows of 256 values or more are cut into blocks; shorter rows are grouped, several images' rows
-  // of a channel per block: 49 values 5 rows a block, 120 values 2, one value 256.)
-  for (const hg::Shape& shape :
-       std::vector<hg::Shape>{{8, 3, 37, 29}, {300, 2}, {5, 2, 257}, {13, 3, 7, 7}, {9, 2, 10, 12}}) {
+  // (Rows of 1024 values or more are cut into blocks; shorter rows are grouped, several images'
+  // rows of a channel per block: 49 values 20 rows a block, 120 values 8, one value 1024. The
+  // first block's values are taken relative to the mean of its first 16, later blocks' to the
+  // mean so far: {2100, 2} and {3, 2, 3000} have several blocks after a first one.)
+  for (const hg::Shape& shape : std::vector<hg::Shape>{
+           {8, 3, 37, 29}, {300, 2}, {2100, 2}, {5, 2, 257}, {3, 2, 3000}, {13, 3, 7, 7}, {45, 3, 7, 7}, {9, 2, 10, 12}}) {
     CAPTURE(shape);
     const int64_t C = shape[1];
     const Tensor x = normal(shape, 1e-2) + 1e4;
@@ -147,6 +149,27 @@ TEST_CASE("ops.scenario01.batch_norm_statistics_of_data_far_from_zero") {
     }
     CHECK(runs[0] == runs[1]);
   }
+}
+
+// The first block's shift is the mean of its first 16 values. Where those are outliers -- 50
+// above the rest of a channel that sits at 1e4 with noise of 1e-2 -- every other value's x - s is
+// about -50, and the statistics must still match the f64 reference within T(f32).
+TEST_CASE("ops.scenario01.batch_norm_statistics_when_the_first_values_are_outliers") {
+  hg::manual_seed(113);
+  const int64_t N = 64, C = 2, S = 49;  // 7x7 maps: the first block is 20 images' rows
+  std::vector<float> v = (normal({N, C, S}, 1e-2) + 1e4).to_vector<float>();
+  for (int64_t c = 0; c < C; ++c)
+    for (int64_t i = 0; i < 16; ++i) v[size_t(c * S + i)] += 50.0f;
+  const Tensor x = hg::from_vector(v, {N, C, S});
+  std::vector<double> mean, var;
+  ref::channel_stats(ref::of(x), mean, var);
+  const double count = double(N * S);
+  const Tensor running_mean = hg::zeros({C}, {.dtype = hg::f64}), running_var = hg::zeros({C}, {.dtype = hg::f64});
+  hg::batch_norm(x, running_mean, running_var, {}, {}, true, 1.0, 1e-5);
+  ref::Array expected_mean{{C}, mean}, expected_var{{C}, {}};
+  for (int64_t c = 0; c < C; ++c) expected_var.v.push_back(var[size_t(c)] * count / (count - 1));
+  CHECK_MATCHES_REF(running_mean, expected_mean, kF32);
+  CHECK_MATCHES_REF(running_var, expected_var, kF32);
 }
 
 TEST_CASE("ops.scenario01.f64_norms_keep_f64_precision") {

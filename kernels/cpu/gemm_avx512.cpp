@@ -101,15 +101,16 @@ inline __m512 stored(__m512 sums, __mmask16 valid, const float* c, __m512 bias, 
   return store.relu ? _mm512_max_ps(_mm512_setzero_ps(), sums) : sums;
 }
 
-// Stores the valid rows and columns of a 12 x 32 tile of accumulators, as `store` says.
-inline void store_tile(__m512 (&acc)[kMR][2], float* c, int64_t ldc, int64_t rows, int64_t cols,
+// Stores the valid rows and columns of an R x 32 tile of accumulators, as `store` says.
+template <int R>
+inline void store_tile(__m512 (&acc)[R][2], float* c, int64_t ldc, int64_t rows, int64_t cols,
                        const TileStore& store) {
   const __mmask16 left = cols >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << cols) - 1);
   const __mmask16 right = cols >= 32 ? __mmask16(0xFFFF) : cols > 16 ? __mmask16((1u << (cols - 16)) - 1) : __mmask16(0);
   const __m512 bias0 = store.bias ? _mm512_maskz_loadu_ps(left, store.bias) : _mm512_setzero_ps();
   const __m512 bias1 = store.bias ? _mm512_maskz_loadu_ps(right, store.bias + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
-  for (int i = 0; i < kMR; ++i) {
+  for (int i = 0; i < R; ++i) {
     if (i >= rows) break;
     float* row = c + i * ldc;
     _mm512_mask_storeu_ps(row, left, stored(acc[i][0], left, row, bias0, store));
@@ -125,26 +126,39 @@ inline void prefetch_row(const float* row) {
   _mm_prefetch(reinterpret_cast<const char*>(row + kNR - 1), _MM_HINT_T0);
 }
 
-// One tile: C[0:rows, 0:cols] = (or +=) A_panel @ B_panel. The padded rows and columns of the
-// panels are zeros; only the valid part is stored (masked stores for the columns).
-void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-          const TileStore& store) {
-  __m512 acc[kMR][2];
+// One tile of R <= kMR rows: C[0:rows, 0:cols] = (or +=) A_panel @ B_panel, reading the first R
+// rows of the panel. The padded rows and columns of the panels are zeros; only the valid part is
+// stored (masked stores for the columns).
+template <int R>
+void tile_rows(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+               const TileStore& store) {
+  __m512 acc[R][2];
 #pragma GCC unroll 12
-  for (int i = 0; i < kMR; ++i) {
+  for (int i = 0; i < R; ++i) {
     acc[i][0] = acc[i][1] = _mm512_setzero_ps();
     prefetch_row(c + i * ldc);
   }
   for (int64_t k = 0; k < kc; ++k) {
     const __m512 b0 = _mm512_load_ps(b + k * kNR), b1 = _mm512_load_ps(b + k * kNR + 16);
 #pragma GCC unroll 12
-    for (int i = 0; i < kMR; ++i) {
+    for (int i = 0; i < R; ++i) {
       const __m512 ai = _mm512_set1_ps(a[k * kMR + i]);
       acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
       acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
     }
   }
-  store_tile(acc, c, ldc, rows, cols, store);
+  store_tile<R>(acc, c, ldc, rows, cols, store);
+}
+
+// A panel's last tile runs only the rows it has, in steps of 4: M = 32 (an LSTM's batch) is
+// panels of 12, 12 and 8, and the 12-row tile spent a third of the last one's FMAs on zeros
+// (32 x 512 x 2048 against a prepacked B: the same time as 36 rows). Each value's sum is the same
+// either way.
+void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+          const TileStore& store) {
+  if (rows <= 4) tile_rows<4>(kc, a, b, c, ldc, rows, cols, store);
+  else if (rows <= 8) tile_rows<8>(kc, a, b, c, ldc, rows, cols, store);
+  else tile_rows<kMR>(kc, a, b, c, ldc, rows, cols, store);
 }
 
 // ---- bf16 packing (pairs of k) ------------------------------------------------------------------
@@ -277,23 +291,32 @@ namespace {
 // vdpbf16ps multiplies pairs of bf16 and adds both products into an f32 lane.
 // NOTE: it treats bf16 subnormal inputs as zero; bf16 subnormals (< 1.2e-38) carry no weight in
 // a training step's products.
-void tile_bf16(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
-               const TileStore& store) {
-  __m512 acc[kMR][2];
+template <int R>
+void tile_bf16_rows(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, int64_t rows,
+                    int64_t cols, const TileStore& store) {
+  __m512 acc[R][2];
 #pragma GCC unroll 12
-  for (int i = 0; i < kMR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+  for (int i = 0; i < R; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
   for (int64_t kk = 0; kk < pairs; ++kk) {
     const __m512bh b0 = (__m512bh)_mm512_load_si512(b + kk * kNR * 2);
     const __m512bh b1 = (__m512bh)_mm512_load_si512(b + kk * kNR * 2 + 32);
     const uint32_t* pair = reinterpret_cast<const uint32_t*>(a + kk * kMR * 2);
 #pragma GCC unroll 12
-    for (int i = 0; i < kMR; ++i) {
+    for (int i = 0; i < R; ++i) {
       const __m512bh ai = (__m512bh)_mm512_set1_epi32(int(pair[i]));
       acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
       acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
     }
   }
-  store_tile(acc, c, ldc, rows, cols, store);
+  store_tile<R>(acc, c, ldc, rows, cols, store);
+}
+
+// As the f32 tile: a short last panel runs only the rows it has.
+void tile_bf16(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
+               const TileStore& store) {
+  if (rows <= 4) tile_bf16_rows<4>(pairs, a, b, c, ldc, rows, cols, store);
+  else if (rows <= 8) tile_bf16_rows<8>(pairs, a, b, c, ldc, rows, cols, store);
+  else tile_bf16_rows<kMR>(pairs, a, b, c, ldc, rows, cols, store);
 }
 
 }  // namespace
