@@ -154,11 +154,15 @@ void tile_rows(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
 // panels of 12, 12 and 8, and the 12-row tile spent a third of the last one's FMAs on zeros
 // (32 x 512 x 2048 against a prepacked B: the same time as 36 rows). Each value's sum is the same
 // either way.
+template <class Run>
+void with_tile_rows(int64_t rows, const Run& run) {
+  if (rows <= 4) run.template operator()<4>();
+  else if (rows <= 8) run.template operator()<8>();
+  else run.template operator()<int(kMR)>();
+}
 void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
           const TileStore& store) {
-  if (rows <= 4) tile_rows<4>(kc, a, b, c, ldc, rows, cols, store);
-  else if (rows <= 8) tile_rows<8>(kc, a, b, c, ldc, rows, cols, store);
-  else tile_rows<kMR>(kc, a, b, c, ldc, rows, cols, store);
+  with_tile_rows(rows, [&]<int R>() { tile_rows<R>(kc, a, b, c, ldc, rows, cols, store); });
 }
 
 // ---- bf16 packing (pairs of k) ------------------------------------------------------------------
@@ -314,9 +318,7 @@ void tile_bf16_rows(int64_t pairs, const uint16_t* a, const uint16_t* b, float* 
 // As the f32 tile: a short last panel runs only the rows it has.
 void tile_bf16(int64_t pairs, const uint16_t* a, const uint16_t* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
                const TileStore& store) {
-  if (rows <= 4) tile_bf16_rows<4>(pairs, a, b, c, ldc, rows, cols, store);
-  else if (rows <= 8) tile_bf16_rows<8>(pairs, a, b, c, ldc, rows, cols, store);
-  else tile_bf16_rows<kMR>(pairs, a, b, c, ldc, rows, cols, store);
+  with_tile_rows(rows, [&]<int R>() { tile_bf16_rows<R>(pairs, a, b, c, ldc, rows, cols, store); });
 }
 
 }  // namespace
