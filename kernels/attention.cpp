@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -114,6 +115,38 @@ void block_gemm(const cpu::MatrixView& a, const cpu::MatrixView& b, S* c, bool a
   }
 }
 
+// A right operand that several products share (a key block's K^T against every query block),
+// packed once where the CPU's packed GEMM multiplies G (the same bits as packing it per product:
+// cpu::pack_rhs), else the view itself. Packing per product was a sixth of f32 attention's time
+// (T = 256, 4 heads, 1 thread: transposes and packs 15% of perf's samples).
+template <class G>
+struct SharedRhs {
+  cpu::MatrixView view;
+  std::optional<cpu::PackedRhs> packed;
+};
+template <class G>
+SharedRhs<G> shared_rhs(const cpu::MatrixView& view) {
+  SharedRhs<G> rhs{view, std::nullopt};
+  if constexpr (!std::is_same_v<G, double>)
+    if (cpu::has_packed_gemm() && view.rows > 0 && view.cols > 0) rhs.packed = cpu::pack_rhs<G>(view);
+  return rhs;
+}
+template <class S, class G>
+void block_gemm(const cpu::MatrixView& a, const SharedRhs<G>& b, S* c, bool accumulate) {
+  if constexpr (!std::is_same_v<G, double>)
+    if (b.packed) return cpu::packed_gemm<G>(a, *b.packed, c, b.view.cols, accumulate);
+  block_gemm<S, G>(a, b.view, c, accumulate);
+}
+
+// Each key block's K_j^T (E x cols) or V_j (cols x Ev) etc. as a shared right operand: view(j0,
+// cols) gives block j's view.
+template <class G, class View>
+std::vector<SharedRhs<G>> key_blocks(const AttentionGeometry& g, const View& view) {
+  std::vector<SharedRhs<G>> blocks;
+  for (int64_t j0 = 0; j0 < g.S; j0 += kBlock<G>) blocks.push_back(shared_rhs<G>(view(j0, std::min(kBlock<G>, g.S - j0))));
+  return blocks;
+}
+
 // A block's values of the compute type S as GEMM operands of type G: rounded for 16-bit G (into
 // `buffer`), the values themselves for G == S.
 template <class S, class G>
@@ -161,12 +194,12 @@ MaskLayout mask_layout(const Tensor& mask, const AttentionGeometry& g) {
   return layout;
 }
 
-// The block of scores S[r][c] = scale * (Q K^T)[r][c] + mask, -inf where causality hides the key.
+// The block of scores S[r][c] = scale * (Q K^T)[r][c] + mask, -inf where causality hides the key;
+// k_t is the key block's K_j^T.
 template <class S, class G>
-void scores_block(Rows<G> q, Rows<G> k, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows, int64_t j0,
-                  int64_t cols, const AttentionGeometry& g, S* block) {
-  block_gemm<S, G>(cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1),
-                   cpu::matrix_view(k.row(j0), g.E, cols, 1, k.stride), block, false);
+void scores_block(Rows<G> q, const SharedRhs<G>& k_t, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows,
+                  int64_t j0, int64_t cols, const AttentionGeometry& g, S* block) {
+  block_gemm<S, G>(cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1), k_t, block, false);
   const S scale = S(g.scale), minus_inf = -std::numeric_limits<S>::infinity();
   const S* m = mask.data ? static_cast<const S*>(mask.data) + mask.batch_offset[size_t(b)] : nullptr;
   for (int64_t r = 0; r < rows; ++r) {
@@ -228,8 +261,19 @@ int64_t key_end(int64_t i0, int64_t rows, const AttentionGeometry& g) {
   return g.causal ? std::min(g.S, i0 + rows) : g.S;
 }
 
+// The keys' blocks as shared right operands: K_j^T for the scores, V_j for P V.
+template <class G>
+struct KeyOperands {
+  std::vector<SharedRhs<G>> k_t, v;
+};
+template <class G>
+KeyOperands<G> key_operands(Rows<G> k, Rows<G> v, const AttentionGeometry& g) {
+  return {key_blocks<G>(g, [&](int64_t j0, int64_t cols) { return cpu::matrix_view(k.row(j0), g.E, cols, 1, k.stride); }),
+          key_blocks<G>(g, [&](int64_t j0, int64_t cols) { return cpu::matrix_view(v.row(j0), cols, g.Ev, v.stride, 1); })};
+}
+
 template <class S, class G>
-void forward_rows(Rows<G> q, Rows<G> k, Rows<G> v, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows,
+void forward_rows(Rows<G> q, const KeyOperands<G>& keys, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows,
                   const AttentionGeometry& g, S* out, int64_t out_stride, S* lse) {
   const S minus_inf = -std::numeric_limits<S>::infinity();
   std::vector<S> block(size_t(rows * kBlock<G>)), acc(size_t(rows * g.Ev), S(0));
@@ -238,7 +282,7 @@ void forward_rows(Rows<G> q, Rows<G> k, Rows<G> v, const MaskLayout& mask, int64
   std::vector<S> m(size_t(rows), minus_inf), l(size_t(rows), S(0));
   for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlock<G>) {
     const int64_t cols = std::min(kBlock<G>, g.S - j0);
-    scores_block<S, G>(q, k, mask, b, i0, rows, j0, cols, g, block.data());
+    scores_block<S, G>(q, keys.k_t[size_t(j0 / kBlock<G>)], mask, b, i0, rows, j0, cols, g, block.data());
     for (int64_t r = 0; r < rows; ++r) {
       S* row = block.data() + r * cols;
       const int64_t n = visible(i0, r, j0, cols, g);
@@ -263,7 +307,7 @@ void forward_rows(Rows<G> q, Rows<G> k, Rows<G> v, const MaskLayout& mask, int64
       for (int64_t e = 0; e < rows * cols; ++e) block[size_t(e)] *= z[size_t(e)];
     }
     block_gemm<S, G>(cpu::matrix_view(as_operand(block.data(), rows * cols, rounded), rows, cols, cols, 1),
-                     cpu::matrix_view(v.row(j0), cols, g.Ev, v.stride, 1), acc.data(), true);
+                     keys.v[size_t(j0 / kBlock<G>)], acc.data(), true);
   }
   for (int64_t r = 0; r < rows; ++r) {
     // A row whose keys are all masked has l = 0: its output is 0/0 = NaN and its lse -inf, as
@@ -287,13 +331,18 @@ std::pair<Tensor, Tensor> forward_typed(const Tensor& q_in, const Tensor& k_in, 
   S *op = out.data_ptr<S>(), *lp = lse.data_ptr<S>();
   // No keys (S = 0): the output is an empty sum, 0, as PyTorch's softmax(..) @ v.
   if (g.S > 0) {
+    // Each batch entry's key blocks packed once, for all its query blocks.
+    std::vector<KeyOperands<G>> keys(size_t(g.batch));
+    parallel_for(0, g.batch, grain_for(g.S * (g.E + g.Ev)), [&](int64_t first, int64_t last) {
+      for (int64_t b = first; b < last; ++b) keys[size_t(b)] = key_operands<G>(k[b], v[b], g);
+    });
     const int64_t blocks = (g.L + kBlock<G> - 1) / kBlock<G>;
     const int64_t cost = kBlock<G> * g.S * (g.E + g.Ev);  // multiply-adds per (batch, block) task
     parallel_for(0, g.batch * blocks, grain_for(cost), [&](int64_t first, int64_t last) {
       for (int64_t task = first; task < last; ++task) {
         const int64_t b = task / blocks, i0 = task % blocks * kBlock<G>;
-        forward_rows<S, G>(q[b], k[b], v[b], mask, b, i0, std::min(kBlock<G>, g.L - i0), g, op + out_offsets[size_t(b)],
-                        out_stride, lp + b * g.L);
+        forward_rows<S, G>(q[b], keys[size_t(b)], mask, b, i0, std::min(kBlock<G>, g.L - i0), g,
+                           op + out_offsets[size_t(b)], out_stride, lp + b * g.L);
       }
     });
   }
@@ -318,11 +367,25 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
   std::vector<S> z(dropout ? p.size() : 0), pz(dropout ? p.size() : 0);  // the factors, P * Z
   std::vector<G> rounded_p, rounded_ds;  // P (or P Z) and dS as 16-bit operands
   const S scale = S(g.scale);
+  // The right operands every query block shares (K_j^T, V_j^T, K_j), packed once, and those every
+  // key block of a query block shares (dO_i, Q_i), once per query block.
+  const std::vector<SharedRhs<G>> k_t = key_blocks<G>(g, [&](int64_t j0, int64_t cols) {
+    return cpu::matrix_view(k.row(j0), g.E, cols, 1, k.stride);
+  });
+  const std::vector<SharedRhs<G>> v_t = key_blocks<G>(g, [&](int64_t j0, int64_t cols) {
+    return cpu::matrix_view(v.row(j0), g.Ev, cols, 1, v.stride);
+  });
+  const std::vector<SharedRhs<G>> k_rows = key_blocks<G>(g, [&](int64_t j0, int64_t cols) {
+    return cpu::matrix_view(k.row(j0), cols, g.E, k.stride, 1);
+  });
   for (int64_t i0 = 0; i0 < g.L; i0 += kBlock<G>) {
     const int64_t rows = std::min(kBlock<G>, g.L - i0);
+    const SharedRhs<G> dout_i = shared_rhs<G>(cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1));
+    const SharedRhs<G> q_i = shared_rhs<G>(cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1));
     for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlock<G>) {
       const int64_t cols = std::min(kBlock<G>, g.S - j0);
-      scores_block<S, G>(q, k, mask, b, i0, rows, j0, cols, g, p.data());
+      const size_t j = size_t(j0 / kBlock<G>);
+      scores_block<S, G>(q, k_t[j], mask, b, i0, rows, j0, cols, g, p.data());
       for (int64_t r = 0; r < rows; ++r) exp_shifted(p.data() + r * cols, visible(i0, r, j0, cols, g), cols, lse[i0 + r]);
       if (dropout) {
         dropout_factors(b, i0, rows, j0, cols, g, z.data());
@@ -330,10 +393,8 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
       }
       // dV_j += (P Z)^T dO_i; dP = dO_i V_j^T (times Z: the dropped probabilities' gradient)
       const G* pz_operand = as_operand((dropout ? pz : p).data(), rows * cols, rounded_p);
-      block_gemm<S, G>(cpu::matrix_view(pz_operand, cols, rows, 1, cols),
-                       cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1), dv + j0 * g.Ev, true);
-      block_gemm<S, G>(cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1),
-                       cpu::matrix_view(v.row(j0), g.Ev, cols, 1, v.stride), dp.data(), false);
+      block_gemm<S, G>(cpu::matrix_view(pz_operand, cols, rows, 1, cols), dout_i, dv + j0 * g.Ev, true);
+      block_gemm<S, G>(cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1), v_t[j], dp.data(), false);
       if (dropout)
         for (int64_t e = 0; e < rows * cols; ++e) dp[size_t(e)] *= z[size_t(e)];
       // dS = P * (dP - D) (the softmax backward), times the scale the scores were multiplied by;
@@ -345,10 +406,8 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
         }
       // dQ_i += dS K_j; dK_j += dS^T Q_i
       const G* ds = as_operand(p.data(), rows * cols, rounded_ds);
-      block_gemm<S, G>(cpu::matrix_view(ds, rows, cols, cols, 1), cpu::matrix_view(k.row(j0), cols, g.E, k.stride, 1),
-                       dq + i0 * g.E, true);
-      block_gemm<S, G>(cpu::matrix_view(ds, cols, rows, 1, cols), cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1),
-                       dk + j0 * g.E, true);
+      block_gemm<S, G>(cpu::matrix_view(ds, rows, cols, cols, 1), k_rows[j], dq + i0 * g.E, true);
+      block_gemm<S, G>(cpu::matrix_view(ds, cols, rows, 1, cols), q_i, dk + j0 * g.E, true);
     }
   }
 }
