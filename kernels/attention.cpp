@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <optional>
 #include <type_traits>
@@ -232,6 +233,52 @@ void exp_shifted(S* row, int64_t n, int64_t cols, S shift) {
   std::fill(row + n, row + cols, S(0));
 }
 
+// A row's maximum (std::max's rule, starting from init) and sum, for the online softmax: 16 lanes
+// on a vector of the compiler's (GCC/Clang vector extensions), combined in a tree 4 steps deep.
+// As 16-lane loops of std::max (cpu::lane_max) GCC kept them scalar, and the lanes combined one
+// after another (lane_sum in double) were two 15-step chains: forward_rows was 12% of bf16
+// attention's time at T = 1024. f64 keeps lane_sum.h's order.
+using RowLanes = float __attribute__((vector_size(16 * sizeof(float))));
+
+template <class Combine>
+float combine_row_lanes(const RowLanes& vector, const float* row, int64_t i, int64_t n, const Combine& combine) {
+  float lanes[16];
+  std::memcpy(lanes, &vector, sizeof lanes);
+  for (int k = 0; i + k < n; ++k) lanes[k] = combine(lanes[k], row[i + k]);
+  for (int step = 8; step > 0; step /= 2)
+    for (int k = 0; k < step; ++k) lanes[k] = combine(lanes[k], lanes[k + step]);
+  return lanes[0];
+}
+
+template <class S>
+S row_max(const S* row, int64_t n, S init) {
+  if constexpr (std::is_same_v<S, float>) {
+    RowLanes lanes = RowLanes{} + init, v;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      std::memcpy(&v, row + i, sizeof v);
+      lanes = lanes < v ? v : lanes;  // std::max(lanes, v): a NaN v loses, a NaN lane stays
+    }
+    return combine_row_lanes(lanes, row, i, n, [](float a, float b) { return std::max(a, b); });
+  } else {
+    return cpu::lane_max<S>(n, init, [row](int64_t c) { return row[c]; }, [](S a, S b) { return std::max(a, b); });
+  }
+}
+template <class S>
+S row_sum(const S* row, int64_t n) {
+  if constexpr (std::is_same_v<S, float>) {
+    RowLanes lanes = {}, v;
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+      std::memcpy(&v, row + i, sizeof v);
+      lanes += v;
+    }
+    return combine_row_lanes(lanes, row, i, n, [](float a, float b) { return a + b; });
+  } else {
+    return S(cpu::lane_sum<S, 16>(n, [row](int64_t c) { return row[c]; }));
+  }
+}
+
 // The dropout factors of a block of probabilities: z[r][c] = 1 / (1 - p) where element
 // n = (b L + i0 + r) S + j0 + c of the stream is kept, else 0 (each Philox block gives the 4
 // elements n with the same n / 4, word n % 4, as kernels/dropout.cpp draws them).
@@ -280,34 +327,44 @@ void forward_rows(Rows<G> q, const KeyOperands<G>& keys, const MaskLayout& mask,
   std::vector<G> rounded;  // P as a 16-bit operand
   std::vector<S> z(g.dropout_p > 0 ? size_t(rows * kBlock<G>) : 0);
   std::vector<S> m(size_t(rows), minus_inf), l(size_t(rows), S(0));
+  // 16-bit P is rounded row by row as each row is done, while it is in L1 (the whole block after
+  // the rows came back from L2: convert_from_float was 9% of bf16 attention's time); with dropout
+  // the factors are applied to the block first.
+  const bool round_rows = !std::is_same_v<S, G> && g.dropout_p == 0;
+  if (round_rows) rounded.resize(size_t(rows * kBlock<G>));
   for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlock<G>) {
     const int64_t cols = std::min(kBlock<G>, g.S - j0);
     scores_block<S, G>(q, keys.k_t[size_t(j0 / kBlock<G>)], mask, b, i0, rows, j0, cols, g, block.data());
     for (int64_t r = 0; r < rows; ++r) {
       S* row = block.data() + r * cols;
+      const auto round_row = [&] {
+        if constexpr (!std::is_same_v<S, G>)
+          if (round_rows) convert_from_float(row, rounded.data() + r * cols, size_t(cols));
+      };
       const int64_t n = visible(i0, r, j0, cols, g);
-      // Max and sum in lanes (kernels/cpu/lane_sum.h): a single running value is a chain of
-      // dependent scalar operations, slower than the exps themselves on a 64-key block.
-      const S m_new = cpu::lane_max<S>(n, m[size_t(r)], [row](int64_t c) { return row[c]; },
-                                       [](S a, S b) { return std::max(a, b); });
+      // Max and sum in lanes: a single running value is a chain of dependent scalar operations,
+      // slower than the exps themselves on a 64-key block.
+      const S m_new = row_max(row, n, m[size_t(r)]);
       if (m_new == minus_inf) {  // every key so far masked out: nothing to add yet
         std::fill(row, row + cols, S(0));
+        round_row();
         continue;
       }
       const S rescale = std::exp(m[size_t(r)] - m_new);  // 0 on the first unmasked block
       exp_shifted(row, n, cols, m_new);
-      const S sum = S(cpu::lane_sum<S, 16>(n, [row](int64_t c) { return row[c]; }));
+      const S sum = row_sum(row, n);
       l[size_t(r)] = l[size_t(r)] * rescale + sum;
       m[size_t(r)] = m_new;
       if (rescale != S(1))
         for (int64_t d = 0; d < g.Ev; ++d) acc[size_t(r * g.Ev + d)] *= rescale;
+      round_row();
     }
     if (g.dropout_p > 0) {  // after the row sums: softmax normalises the undropped probabilities
       dropout_factors(b, i0, rows, j0, cols, g, z.data());
       for (int64_t e = 0; e < rows * cols; ++e) block[size_t(e)] *= z[size_t(e)];
     }
-    block_gemm<S, G>(cpu::matrix_view(as_operand(block.data(), rows * cols, rounded), rows, cols, cols, 1),
-                     keys.v[size_t(j0 / kBlock<G>)], acc.data(), true);
+    const G* p = round_rows ? rounded.data() : as_operand(block.data(), rows * cols, rounded);
+    block_gemm<S, G>(cpu::matrix_view(p, rows, cols, cols, 1), keys.v[size_t(j0 / kBlock<G>)], acc.data(), true);
   }
   for (int64_t r = 0; r < rows; ++r) {
     // A row whose keys are all masked has l = 0: its output is 0/0 = NaN and its lse -inf, as
@@ -366,6 +423,8 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
   const bool dropout = g.dropout_p > 0;
   std::vector<S> z(dropout ? p.size() : 0), pz(dropout ? p.size() : 0);  // the factors, P * Z
   std::vector<G> rounded_p, rounded_ds;  // P (or P Z) and dS as 16-bit operands
+  const bool round_rows = !std::is_same_v<S, G> && !dropout;  // row by row (else the block at once)
+  if (round_rows) rounded_p.resize(p.size()), rounded_ds.resize(p.size());
   const S scale = S(g.scale);
   // The right operands every query block shares (K_j^T, V_j^T, K_j), packed once, and those every
   // key block of a query block shares (dO_i, Q_i), once per query block.
@@ -386,26 +445,33 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
       const int64_t cols = std::min(kBlock<G>, g.S - j0);
       const size_t j = size_t(j0 / kBlock<G>);
       scores_block<S, G>(q, k_t[j], mask, b, i0, rows, j0, cols, g, p.data());
-      for (int64_t r = 0; r < rows; ++r) exp_shifted(p.data() + r * cols, visible(i0, r, j0, cols, g), cols, lse[i0 + r]);
+      for (int64_t r = 0; r < rows; ++r) {
+        exp_shifted(p.data() + r * cols, visible(i0, r, j0, cols, g), cols, lse[i0 + r]);
+        if constexpr (!std::is_same_v<S, G>)  // (rounded while the row is in L1, as forward_rows)
+          if (round_rows) convert_from_float(p.data() + r * cols, rounded_p.data() + r * cols, size_t(cols));
+      }
       if (dropout) {
         dropout_factors(b, i0, rows, j0, cols, g, z.data());
         for (int64_t e = 0; e < rows * cols; ++e) pz[size_t(e)] = p[size_t(e)] * z[size_t(e)];
       }
       // dV_j += (P Z)^T dO_i; dP = dO_i V_j^T (times Z: the dropped probabilities' gradient)
-      const G* pz_operand = as_operand((dropout ? pz : p).data(), rows * cols, rounded_p);
+      const G* pz_operand = round_rows ? rounded_p.data() : as_operand((dropout ? pz : p).data(), rows * cols, rounded_p);
       block_gemm<S, G>(cpu::matrix_view(pz_operand, cols, rows, 1, cols), dout_i, dv + j0 * g.Ev, true);
       block_gemm<S, G>(cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1), v_t[j], dp.data(), false);
       if (dropout)
         for (int64_t e = 0; e < rows * cols; ++e) dp[size_t(e)] *= z[size_t(e)];
       // dS = P * (dP - D) (the softmax backward), times the scale the scores were multiplied by;
       // written over P, which is not needed any more.
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t c = 0; c < cols; ++c) {
-          S& x = p[size_t(r * cols + c)];
-          x = x * (dp[size_t(r * cols + c)] - D[size_t(i0 + r)]) * scale;
-        }
+      for (int64_t r = 0; r < rows; ++r) {
+        S* ds_row = p.data() + r * cols;
+        const S* dp_row = dp.data() + r * cols;
+        const S d = D[size_t(i0 + r)];
+        for (int64_t c = 0; c < cols; ++c) ds_row[c] = ds_row[c] * (dp_row[c] - d) * scale;
+        if constexpr (!std::is_same_v<S, G>)
+          if (round_rows) convert_from_float(ds_row, rounded_ds.data() + r * cols, size_t(cols));
+      }
       // dQ_i += dS K_j; dK_j += dS^T Q_i
-      const G* ds = as_operand(p.data(), rows * cols, rounded_ds);
+      const G* ds = round_rows ? rounded_ds.data() : as_operand(p.data(), rows * cols, rounded_ds);
       block_gemm<S, G>(cpu::matrix_view(ds, rows, cols, cols, 1), k_rows[j], dq + i0 * g.E, true);
       block_gemm<S, G>(cpu::matrix_view(ds, cols, rows, 1, cols), q_i, dk + j0 * g.E, true);
     }

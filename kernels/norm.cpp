@@ -96,8 +96,9 @@ void for_each_block(const ChannelLayout& l, int64_t c, const Body& body) {
 using FloatLanes = float __attribute__((vector_size(kAccLanes * sizeof(float))));
 using LaneIndex = int32_t __attribute__((vector_size(kAccLanes * sizeof(int32_t))));
 
+// (always_inline: left as calls, the sums around them went through the stack.)
 template <class T>
-void load_lanes(const T* p, FloatLanes& lanes) {
+[[gnu::always_inline]] inline void load_lanes(const T* p, FloatLanes& lanes) {
   if constexpr (std::is_same_v<T, bfloat16>) {  // widened in the vector: bf16 is f32's top half
     using Bits16 = uint16_t __attribute__((vector_size(kAccLanes * sizeof(uint16_t))));
     using Bits32 = uint32_t __attribute__((vector_size(kAccLanes * sizeof(uint32_t))));
@@ -116,7 +117,7 @@ void load_lanes(const T* p, FloatLanes& lanes) {
 // vector, its first kAccLanes - m lanes (values already added) replaced by a compare and a blend;
 // built lane by lane, the vector's load waited for 16 scalar stores.
 template <class T>
-void load_last(const T* run, int64_t len, int64_t m, float fill, FloatLanes& lanes) {
+[[gnu::always_inline]] inline void load_last(const T* run, int64_t len, int64_t m, float fill, FloatLanes& lanes) {
   if (len >= kAccLanes) {
     LaneIndex index;
     for (int32_t k = 0; k < int32_t(kAccLanes); ++k) index[k] = k;
@@ -136,32 +137,34 @@ double combine_lanes(const FloatLanes& lanes) {
   return total;
 }
 
-// Calls add(lanes, half) for the block's values as FloatLanes vectors, half 0 and 1 taking turns
-// within a run (a run's last values with lanes past them set to `fill`), so that the caller can
-// keep two independent sums: one chain of vector adds waits 4 cycles per add.
-template <class T, class Add>
-void for_each_vector(const T* x, const Block& block, float fill, const Add& add) {
+// A vector's worth of a block's values: `at` in elements (the offsets of x, which every array the
+// block is read from shares), either a full vector there (last == 0) or the last `last` values of
+// the run of run_len values starting at `at` (load_last).
+struct LaneGroup {
+  int64_t at, run_len, last;
+  template <class T>
+  [[gnu::always_inline]] void load(const T* data, float fill, FloatLanes& v) const {
+    if (last == 0) load_lanes(data + at, v);
+    else load_last(data + at, run_len, last, fill, v);
+  }
+};
+
+// Calls visit(group, half) for the block's values a vector at a time, half 0 and 1 taking turns
+// within a run, so that the caller can keep two independent sums: one chain of vector adds waits
+// 4 cycles per add.
+template <class Visit>
+void for_each_lane_group(const Block& block, const Visit& visit) {
   constexpr std::integral_constant<int, 0> first;
   constexpr std::integral_constant<int, 1> second;
-  FloatLanes v;
   for (int64_t r = 0; r < block.runs; ++r) {
-    const T* run = x + block.start + r * block.stride;
+    const int64_t base = block.start + r * block.stride;
     int64_t i = 0;
     for (; i + 2 * kAccLanes <= block.len; i += 2 * kAccLanes) {
-      load_lanes(run + i, v);
-      add(v, first);
-      load_lanes(run + i + kAccLanes, v);
-      add(v, second);
+      visit(LaneGroup{base + i, 0, 0}, first);
+      visit(LaneGroup{base + i + kAccLanes, 0, 0}, second);
     }
-    if (i + kAccLanes <= block.len) {
-      load_lanes(run + i, v);
-      add(v, first);
-      i += kAccLanes;
-    }
-    if (i < block.len) {
-      load_last(run, block.len, block.len - i, fill, v);
-      add(v, second);
-    }
+    if (i + kAccLanes <= block.len) visit(LaneGroup{base + i, 0, 0}, first), i += kAccLanes;
+    if (i < block.len) visit(LaneGroup{base, block.len, block.len - i}, second);
   }
 }
 
@@ -177,12 +180,18 @@ BlockSums block_sums(const T* x, const Block& block) {
   const double n = double(block.count());
   if constexpr (std::is_same_v<A, float>) {
     FloatLanes sum[2] = {};
-    for_each_vector(x, block, 0.0f, [&](const FloatLanes& v, auto half) { sum[half] += v; });
+    for_each_lane_group(block, [&](const LaneGroup& group, auto half) {
+      FloatLanes v;
+      group.load(x, 0.0f, v);
+      sum[half] += v;
+    });
     const float mb = float((combine_lanes(sum[0]) + combine_lanes(sum[1])) / n);
     // Lanes past a run's end hold mb: d = +0, which leaves any sum that started from +0 as it was.
     FloatLanes sum_d[2] = {}, sum_d2[2] = {};
     const FloatLanes s = FloatLanes{} + mb;
-    for_each_vector(x, block, mb, [&](const FloatLanes& v, auto half) {
+    for_each_lane_group(block, [&](const LaneGroup& group, auto half) {
+      FloatLanes v;
+      group.load(x, mb, v);
       const FloatLanes d = v - s;
       sum_d[half] += d;
       sum_d2[half] += d * d;
@@ -310,6 +319,7 @@ void with_activation(NormActivation activation, const F& f) {
 template <class T, NormActivation kAct>
 struct BackwardInputs {
   using Value = T;
+  static constexpr NormActivation kActivation = kAct;
   const T *x, *g, *activation_out;
   Acc<T> grad(int64_t k) const {
     using A = Acc<T>;
@@ -320,12 +330,46 @@ struct BackwardInputs {
 
 // A channel's sum(g) and sum(g * (x - mean)) in double, from Acc<T> lanes per block of a row;
 // x - mean is taken against mean rounded to Acc<T> (mean_acc) and corrected in double.
+// activation_gradient of each lane (y the activation's output).
+template <NormActivation kAct>
+void activation_gradient_lanes(const FloatLanes& y, FloatLanes& g) {
+  const FloatLanes zero = {};
+  if constexpr (kAct == NormActivation::Relu) {
+    g = y > zero ? g : zero;
+  } else if constexpr (kAct == NormActivation::Relu6) {
+    const FloatLanes rest = 6.0f - y, smaller = rest < y ? rest : y;  // std::min(y, 6 - y)
+    g = smaller > zero ? g : zero;
+  }
+}
+
 template <class Inputs>
 math::Normalization::GradientSums channel_gradient_sums(const Inputs& in, const ChannelLayout& l, int64_t c,
                                                         double mean, double rstd) {
   using A = Acc<typename Inputs::Value>;
   const A mean_acc = A(mean);
   double sum_g = 0, sum_gd = 0;
+  if constexpr (std::is_same_v<A, float>) {  // on FloatLanes, as the forward's statistics
+    const FloatLanes m = FloatLanes{} + mean_acc;
+    for_each_block(l, c, [&](const Block& block) {
+      FloatLanes lanes_g[2] = {}, lanes_gd[2] = {};
+      for_each_lane_group(block, [&](const LaneGroup& group, auto half) {
+        // (past a run's last values: g = 0 and x = the mean, so nothing is added)
+        FloatLanes g, x;
+        group.load(in.g, 0.0f, g);
+        group.load(in.x, mean_acc, x);
+        if constexpr (Inputs::kActivation != NormActivation::None) {
+          FloatLanes y;
+          group.load(in.activation_out, 0.0f, y);
+          activation_gradient_lanes<Inputs::kActivation>(y, g);
+        }
+        lanes_g[half] += g;
+        lanes_gd[half] += g * (x - m);
+      });
+      sum_g += combine_lanes(lanes_g[0]) + combine_lanes(lanes_g[1]);
+      sum_gd += combine_lanes(lanes_gd[0]) + combine_lanes(lanes_gd[1]);
+    });
+    return {sum_g, rstd * (sum_gd + (double(mean_acc) - mean) * sum_g)};
+  }
   for_each_block(l, c, [&](const Block& block) {
     A lanes_g[kAccLanes] = {}, lanes_gd[kAccLanes] = {};
     for (int64_t r = 0; r < block.runs; ++r) {

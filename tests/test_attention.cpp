@@ -4,6 +4,7 @@
 // rows PyTorch defines, and the same result at every thread count.
 #include <cmath>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "ops_test_helpers.h"
@@ -215,11 +216,14 @@ TEST_CASE("attention.four_d_output_merges_heads_without_a_copy") {
 // P, u per probability (u = 2^-8 bf16, 2^-11 f16), of the f64 truth computed from the same
 // rounded inputs, plus its own rounding: |y - t| <= u |t| + 2 u sum_j p_ij |v_jd|, the sum being
 // attention over |v|. The gradients, through dS's rounding as well, within 8 u of the largest
-// f64 gradient of their tensor. Blocks of 128 are crossed (T = 140), with and without causality.
+// f64 gradient of their tensor. Blocks of 128 are crossed (T = 140), with and without causality,
+// and with dropout (the same mask for every dtype: Philox's counters; its 16-bit P Z is rounded
+// as a block, P without dropout row by row).
 TEST_CASE("attention.16_bit_inputs_are_within_the_rounding_of_their_16_bit_operands") {
   for (const hg::DType dtype : {hg::bf16, hg::f16}) {
-    for (const bool causal : {false, true}) {
+    for (const auto& [causal, dropout_p] : {std::pair{false, 0.0}, std::pair{true, 0.0}, std::pair{true, 0.3}}) {
       CAPTURE(causal);
+      CAPTURE(dropout_p);
       const double u = dtype == hg::bf16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
       hg::manual_seed(21);
       std::vector<Tensor> low, wide;
@@ -227,9 +231,12 @@ TEST_CASE("attention.16_bit_inputs_are_within_the_rounding_of_their_16_bit_opera
         low.push_back(hg::randn({2, 3, 140, 16}).to(dtype).detach().requires_grad_(true));
         wide.push_back(low.back().detach().to(hg::f64).requires_grad_(true));
       }
-      const hg::ScaledDotProductAttentionOptions options{.is_causal = causal};
+      const hg::ScaledDotProductAttentionOptions options{.dropout_p = dropout_p, .is_causal = causal};
+      hg::manual_seed(7);
       const Tensor y = hg::scaled_dot_product_attention(low[0], low[1], low[2], options);
+      hg::manual_seed(7);
       const Tensor t = hg::scaled_dot_product_attention(wide[0], wide[1], wide[2], options);
+      hg::manual_seed(7);
       const Tensor weight =
           hg::scaled_dot_product_attention(wide[0].detach(), wide[1].detach(), hg::abs(wide[2].detach()), options);
       CHECK(y.dtype() == dtype);
