@@ -161,15 +161,17 @@ const G* as_operand(const S* values, int64_t n, std::vector<G>& buffer) {
   }
 }
 
-// The output [..., L, Ev] of the compute type, zero. For 4-D q ([B, H, L, E]) it is stored as
-// [B, L, H, Ev] and returned as that buffer's transpose(1, 2): merging the heads back,
+// The output [..., L, Ev] of the compute type: uninitialised where forward_rows writes every row
+// (there are keys), else zero. For 4-D q ([B, H, L, E]) it is stored as [B, L, H, Ev] and
+// returned as that buffer's transpose(1, 2): merging the heads back,
 // out.transpose(1, 2).reshape({B, L, H * Ev}), is then a view, not a copy.
 template <class S>
 Tensor output_of(const Tensor& q, const AttentionGeometry& g) {
   Shape shape = q.shape();
   shape.back() = g.Ev;
-  if (q.dim() != 4) return zeros(shape, {.dtype = dtype_of<S>()});
-  const Tensor buffer = zeros({shape[0], shape[2], shape[1], shape[3]}, {.dtype = dtype_of<S>()});  // [B, L, H, Ev]
+  const auto make = [&](Shape s) { return g.S > 0 ? empty(std::move(s), {.dtype = dtype_of<S>()}) : zeros(std::move(s), {.dtype = dtype_of<S>()}); };
+  if (q.dim() != 4) return make(shape);
+  const Tensor buffer = make({shape[0], shape[2], shape[1], shape[3]});  // [B, L, H, Ev]
   const Shape& stride = buffer.strides();
   // (An alias, not Tensor::transpose: that one is an op, a layer above the kernels.)
   return detail::alias(buffer, shape, {stride[0], stride[2], stride[1], stride[3]}, buffer.storage_offset());
@@ -224,11 +226,10 @@ int64_t visible(int64_t i0, int64_t r, int64_t j0, int64_t cols, const Attention
 // is 0 exactly): f32 on the vectorised exp (kernels/cpu/vector_math.h).
 template <class S>
 void exp_shifted(S* row, int64_t n, int64_t cols, S shift) {
-  for (int64_t c = 0; c < n; ++c) row[c] -= shift;
   if constexpr (std::is_same_v<S, float>) {
-    cpu::exp_f32(row, row, n);
+    cpu::exp_minus_f32(row, shift, row, n);
   } else {
-    for (int64_t c = 0; c < n; ++c) row[c] = std::exp(row[c]);
+    for (int64_t c = 0; c < n; ++c) row[c] = std::exp(row[c] - shift);
   }
   std::fill(row + n, row + cols, S(0));
 }
@@ -323,7 +324,11 @@ template <class S, class G>
 void forward_rows(Rows<G> q, const KeyOperands<G>& keys, const MaskLayout& mask, int64_t b, int64_t i0, int64_t rows,
                   const AttentionGeometry& g, S* out, int64_t out_stride, S* lse) {
   const S minus_inf = -std::numeric_limits<S>::infinity();
-  std::vector<S> block(size_t(rows * kBlock<G>)), acc(size_t(rows * g.Ev), S(0));
+  // (The block's buffer is the thread's, not zeroed: the scores' GEMM writes all of it. Zeroing a
+  // fresh 36-64 KB per task was 1% of attention's time at T = 256.)
+  thread_local std::vector<S> block;
+  if (block.size() < size_t(rows * kBlock<G>)) block.resize(size_t(rows * kBlock<G>));
+  std::vector<S> acc(size_t(rows * g.Ev), S(0));
   std::vector<G> rounded;  // P as a 16-bit operand
   std::vector<S> z(g.dropout_p > 0 ? size_t(rows * kBlock<G>) : 0);
   std::vector<S> m(size_t(rows), minus_inf), l(size_t(rows), S(0));
@@ -406,18 +411,20 @@ std::pair<Tensor, Tensor> forward_typed(const Tensor& q_in, const Tensor& k_in, 
   return {out, lse};
 }
 
-// One batch entry's gradients: dq [L, E], dk [S, E], dv [S, Ev], zeroed by the caller.
+// One batch entry's gradients: dq [L, E], dk [S, E], dv [S, Ev], every value written (each
+// block's first product overwrites, later ones add; key blocks no query reaches are zeroed).
 template <class S, class G>
 void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, const S* lse, const MaskLayout& mask,
                   int64_t b, const AttentionGeometry& g, S* dq, S* dk, S* dv) {
   // D_i = rowsum(dO_i * O_i): the softmax backward's sum_j P_ij dP_ij, without P.
-  std::vector<S> D(size_t(g.L));
+  // (Products first, then row_sum's lanes: one running sum was a chain of dependent adds, 4-5%
+  // of f32 attention's time at T = 256.)
+  std::vector<S> D(size_t(g.L)), products(size_t(g.Ev));
   for (int64_t i = 0; i < g.L; ++i) {
-    S total = 0;
     const G* dout_row = dout.row(i);
     const S* o_row = o.row(i);
-    for (int64_t d = 0; d < g.Ev; ++d) total += S(dout_row[d]) * o_row[d];
-    D[size_t(i)] = total;
+    for (int64_t d = 0; d < g.Ev; ++d) products[size_t(d)] = S(dout_row[d]) * o_row[d];
+    D[size_t(i)] = row_sum(products.data(), g.Ev);
   }
   std::vector<S> p(size_t(kBlock<G> * kBlock<G>)), dp(size_t(kBlock<G> * kBlock<G>));
   const bool dropout = g.dropout_p > 0;
@@ -437,8 +444,10 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
   const std::vector<SharedRhs<G>> k_rows = key_blocks<G>(g, [&](int64_t j0, int64_t cols) {
     return cpu::matrix_view(k.row(j0), cols, g.E, k.stride, 1);
   });
+  std::vector<char> key_block_written(k_t.size(), 0);
   for (int64_t i0 = 0; i0 < g.L; i0 += kBlock<G>) {
     const int64_t rows = std::min(kBlock<G>, g.L - i0);
+    if (g.S == 0) std::fill_n(dq + i0 * g.E, rows * g.E, S(0));  // (no keys: no products)
     const SharedRhs<G> dout_i = shared_rhs<G>(cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1));
     const SharedRhs<G> q_i = shared_rhs<G>(cpu::matrix_view(q.row(i0), rows, g.E, q.stride, 1));
     for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlock<G>) {
@@ -456,7 +465,9 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
       }
       // dV_j += (P Z)^T dO_i; dP = dO_i V_j^T (times Z: the dropped probabilities' gradient)
       const G* pz_operand = round_rows ? rounded_p.data() : as_operand((dropout ? pz : p).data(), rows * cols, rounded_p);
-      block_gemm<S, G>(cpu::matrix_view(pz_operand, cols, rows, 1, cols), dout_i, dv + j0 * g.Ev, true);
+      const bool key_block_seen = key_block_written[j] != 0;
+      key_block_written[j] = 1;
+      block_gemm<S, G>(cpu::matrix_view(pz_operand, cols, rows, 1, cols), dout_i, dv + j0 * g.Ev, key_block_seen);
       block_gemm<S, G>(cpu::matrix_view(dout.row(i0), rows, g.Ev, dout.stride, 1), v_t[j], dp.data(), false);
       if (dropout)
         for (int64_t e = 0; e < rows * cols; ++e) dp[size_t(e)] *= z[size_t(e)];
@@ -472,9 +483,15 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
       }
       // dQ_i += dS K_j; dK_j += dS^T Q_i
       const G* ds = round_rows ? rounded_ds.data() : as_operand(p.data(), rows * cols, rounded_ds);
-      block_gemm<S, G>(cpu::matrix_view(ds, rows, cols, cols, 1), k_rows[j], dq + i0 * g.E, true);
-      block_gemm<S, G>(cpu::matrix_view(ds, cols, rows, 1, cols), q_i, dk + j0 * g.E, true);
+      block_gemm<S, G>(cpu::matrix_view(ds, rows, cols, cols, 1), k_rows[j], dq + i0 * g.E, j0 > 0);
+      block_gemm<S, G>(cpu::matrix_view(ds, cols, rows, 1, cols), q_i, dk + j0 * g.E, key_block_seen);
     }
+  }
+  for (size_t j = 0; j < key_block_written.size(); ++j) {
+    if (key_block_written[j]) continue;
+    const int64_t j0 = int64_t(j) * kBlock<G>, cols = std::min(kBlock<G>, g.S - j0);
+    std::fill_n(dk + j0 * g.E, cols * g.E, S(0));
+    std::fill_n(dv + j0 * g.Ev, cols * g.Ev, S(0));
   }
 }
 
@@ -486,8 +503,8 @@ std::array<Tensor, 3> backward_typed(const Tensor& q_in, const Tensor& k_in, con
                   v = operand<G>(v_in, g.batch, g.S, g.Ev), grad = operand<G>(grad_in, g.batch, g.L, g.Ev);
   const Operand<S> out = operand<S>(out_in, g.batch, g.L, g.Ev);
   const MaskLayout mask = mask_layout(mask_in, g);
-  Tensor dq = zeros({g.batch, g.L, g.E}, {.dtype = dtype_of<S>()}), dk = zeros({g.batch, g.S, g.E}, {.dtype = dtype_of<S>()}),
-         dv = zeros({g.batch, g.S, g.Ev}, {.dtype = dtype_of<S>()});
+  Tensor dq = empty({g.batch, g.L, g.E}, {.dtype = dtype_of<S>()}), dk = empty({g.batch, g.S, g.E}, {.dtype = dtype_of<S>()}),
+         dv = empty({g.batch, g.S, g.Ev}, {.dtype = dtype_of<S>()});
   const S* lp = lse.data_ptr<S>();
   S *dqp = dq.data_ptr<S>(), *dkp = dk.data_ptr<S>(), *dvp = dv.data_ptr<S>();
   // NOTE: one task per batch entry (batch x heads): dK and dV sum over every query block, so

@@ -294,6 +294,27 @@ TEST_CASE("cpu.exp_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_
   });
 }
 
+// exp_minus_f32 (attention's softmax rows) is exp_f32 of the rounded difference, bit for bit, at
+// every level: shifts that make the difference overflow, underflow, inf - inf and NaN included.
+TEST_CASE("cpu.exp_minus_f32_at_every_level_is_exp_f32_of_the_difference") {
+  std::mt19937 random(2026);
+  std::uniform_real_distribution<float> uniform(-120.0f, 120.0f);
+  std::vector<float> x(100003);
+  for (float& v : x) v = uniform(random);
+  const float inf = std::numeric_limits<float>::infinity();
+  x[0] = inf, x[1] = -inf, x[2] = std::numeric_limits<float>::quiet_NaN(), x[3] = 0.0f, x[4] = -0.0f;
+  at_every_level([&](Isa) {
+    for (const float shift : {0.0f, 3.5f, -40.0f, 1e30f, inf}) {
+      CAPTURE(shift);
+      std::vector<float> difference(x.size()), expected(x.size()), got(x.size());
+      for (size_t i = 0; i < x.size(); ++i) difference[i] = x[i] - shift;
+      hg::kernels::cpu::exp_f32(difference.data(), expected.data(), int64_t(x.size()));
+      hg::kernels::cpu::exp_minus_f32(x.data(), shift, got.data(), int64_t(x.size()));
+      CHECK(std::memcmp(got.data(), expected.data(), x.size() * sizeof(float)) == 0);
+    }
+  });
+}
+
 TEST_CASE("cpu.erf_f32_at_every_level_is_within_2_ulp_of_libm_and_the_same_bits_everywhere") {
   // 10^7 inputs over every piece of the approximation ([0, 1), [1, 2), [2, 4), beyond) and both
   // signs, a tenth near 0, plus the edge cases.

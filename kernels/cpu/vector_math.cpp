@@ -46,6 +46,7 @@ HG_TARGET_END
 #endif
 
 void exp_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(exp_f32, x, y, n); }
+void exp_minus_f32(const float* x, float shift, float* y, int64_t n) { HG_AT_LEVEL(exp_minus_f32, x, shift, y, n); }
 void erf_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(erf_f32, x, y, n); }
 void log_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(log_f32, x, y, n); }
 void softplus_f32(const float* x, float* y, int64_t n) { HG_AT_LEVEL(softplus_f32, x, y, n); }

@@ -7,6 +7,9 @@
 //   exp_f32(x, y, n)   y[i] = exp(x[i]), within 2 ulp of libm's expf; +-inf, NaN, overflow to
 //                      +inf above ln(FLT_MAX), subnormal results and underflow to +0 as expf.
 //                      x and y may be the same array.
+//   exp_minus_f32(x, s, y, n)
+//                      y[i] = exp(x[i] - s), the difference rounded to float first: exp_f32 of
+//                      it, bit for bit, without a pass that stores it (a softmax row's exps).
 //   erf_f32(x, y, n)   y[i] = erf(x[i]), within 2 ulp of libm's erff; +-0, +-1 at +-inf, NaN.
 //   log_f32(x, y, n)   y[i] = log(x[i]), within 2 ulp of libm's logf; subnormals, -inf at +-0,
 //                      NaN below 0, +inf, NaN.
@@ -30,6 +33,7 @@
 namespace hg::kernels::cpu {
 
 void exp_f32(const float* x, float* y, int64_t n);
+void exp_minus_f32(const float* x, float shift, float* y, int64_t n);
 void erf_f32(const float* x, float* y, int64_t n);
 void log_f32(const float* x, float* y, int64_t n);
 void softplus_f32(const float* x, float* y, int64_t n);
