@@ -121,6 +121,45 @@ TEST_CASE("attention.a_fully_masked_row_is_nan_as_pytorch_and_leaves_the_others_
   for (int d = 8; d < 12; ++d) CHECK(std::isfinite(out[size_t(d)]));
 }
 
+// Causal with more keys than queries (top-left aligned, as PyTorch): keys past the last query are
+// seen by none, so their gradients are zero -- the kernel writes dK and dV block by block and
+// must zero the key blocks no query block reaches -- and the rest match the composed path.
+TEST_CASE("attention.causal_keys_no_query_sees_get_zero_gradients") {
+  for (const hg::DType dtype : {hg::f64, hg::f32, hg::bf16}) {
+    CAPTURE(dtype);
+    hg::manual_seed(31);
+    const int64_t L = 100, S = 300;
+    const Tensor q = hg::randn({2, L, 8}).to(dtype).detach().requires_grad_(true),
+                 k = hg::randn({2, S, 8}).to(dtype).detach().requires_grad_(true),
+                 v = hg::randn({2, S, 4}).to(dtype).detach().requires_grad_(true);
+    const Tensor g = hg::randn({2, L, 4}).to(dtype);
+    hg::scaled_dot_product_attention(q, k, v, {.is_causal = true}).backward(g);
+    const std::vector<double> dk = k.grad().to_vector<double>(), dv = v.grad().to_vector<double>();
+    for (int64_t b = 0; b < 2; ++b)
+      for (int64_t j = 0; j < S; ++j) {
+        const bool seen = j < L;
+        double k_sum = 0, v_sum = 0;
+        for (int64_t e = 0; e < 8; ++e) k_sum += std::fabs(dk[size_t((b * S + j) * 8 + e)]);
+        for (int64_t e = 0; e < 4; ++e) v_sum += std::fabs(dv[size_t((b * S + j) * 4 + e)]);
+        if (!seen) {
+          CHECK(k_sum == 0.0);
+          CHECK(v_sum == 0.0);
+        } else if (j < L - 1) {
+          CHECK(v_sum > 0.0);  // (key L - 1 is seen by the last query only, with probability < 1)
+        }
+      }
+    if (dtype != hg::f64) continue;
+    const Tensor dk_fused = k.grad(), dv_fused = v.grad(), dq_fused = q.grad();
+    for (const Tensor* t : {&q, &k, &v}) t->set_grad(Tensor());
+    const Tensor mask = hg::tril(hg::ones({L, S}, {.dtype = hg::u8}));
+    hg::scaled_dot_product_attention(q, k, v, {.attn_mask = mask}).backward(g);
+    const Tolerance tol{1e-12, 1e-12};
+    CHECK_CLOSE_WITH(dq_fused, q.grad(), tol);
+    CHECK_CLOSE_WITH(dk_fused, k.grad(), tol);
+    CHECK_CLOSE_WITH(dv_fused, v.grad(), tol);
+  }
+}
+
 TEST_CASE("attention.the_result_does_not_depend_on_the_thread_count") {
   ThreadCountGuard guard;
   const Attention a = random_attention(3, 130, 8);
