@@ -22,6 +22,7 @@
 #include "core/copy.h"
 #include "core/half.h"
 #include "core/parallel.h"
+#include "kernels/cpu/float_lanes.h"
 #include "kernels/cpu/gemm.h"
 #include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/vector_math.h"
@@ -234,50 +235,20 @@ void exp_shifted(S* row, int64_t n, int64_t cols, S shift) {
   std::fill(row + n, row + cols, S(0));
 }
 
-// A row's maximum (std::max's rule, starting from init) and sum, for the online softmax: 16 lanes
-// on a vector of the compiler's (GCC/Clang vector extensions), combined in a tree 4 steps deep.
-// As 16-lane loops of std::max (cpu::lane_max) GCC kept them scalar, and the lanes combined one
-// after another (lane_sum in double) were two 15-step chains: forward_rows was 12% of bf16
-// attention's time at T = 1024. f64 keeps lane_sum.h's order.
-using RowLanes = float __attribute__((vector_size(16 * sizeof(float))));
-
-template <class Combine>
-float combine_row_lanes(const RowLanes& vector, const float* row, int64_t i, int64_t n, const Combine& combine) {
-  float lanes[16];
-  std::memcpy(lanes, &vector, sizeof lanes);
-  for (int k = 0; i + k < n; ++k) lanes[k] = combine(lanes[k], row[i + k]);
-  for (int step = 8; step > 0; step /= 2)
-    for (int k = 0; k < step; ++k) lanes[k] = combine(lanes[k], lanes[k + step]);
-  return lanes[0];
-}
-
+// A row's maximum (std::max's rule, starting from init) and sum, for the online softmax, on
+// kernels/cpu/float_lanes.h's vectors combined in a tree: as 16-lane loops of std::max
+// (cpu::lane_max) GCC kept them scalar, and the lanes combined one after another (lane_sum in
+// double) were two 15-step chains: forward_rows was 12% of bf16 attention's time at T = 1024. f64
+// keeps lane_sum.h's order.
 template <class S>
 S row_max(const S* row, int64_t n, S init) {
-  if constexpr (std::is_same_v<S, float>) {
-    RowLanes lanes = RowLanes{} + init, v;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      std::memcpy(&v, row + i, sizeof v);
-      lanes = lanes < v ? v : lanes;  // std::max(lanes, v): a NaN v loses, a NaN lane stays
-    }
-    return combine_row_lanes(lanes, row, i, n, [](float a, float b) { return std::max(a, b); });
-  } else {
-    return cpu::lane_max<S>(n, init, [row](int64_t c) { return row[c]; }, [](S a, S b) { return std::max(a, b); });
-  }
+  if constexpr (std::is_same_v<S, float>) return cpu::float_row_max(row, n, init, /*nan_wins=*/false);
+  else return cpu::lane_max<S>(n, init, [row](int64_t c) { return row[c]; }, [](S a, S b) { return std::max(a, b); });
 }
 template <class S>
 S row_sum(const S* row, int64_t n) {
-  if constexpr (std::is_same_v<S, float>) {
-    RowLanes lanes = {}, v;
-    int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-      std::memcpy(&v, row + i, sizeof v);
-      lanes += v;
-    }
-    return combine_row_lanes(lanes, row, i, n, [](float a, float b) { return a + b; });
-  } else {
-    return S(cpu::lane_sum<S, 16>(n, [row](int64_t c) { return row[c]; }));
-  }
+  if constexpr (std::is_same_v<S, float>) return cpu::float_row_sum(row, n);
+  else return S(cpu::lane_sum<S, 16>(n, [row](int64_t c) { return row[c]; }));
 }
 
 // The dropout factors of a block of probabilities: z[r][c] = 1 / (1 - p) where element

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/parallel.h"
+#include "kernels/cpu/float_lanes.h"
 #include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cuda/cuda_kernels.h"
@@ -28,8 +29,13 @@ inline constexpr bool kFloatExps = !std::is_same_v<T, double>;
 template <class T>
 double row_log_sum_exp(const T* row, int64_t C, float* scratch) {
   using A = Acc<T>;
-  const double max = double(cpu::lane_max<A>(C, -std::numeric_limits<A>::infinity(), [row](int64_t c) { return A(row[c]); },
-                                              [](A a, A b) { return math::nan_max(a, b); }));
+  // (f32 rows on float_lanes.h's vectors: lane_max's NaN-wins compare stayed scalar and branchy)
+  double max = 0;
+  if constexpr (std::is_same_v<T, float>)
+    max = double(cpu::float_row_max(row, C, -std::numeric_limits<float>::infinity(), /*nan_wins=*/true));
+  else
+    max = double(cpu::lane_max<A>(C, -std::numeric_limits<A>::infinity(), [row](int64_t c) { return A(row[c]); },
+                                  [](A a, A b) { return math::nan_max(a, b); }));
   double total = 0;
   if (kFloatExps<T> && std::isfinite(max)) {
     // x - max in float: the same value as rounding the double difference (exact in double unless
@@ -37,7 +43,8 @@ double row_log_sum_exp(const T* row, int64_t C, float* scratch) {
     const float shift = float(max);
     for (int64_t c = 0; c < C; ++c) scratch[c] = float(A(row[c])) - shift;
     cpu::exp_f32(scratch, scratch, C);
-    total = cpu::lane_sum(C, [scratch](int64_t c) { return double(scratch[c]); });
+    // (16 double lanes: two vectors' independent chains of adds, not one)
+    total = cpu::lane_sum<double, 16>(C, [scratch](int64_t c) { return double(scratch[c]); });
   } else {
     for (int64_t c = 0; c < C; ++c) total += math::CrossEntropy::exp_term(double(Acc<T>(row[c])), max);
   }

@@ -9,6 +9,7 @@
 #include "core/copy.h"
 #include "core/parallel.h"
 #include "kernels/cpu/elementwise_loop.h"
+#include "kernels/cpu/float_lanes.h"
 #include "kernels/cpu/lane_sum.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/activation.h"
@@ -88,12 +89,11 @@ void for_each_block(const ChannelLayout& l, int64_t c, const Body& body) {
     body(Block{(n * l.C + c) * l.S, std::min(rows_per_block, l.N - n), row_stride, l.S});
 }
 
-// 16 float lanes as one vector of the compiler's (GCC/Clang vector extensions): an AVX-512
-// register, two AVX2 or four SSE/NEON ones; each lane's arithmetic is the scalar lane's, so the
-// sums do not depend on how the compiler splits the vector. (Written as 16-lane loops, GCC
-// vectorised the sums of x - s and its square into shuffles and scalar adds: 1.3 ns per value.)
-// Vectors pass by reference: by value, a build without AVX-512 warns that the ABI changes.
-using FloatLanes = float __attribute__((vector_size(kAccLanes * sizeof(float))));
+// The lanes of kernels/cpu/float_lanes.h (one AVX-512 register, two AVX2 or four SSE/NEON ones;
+// each lane's arithmetic is the scalar lane's). Written as 16-lane loops, GCC vectorised the sums
+// of x - s and its square into shuffles and scalar adds: 1.3 ns per value.
+using cpu::FloatLanes;
+static_assert(cpu::kFloatLanes == kAccLanes);
 using LaneIndex = int32_t __attribute__((vector_size(kAccLanes * sizeof(int32_t))));
 
 // (always_inline: left as calls, the sums around them went through the stack.)

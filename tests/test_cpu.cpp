@@ -15,6 +15,7 @@
 #include <random>
 
 #include "kernels/cpu/gemm.h"
+#include "kernels/cpu/float_lanes.h"
 #include "kernels/cpu/lane_sum.h"
 #include "kernels/cpu/vector_math.h"
 #include "ops_test_helpers.h"
@@ -568,6 +569,36 @@ TEST_CASE("parallel.exceptions_nesting_and_fork") {
 // lane_accumulate_pair is batch_norm's backward sums in one pass: each of its two sums must be
 // the one lane_accumulate gives on its own, bit for bit (the same lanes, the same order), over
 // several runs whose lengths leave tails of every size.
+// float_lanes.h's row maximum keeps its NaN rule whether the NaN falls in a full vector or the
+// tail (nan_wins: NaN; otherwise the NaN loses), starts from init, and its sum matches a double
+// sum within float rounding -- for lengths around the 16-lane vectors.
+TEST_CASE("cpu.float_row_max_and_sum_keep_their_nan_rules_for_any_length") {
+  std::mt19937 random(7);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (const int64_t n : {0, 1, 15, 16, 17, 31, 33, 256, 300}) {
+    CAPTURE(n);
+    std::vector<float> row(static_cast<size_t>(n));
+    for (float& v : row) v = normal(random);
+    float largest = -1e30f;
+    double total = 0, magnitude = 0;
+    for (const float v : row) largest = std::max(largest, v), total += v, magnitude += std::fabs(v);
+    CHECK(hg::kernels::cpu::float_row_max(row.data(), n, -1e30f, true) == largest);
+    CHECK(hg::kernels::cpu::float_row_max(row.data(), n, -1e30f, false) == largest);
+    CHECK(hg::kernels::cpu::float_row_max(row.data(), n, 1e30f, false) == 1e30f);  // init counts
+    CHECK(std::fabs(hg::kernels::cpu::float_row_sum(row.data(), n) - total) <= 1e-6 * magnitude + 1e-30);
+    for (const int64_t at : {int64_t(0), n / 2, n - 1}) {  // a NaN in a vector or in the tail
+      if (n == 0) continue;
+      CAPTURE(at);
+      std::vector<float> with_nan = row;
+      with_nan[size_t(at)] = std::numeric_limits<float>::quiet_NaN();
+      CHECK(std::isnan(hg::kernels::cpu::float_row_max(with_nan.data(), n, -1e30f, true)));
+      float others = -1e30f;
+      for (int64_t i = 0; i < n; ++i) if (i != at) others = std::max(others, row[size_t(i)]);
+      CHECK(hg::kernels::cpu::float_row_max(with_nan.data(), n, -1e30f, false) == others);
+    }
+  }
+}
+
 TEST_CASE("cpu.lane_accumulate_pair_equals_two_single_sums") {
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0.0f, 1.0f);
