@@ -162,6 +162,30 @@ const G* as_operand(const S* values, int64_t n, std::vector<G>& buffer) {
   }
 }
 
+// A block of S values (P, dS) that becomes a GEMM's operand of type G. For 16-bit G its rows are
+// rounded one by one as each is finished, while it is still in L1 (rounding the whole block after
+// its rows came back from L2 was 9% of bf16 attention's time) -- unless the block changes after its
+// rows are done (dropout's factors), when the whole block is rounded at the end. For G == S the
+// values themselves are the operand.
+template <class S, class G>
+class RoundedOperand {
+ public:
+  RoundedOperand(bool rows_final, size_t block_values) : row_by_row_(!std::is_same_v<S, G> && rows_final) {
+    if (row_by_row_) rounded_.resize(block_values);
+  }
+  // Row r (cols values) of the block is final.
+  void row_done(const S* row, int64_t r, int64_t cols) {
+    if constexpr (!std::is_same_v<S, G>)
+      if (row_by_row_) convert_from_float(row, rounded_.data() + r * cols, size_t(cols));
+  }
+  // The block (n values, every row done) as the operand.
+  const G* operand(const S* block, int64_t n) { return row_by_row_ ? rounded_.data() : as_operand(block, n, rounded_); }
+
+ private:
+  bool row_by_row_;
+  std::vector<G> rounded_;
+};
+
 // The output [..., L, Ev] of the compute type: uninitialised where forward_rows writes every row
 // (there are keys), else zero. For 4-D q ([B, H, L, E]) it is stored as [B, L, H, Ev] and
 // returned as that buffer's transpose(1, 2): merging the heads back,
@@ -300,30 +324,21 @@ void forward_rows(Rows<G> q, const KeyOperands<G>& keys, const MaskLayout& mask,
   thread_local std::vector<S> block;
   if (block.size() < size_t(rows * kBlock<G>)) block.resize(size_t(rows * kBlock<G>));
   std::vector<S> acc(size_t(rows * g.Ev), S(0));
-  std::vector<G> rounded;  // P as a 16-bit operand
+  RoundedOperand<S, G> p_operand(g.dropout_p == 0, size_t(rows * kBlock<G>));  // (dropout scales P's rows later)
   std::vector<S> z(g.dropout_p > 0 ? size_t(rows * kBlock<G>) : 0);
   std::vector<S> m(size_t(rows), minus_inf), l(size_t(rows), S(0));
-  // 16-bit P is rounded row by row as each row is done, while it is in L1 (the whole block after
-  // the rows came back from L2: convert_from_float was 9% of bf16 attention's time); with dropout
-  // the factors are applied to the block first.
-  const bool round_rows = !std::is_same_v<S, G> && g.dropout_p == 0;
-  if (round_rows) rounded.resize(size_t(rows * kBlock<G>));
   for (int64_t j0 = 0; j0 < key_end(i0, rows, g); j0 += kBlock<G>) {
     const int64_t cols = std::min(kBlock<G>, g.S - j0);
     scores_block<S, G>(q, keys.k_t[size_t(j0 / kBlock<G>)], mask, b, i0, rows, j0, cols, g, block.data());
     for (int64_t r = 0; r < rows; ++r) {
       S* row = block.data() + r * cols;
-      const auto round_row = [&] {
-        if constexpr (!std::is_same_v<S, G>)
-          if (round_rows) convert_from_float(row, rounded.data() + r * cols, size_t(cols));
-      };
       const int64_t n = visible(i0, r, j0, cols, g);
       // Max and sum in lanes: a single running value is a chain of dependent scalar operations,
       // slower than the exps themselves on a 64-key block.
       const S m_new = row_max(row, n, m[size_t(r)]);
       if (m_new == minus_inf) {  // every key so far masked out: nothing to add yet
         std::fill(row, row + cols, S(0));
-        round_row();
+        p_operand.row_done(row, r, cols);
         continue;
       }
       const S rescale = std::exp(m[size_t(r)] - m_new);  // 0 on the first unmasked block
@@ -333,13 +348,13 @@ void forward_rows(Rows<G> q, const KeyOperands<G>& keys, const MaskLayout& mask,
       m[size_t(r)] = m_new;
       if (rescale != S(1))
         for (int64_t d = 0; d < g.Ev; ++d) acc[size_t(r * g.Ev + d)] *= rescale;
-      round_row();
+      p_operand.row_done(row, r, cols);
     }
     if (g.dropout_p > 0) {  // after the row sums: softmax normalises the undropped probabilities
       dropout_factors(b, i0, rows, j0, cols, g, z.data());
       for (int64_t e = 0; e < rows * cols; ++e) block[size_t(e)] *= z[size_t(e)];
     }
-    const G* p = round_rows ? rounded.data() : as_operand(block.data(), rows * cols, rounded);
+    const G* p = p_operand.operand(block.data(), rows * cols);
     block_gemm<S, G>(cpu::matrix_view(p, rows, cols, cols, 1), keys.v[size_t(j0 / kBlock<G>)], acc.data(), true);
   }
   for (int64_t r = 0; r < rows; ++r) {
@@ -400,9 +415,8 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
   std::vector<S> p(size_t(kBlock<G> * kBlock<G>)), dp(size_t(kBlock<G> * kBlock<G>));
   const bool dropout = g.dropout_p > 0;
   std::vector<S> z(dropout ? p.size() : 0), pz(dropout ? p.size() : 0);  // the factors, P * Z
-  std::vector<G> rounded_p, rounded_ds;  // P (or P Z) and dS as 16-bit operands
-  const bool round_rows = !std::is_same_v<S, G> && !dropout;  // row by row (else the block at once)
-  if (round_rows) rounded_p.resize(p.size()), rounded_ds.resize(p.size());
+  // P (or P Z) and dS as operands (dropout scales P's rows, then dP's, after they are done)
+  RoundedOperand<S, G> p_operand(!dropout, p.size()), ds_operand(!dropout, p.size());
   const S scale = S(g.scale);
   // The right operands every query block shares (K_j^T, V_j^T, K_j), packed once, and those every
   // key block of a query block shares (dO_i, Q_i), once per query block.
@@ -427,15 +441,14 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
       scores_block<S, G>(q, k_t[j], mask, b, i0, rows, j0, cols, g, p.data());
       for (int64_t r = 0; r < rows; ++r) {
         exp_shifted(p.data() + r * cols, visible(i0, r, j0, cols, g), cols, lse[i0 + r]);
-        if constexpr (!std::is_same_v<S, G>)  // (rounded while the row is in L1, as forward_rows)
-          if (round_rows) convert_from_float(p.data() + r * cols, rounded_p.data() + r * cols, size_t(cols));
+        p_operand.row_done(p.data() + r * cols, r, cols);
       }
       if (dropout) {
         dropout_factors(b, i0, rows, j0, cols, g, z.data());
         for (int64_t e = 0; e < rows * cols; ++e) pz[size_t(e)] = p[size_t(e)] * z[size_t(e)];
       }
       // dV_j += (P Z)^T dO_i; dP = dO_i V_j^T (times Z: the dropped probabilities' gradient)
-      const G* pz_operand = round_rows ? rounded_p.data() : as_operand((dropout ? pz : p).data(), rows * cols, rounded_p);
+      const G* pz_operand = p_operand.operand((dropout ? pz : p).data(), rows * cols);
       const bool key_block_seen = key_block_written[j] != 0;
       key_block_written[j] = 1;
       block_gemm<S, G>(cpu::matrix_view(pz_operand, cols, rows, 1, cols), dout_i, dv + j0 * g.Ev, key_block_seen);
@@ -449,11 +462,10 @@ void backward_one(Rows<G> q, Rows<G> k, Rows<G> v, Rows<S> o, Rows<G> dout, cons
         const S* dp_row = dp.data() + r * cols;
         const S d = D[size_t(i0 + r)];
         for (int64_t c = 0; c < cols; ++c) ds_row[c] = ds_row[c] * (dp_row[c] - d) * scale;
-        if constexpr (!std::is_same_v<S, G>)
-          if (round_rows) convert_from_float(ds_row, rounded_ds.data() + r * cols, size_t(cols));
+        ds_operand.row_done(ds_row, r, cols);
       }
       // dQ_i += dS K_j; dK_j += dS^T Q_i
-      const G* ds = round_rows ? rounded_ds.data() : as_operand(p.data(), rows * cols, rounded_ds);
+      const G* ds = ds_operand.operand(p.data(), rows * cols);
       block_gemm<S, G>(cpu::matrix_view(ds, rows, cols, cols, 1), k_rows[j], dq + i0 * g.E, j0 > 0);
       block_gemm<S, G>(cpu::matrix_view(ds, cols, rows, 1, cols), q_i, dk + j0 * g.E, key_block_seen);
     }

@@ -131,10 +131,11 @@ template <class T>
   for (int64_t k = 0; k < kAccLanes; ++k) v[k] = k < m ? float(run[len - m + k]) : fill;
   std::memcpy(&lanes, v, sizeof lanes);
 }
+// The lanes added up as lane_sum.h's are: one after another, in double.
 double combine_lanes(const FloatLanes& lanes) {
-  double total = 0;
-  for (int64_t k = 0; k < kAccLanes; ++k) total += double(lanes[k]);
-  return total;
+  float v[kAccLanes];
+  std::memcpy(v, &lanes, sizeof v);
+  return cpu::combine_lanes(v);
 }
 
 // A vector's worth of a block's values: `at` in elements (the offsets of x, which every array the
