@@ -77,20 +77,24 @@ TEST_CASE("cpu.gemm_at_every_level_matches_the_reference") {
   // slices of at most 256 (257 -> 136 + 121, 300 -> 152 + 148, 784 -> 4 x 196; AMX pads them to
   // 32: 784 -> 3 x 224 + 112), odd sizes; 200 x 48 x 600 spans several row blocks (96) and column
   // blocks (512), each of whose 16-bit results is rounded from a scratch block (one K slice).
+  // A is row-major (read in place by AVX-512's tiles, except rows 2 KB apart: K = 512), column-major
+  // (packed), or a column slice of a wider matrix (rows K + 3 apart, in place).
   const Size sizes[] = {{1, 1, 1},    {7, 13, 5},  {13, 300, 37}, {64, 257, 65}, {130, 17, 100}, {6, 512, 16},
                         {9, 784, 20}, {8, 40, 64}, {14, 300, 48}, {33, 64, 33},  {17, 31, 96},   {100, 96, 70},
                         {200, 48, 600}};
   hg::manual_seed(3);
   at_every_level([&](Isa) {
     for (const Size& s : sizes)
-      for (bool a_transposed : {false, true})
+      for (int a_layout : {0, 1, 2})  // rows, transposed, a slice
         for (bool b_transposed : {false, true}) {
           CAPTURE(s.M);
           CAPTURE(s.K);
           CAPTURE(s.N);
-          CAPTURE(a_transposed);
+          CAPTURE(a_layout);
           CAPTURE(b_transposed);
-          const Tensor a = a_transposed ? hg::randn({s.K, s.M}).transpose(0, 1) : hg::randn({s.M, s.K});
+          const Tensor a = a_layout == 1   ? hg::randn({s.K, s.M}).transpose(0, 1)
+                           : a_layout == 2 ? hg::narrow(hg::randn({s.M, s.K + 3}), 1, 2, s.K)
+                                           : hg::randn({s.M, s.K});
           const Tensor b = b_transposed ? hg::randn({s.N, s.K}).transpose(0, 1) : hg::randn({s.K, s.N});
           const ref::Array expected = ref::matmul(ref::of(a.contiguous()), ref::of(b.contiguous()));
           CHECK_CLOSE_WITH(hg::matmul(a, b).to(hg::f64), ref::tensor(expected), gemm_tolerance(s.K));

@@ -166,6 +166,17 @@ int64_t k_granule(const PackedGemmKernel& kernel, bool native_bf16) {
   return native_bf16 ? kernel.bf16->k_granule : 1;
 }
 
+// Whether the tiles read A where it is (PackedGemmKernel::tile_direct) instead of a packed copy: an
+// f32 A with contiguous rows. Not when the rows are a multiple of 2 KB apart: then a tile's 12 rows
+// fall on a few of L1's 64 sets (all of them on one set group at 4 KB), more lines than the sets
+// have ways beside the B panel's.
+template <class T>
+bool reads_a_in_place(const PackedGemmKernel& kernel, const MatrixView& a) {
+  constexpr int64_t kAliasingFloats = 512;  // 2 KB
+  return std::is_same_v<T, float> && kernel.tile_direct != nullptr && a.col_stride == 1 && a.row_offsets == nullptr &&
+         a.row_stride % kAliasingFloats != 0;
+}
+
 // Packs B's rows [k0, k0 + kc) x columns [j0, j0 + nc) into nr-wide panels at `out` (panel j at
 // out + j * depth).
 template <class T>
@@ -195,6 +206,7 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
   const int64_t K = a.cols, mr = native_bf16 ? kernel.bf16->mr : kernel.mr, nr = kernel.nr;
   const int64_t slice_depth = slice_depth_for(kernel, K, k_granule(kernel, native_bf16));
   const int64_t span = c != nullptr ? slice_depth : K;  // the K slices whose B panels are held at once
+  const bool direct_a = reads_a_in_place<T>(kernel, a);
   if (native_bf16 && kernel.bf16->begin) kernel.bf16->begin();
   for (int64_t j0 = j_begin; j0 < j_end; j0 += kernel.nc) {
     const int64_t nc = std::min(kernel.nc, j_end - j0), nc_padded = round_up(nc, nr);
@@ -221,7 +233,9 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
           const int64_t kc = std::min(slice_depth, K - k0), depth = lane_depth(kernel, native_bf16, kc);
           const float* packed_b = packed_b_of(k0);
           float* packed_a = a_scratch.get(size_t(round_up(mc, mr) * depth + kernel.slack));
-          if (native_bf16) kernel.bf16->pack_a(a, i0, mc, k0, kc, reinterpret_cast<uint16_t*>(packed_a));
+          if (direct_a) {
+            // (nothing to pack: the tiles read A's rows where they are)
+          } else if (native_bf16) kernel.bf16->pack_a(a, i0, mc, k0, kc, reinterpret_cast<uint16_t*>(packed_a));
           else if constexpr (std::is_same_v<T, float>) kernel.pack_a(a, i0, mc, k0, kc, packed_a);
           else kernel.pack_a(widen_block<T>(a, i0, mc, k0, kc, wide), 0, mc, 0, kc, packed_a);
           // The bias goes in with the first slice, relu on the last: each tile adds its columns' bias.
@@ -232,7 +246,7 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
             const int64_t cols = std::min(nr, nc - j);
             // A short last A panel takes the full B panels in pairs (the even one runs both).
             const bool even_panel = (j / nr) % 2 == 0;
-            const bool in_short_pair = !native_bf16 && kernel.tile_short != nullptr &&
+            const bool in_short_pair = !native_bf16 && !direct_a && kernel.tile_short != nullptr &&
                                        (even_panel ? j + 2 * nr <= nc : j + nr <= nc);
             for (int64_t p = 0; p < mc; p += mr) {
               float* c_tile = c_block + p * block_ld + j;
@@ -243,7 +257,10 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
                                     c_tile, block_ld, rows, store);
                 continue;
               }
-              if (native_bf16)
+              if (direct_a)
+                kernel.tile_direct(kc, static_cast<const float*>(a.data) + (i0 + p) * a.row_stride + k0, a.row_stride,
+                                   packed_b + j * depth, c_tile, block_ld, rows, cols, store);
+              else if (native_bf16)
                 kernel.bf16->tile(depth, reinterpret_cast<const uint16_t*>(packed_a + p * depth),
                                  reinterpret_cast<const uint16_t*>(packed_b + j * depth), c_tile, block_ld, rows, cols,
                                  store);

@@ -150,6 +150,32 @@ void tile_rows(int64_t kc, const float* a, const float* b, float* c, int64_t ldc
   store_tile<R>(acc, c, ldc, rows, cols, store);
 }
 
+// tile_rows reading A's rows where they are (row i at a + i * lda) instead of a packed panel: the
+// same broadcasts, each from its row. Rows past `rows` read the last valid one (their sums are
+// computed, never stored), so nothing past A is read.
+template <int R>
+void tile_rows_direct(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int64_t rows,
+                      int64_t cols, const TileStore& store) {
+  __m512 acc[R][2];
+  const float* row[R];
+#pragma GCC unroll 12
+  for (int i = 0; i < R; ++i) {
+    acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+    row[i] = a + std::min<int64_t>(i, rows - 1) * lda;
+    prefetch_row(c + i * ldc);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    const __m512 b0 = _mm512_load_ps(b + k * kNR), b1 = _mm512_load_ps(b + k * kNR + 16);
+#pragma GCC unroll 12
+    for (int i = 0; i < R; ++i) {
+      const __m512 ai = _mm512_set1_ps(row[i][k]);
+      acc[i][0] = _mm512_fmadd_ps(ai, b0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(ai, b1, acc[i][1]);
+    }
+  }
+  store_tile<R>(acc, c, ldc, rows, cols, store);
+}
+
 // A panel's last tile runs only the rows it has, in steps of 4: M = 32 (an LSTM's batch) is
 // panels of 12, 12 and 8, and the 12-row tile spent a third of the last one's FMAs on zeros
 // (32 x 512 x 2048 against a prepacked B: the same time as 36 rows). Each value's sum is the same
@@ -163,6 +189,11 @@ void with_tile_rows(int64_t rows, const Run& run) {
 void tile(int64_t kc, const float* a, const float* b, float* c, int64_t ldc, int64_t rows, int64_t cols,
           const TileStore& store) {
   with_tile_rows(rows, [&]<int R>() { tile_rows<R>(kc, a, b, c, ldc, rows, cols, store); });
+}
+// (PackedGemmKernel::tile_direct)
+void tile_direct(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int64_t rows,
+                 int64_t cols, const TileStore& store) {
+  with_tile_rows(rows, [&]<int R>() { tile_rows_direct<R>(kc, a, lda, b, c, ldc, rows, cols, store); });
 }
 
 // ---- bf16 packing (pairs of k) ------------------------------------------------------------------
@@ -326,14 +357,14 @@ HG_TARGET_END
 
 const PackedGemmKernel& packed_gemm_avx512() {
   static const PackedGemmKernel kernel{"avx512 12x32", kMR, kNR, kKC, kMC, kNC, 0, pack_a, pack_b, tile,
-                                       nullptr, 0, nullptr};
+                                       nullptr, 0, nullptr, tile_direct};
   return kernel;
 }
 
 const PackedGemmKernel& packed_gemm_avx512bf16() {
   static const Bf16Microkernel pairs{kMR, 2, pack_a_bf16, pack_b_bf16, tile_bf16, nullptr, nullptr};
   static const PackedGemmKernel kernel{"avx512bf16 12x32", kMR, kNR, kKC, kMC, kNC, 0, pack_a, pack_b, tile,
-                                       &pairs, 0, nullptr};
+                                       &pairs, 0, nullptr, tile_direct};
   return kernel;
 }
 

@@ -6,6 +6,8 @@
 //       for each mr x nr tile: the microkernel keeps the tile in registers and runs one FMA
 //       per (row, vector of columns, k), reading A and B panels contiguously.
 //
+// (A level may read an f32 A with contiguous rows in place instead of packing it: tile_direct.)
+//
 // Packers read any strides (rows or columns contiguous) and write f32 panels: panel p of A holds,
 // for each k, rows p*mr .. p*mr+mr-1; panel q of B holds, for each k, columns q*nr .. q*nr+nr-1.
 // Lanes past the matrix edge are zeros. With native bf16 products the panels hold bf16 instead,
@@ -74,6 +76,14 @@ struct PackedGemmKernel {
   int64_t short_rows;
   void (*tile_short)(int64_t kc, const float* a, const float* b0, const float* b1, float* c, int64_t ldc,
                      int64_t rows, const TileStore& store);
+
+  // Optional (null: none): `tile` reading a row-major f32 A where it is (row i at a + i * lda),
+  // with no packed panel. Packing such an A is a transpose (k-major panels), and where the
+  // product is narrow -- an A panel serving a few B panels: attention's 64-wide blocks, a linear
+  // layer's input gradient with 128 inputs -- it was up to 15% of the product's time. The tile
+  // broadcasts each A value from its row instead, as many loads as from a panel.
+  void (*tile_direct)(int64_t kc, const float* a, int64_t lda, const float* b, float* c, int64_t ldc, int64_t rows,
+                      int64_t cols, const TileStore& store) = nullptr;
 };
 
 // One per x86 level, each defined in the file compiled for it (gemm_avx2.cpp, gemm_avx512.cpp).
