@@ -119,6 +119,26 @@ void store_row(const float* src, uint16_t* dst, int64_t n, bool relu) {
   }
 }
 
+// The valid outputs among the plane's positions [col, col + cols) of rows (output channels)
+// [row, row + rows), from a block of sums (leading dimension ld), relu on the way, rounded once
+// into each image's rows. Position q = oh * Wp + b * slot + ow is image b's (oh, ow) where
+// b < images and ow < OW; the rest are pad columns.
+void store_valid(const float* block, int64_t ld, int64_t row, int64_t rows, int64_t col, int64_t cols,
+                 const ConvGeometry& g, const WidePlane& p, bool relu, uint16_t* output) {
+  const int64_t plane = g.O * g.ohw(), end = col + cols;
+  for (int64_t q = col; q < end;) {
+    const int64_t oh = q / p.Wp, b = (q - oh * p.Wp) / p.slot, ow = q - oh * p.Wp - b * p.slot;
+    if (b >= p.images || ow >= g.OW) {  // pad columns: on to the next image's first
+      q = b >= p.images ? (oh + 1) * p.Wp : oh * p.Wp + (b + 1) * p.slot;
+      continue;
+    }
+    const int64_t n = std::min(g.OW - ow, end - q);
+    for (int64_t r = 0; r < rows; ++r)
+      store_row(block + r * ld + (q - col), output + b * plane + ((row + r) * g.OH + oh) * g.OW + ow, n, relu);
+    q += n;
+  }
+}
+
 void wide_columns_avx512bf16(const bfloat16* x, const bfloat16* w, const float* bias, bfloat16* out,
                              const ConvGeometry& g, bool relu, int64_t batch) {
   const int64_t plane = g.O * g.ohw();
@@ -126,24 +146,24 @@ void wide_columns_avx512bf16(const bfloat16* x, const bfloat16* w, const float* 
   parallel_for(0, g.N, batch, [&](int64_t lo, int64_t hi) {
     thread_local ZeroedScratch<uint16_t> scratch;
     thread_local std::vector<int64_t> row_offsets;
-    thread_local std::vector<float> result;
     for (int64_t n0 = lo; n0 < hi; n0 += batch) {
       const WidePlane p = wide_plane(g, std::min(hi, n0 + batch) - n0);
-      const int64_t images = p.images, Wp = p.Wp, columns = g.OH * Wp;
+      const int64_t columns = g.OH * p.Wp;
       const uint16_t* padded = lay_out_plane(input, g, n0, p, scratch);
       tap_offsets(g, p, row_offsets);
-      if (result.size() < size_t(g.O * columns)) result.resize(size_t(g.O * columns));
-      for (int64_t o = 0; o < g.O; ++o) std::fill_n(result.data() + o * columns, columns, bias[o]);
       const MatrixView weight{w, g.O, g.ckk(), g.ckk(), 1};
       const MatrixView taps{padded, g.ckk(), columns, 0, 1, row_offsets.data()};
-      packed_gemm<bfloat16>(weight, taps, result.data(), columns, true);
-      // Each image's output rows: the valid columns (relu on the way), rounded once.
-      auto* output = reinterpret_cast<uint16_t*>(out);
-      for (int64_t b = 0; b < images; ++b)
-        for (int64_t o = 0; o < g.O; ++o)
-          for (int64_t oh = 0; oh < g.OH; ++oh)
-            store_row(result.data() + o * columns + oh * Wp + b * p.slot, output + (n0 + b) * plane + (o * g.OH + oh) * g.OW,
-                      g.OW, relu);
+      // Each block of the product starts from its channels' bias and ends in the output while it
+      // is in cache (not a whole part's f32 sums, filled with the bias first and read back after).
+      uint16_t* output = reinterpret_cast<uint16_t*>(out) + n0 * plane;
+      GemmEpilogue epilogue;
+      epilogue.start_block = [&](float* block, int64_t ld, int64_t row, int64_t rows, int64_t, int64_t cols) {
+        for (int64_t r = 0; r < rows; ++r) std::fill_n(block + r * ld, cols, bias[row + r]);
+      };
+      epilogue.finish_block = [&](float* block, int64_t ld, int64_t row, int64_t rows, int64_t col, int64_t cols) {
+        store_valid(block, ld, row, rows, col, cols, g, p, relu, output);
+      };
+      packed_gemm<bfloat16>(weight, taps, nullptr, 0, false, epilogue);
     }
   });
 }

@@ -229,6 +229,8 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
         // Where this block's tiles go: C itself, or the scratch block (leading dimension nc_padded).
         const int64_t block_ld = c != nullptr ? ldc : nc_padded;
         float* c_block = c != nullptr ? c + i0 * ldc + j0 : c_scratch.get(size_t(mc * nc_padded));
+        const bool started = c == nullptr && epilogue.start_block;
+        if (started) epilogue.start_block(c_block, block_ld, i0, mc, j0, nc);
         for (int64_t k0 = span0; k0 < span_end; k0 += slice_depth) {
           const int64_t kc = std::min(slice_depth, K - k0), depth = lane_depth(kernel, native_bf16, kc);
           const float* packed_b = packed_b_of(k0);
@@ -241,7 +243,7 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
           // The bias goes in with the first slice, relu on the last: each tile adds its columns' bias.
           const auto* bias = k0 == 0 ? static_cast<const float*>(epilogue.column_bias) : nullptr;
           for (int64_t j = 0; j < nc; j += nr) {
-            const TileStore store{.add_to_c = k0 > 0 || accumulate, .bias = bias ? bias + j0 + j : nullptr,
+            const TileStore store{.add_to_c = k0 > 0 || accumulate || started, .bias = bias ? bias + j0 + j : nullptr,
                                   .relu = epilogue.relu && k0 + kc == K};
             const int64_t cols = std::min(nr, nc - j);
             // A short last A panel takes the full B panels in pairs (the even one runs both).
@@ -343,6 +345,7 @@ void packed_gemm(const MatrixView& a, const MatrixView& b, float* c, int64_t ldc
            "native bf16 products");
   HG_CHECK(c != nullptr || (!accumulate && epilogue.finish_block),
            "internal error: packed_gemm without C needs a finish_block and no accumulation");
+  HG_CHECK(c == nullptr || !epilogue.start_block, "internal error: packed_gemm's start_block is for products without C");
   packed_gemm_driver<T>(a, b, nullptr, c, ldc, accumulate, epilogue);
 }
 

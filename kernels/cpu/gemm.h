@@ -48,6 +48,11 @@ struct GemmEpilogue {
   // block is still in cache -- how gemm() applies GELU and rounds 16-bit results without another
   // pass over C. Blocks of different tasks may run at once.
   BlockFinisher finish_block = {};
+  // packed_gemm without a C only (a finish_block's scratch blocks): called on each block before
+  // its first slice, with the same arguments; the tiles then add their sums to what it wrote.
+  // How a convolution starts its rows from their channel's bias, which the tiles' column bias
+  // cannot express.
+  BlockFinisher start_block = {};
 };
 
 // c = a @ b (accumulate = false) or c += a @ b, all of dtype `dtype`; c is contiguous (M, N).
