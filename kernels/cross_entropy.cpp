@@ -41,8 +41,10 @@ double row_log_sum_exp(const T* row, int64_t C, float* scratch) {
     // x - max in float: the same value as rounding the double difference (exact in double unless
     // the exponents are more than 29 apart, and then both round to -max), in 16 lanes, not 8.
     const float shift = float(max);
-    for (int64_t c = 0; c < C; ++c) scratch[c] = float(A(row[c])) - shift;
-    cpu::exp_f32(scratch, scratch, C);
+    const float* values = scratch;  // the row as floats (16-bit rows widened, exactly)
+    if constexpr (std::is_same_v<T, float>) values = row;
+    else if constexpr (kFloatExps<T>) convert_to_float(row, scratch, size_t(C));  // (f64 rows never get here)
+    cpu::exp_minus_f32(values, shift, scratch, C);
     // (16 double lanes: two vectors' independent chains of adds, not one)
     total = cpu::lane_sum<double, 16>(C, [scratch](int64_t c) { return double(scratch[c]); });
   } else {

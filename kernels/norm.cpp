@@ -329,8 +329,6 @@ struct BackwardInputs {
   }
 };
 
-// A channel's sum(g) and sum(g * (x - mean)) in double, from Acc<T> lanes per block of a row;
-// x - mean is taken against mean rounded to Acc<T> (mean_acc) and corrected in double.
 // activation_gradient of each lane (y the activation's output).
 template <NormActivation kAct>
 void activation_gradient_lanes(const FloatLanes& y, FloatLanes& g) {
@@ -343,6 +341,8 @@ void activation_gradient_lanes(const FloatLanes& y, FloatLanes& g) {
   }
 }
 
+// A channel's sum(g) and sum(g * (x - mean)) in double, from Acc<T> lanes per block of a row;
+// x - mean is taken against mean rounded to Acc<T> (mean_acc) and corrected in double.
 template <class Inputs>
 math::Normalization::GradientSums channel_gradient_sums(const Inputs& in, const ChannelLayout& l, int64_t c,
                                                         double mean, double rstd) {

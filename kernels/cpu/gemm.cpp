@@ -234,12 +234,13 @@ void packed_block(const PackedGemmKernel& kernel, const MatrixView& a, const Mat
         for (int64_t k0 = span0; k0 < span_end; k0 += slice_depth) {
           const int64_t kc = std::min(slice_depth, K - k0), depth = lane_depth(kernel, native_bf16, kc);
           const float* packed_b = packed_b_of(k0);
-          float* packed_a = a_scratch.get(size_t(round_up(mc, mr) * depth + kernel.slack));
-          if (direct_a) {
-            // (nothing to pack: the tiles read A's rows where they are)
-          } else if (native_bf16) kernel.bf16->pack_a(a, i0, mc, k0, kc, reinterpret_cast<uint16_t*>(packed_a));
-          else if constexpr (std::is_same_v<T, float>) kernel.pack_a(a, i0, mc, k0, kc, packed_a);
-          else kernel.pack_a(widen_block<T>(a, i0, mc, k0, kc, wide), 0, mc, 0, kc, packed_a);
+          // (no packed A with direct_a: the tiles read A's rows where they are)
+          float* packed_a = direct_a ? nullptr : a_scratch.get(size_t(round_up(mc, mr) * depth + kernel.slack));
+          if (!direct_a) {
+            if (native_bf16) kernel.bf16->pack_a(a, i0, mc, k0, kc, reinterpret_cast<uint16_t*>(packed_a));
+            else if constexpr (std::is_same_v<T, float>) kernel.pack_a(a, i0, mc, k0, kc, packed_a);
+            else kernel.pack_a(widen_block<T>(a, i0, mc, k0, kc, wide), 0, mc, 0, kc, packed_a);
+          }
           // The bias goes in with the first slice, relu on the last: each tile adds its columns' bias.
           const auto* bias = k0 == 0 ? static_cast<const float*>(epilogue.column_bias) : nullptr;
           for (int64_t j = 0; j < nc; j += nr) {

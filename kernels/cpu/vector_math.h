@@ -10,6 +10,7 @@
 //   exp_minus_f32(x, s, y, n)
 //                      y[i] = exp(x[i] - s), the difference rounded to float first: exp_f32 of
 //                      it, bit for bit, without a pass that stores it (a softmax row's exps).
+//                      x and y may be the same array.
 //   erf_f32(x, y, n)   y[i] = erf(x[i]), within 2 ulp of libm's erff; +-0, +-1 at +-inf, NaN.
 //   log_f32(x, y, n)   y[i] = log(x[i]), within 2 ulp of libm's logf; subnormals, -inf at +-0,
 //                      NaN below 0, +inf, NaN.
