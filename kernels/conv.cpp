@@ -39,6 +39,7 @@
 #include "kernels/cpu/winograd_conv.h"
 #include "kernels/cuda/cuda_kernels.h"
 #include "kernels/math/activation.h"
+#include "kernels/relu_bits.h"
 
 namespace hg::kernels {
 
@@ -791,7 +792,9 @@ Conv2dGrads cpu::conv2d_backward_with(ConvAlgorithm algorithm, const Tensor& x, 
   // The ReLU epilogue's derivative: cuDNN, the depthwise, Winograd and flipped-convolution kernels
   // take the masked gradient; the GEMM path masks each image's gradient as it lays it out (conv_backward).
   const bool mask_first = !on_cpu || cpu::is_depthwise(g) || winograd_x || flipped_x;
-  if (y.defined() && mask_first) gy = kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
+  if (y.defined() && mask_first)  // (f16 and bf16 on the CPU: selected as bits, kernels/relu_bits.h)
+    gy = kernels::relu_bits_apply(y) ? kernels::relu_backward_bits(y, gy, INFINITY)
+                                     : kernels::map_to_new<2>(gy.shape(), {y, gy}, math::BackwardFromInput<math::Relu>{});
   if (!on_cpu) {
     kernels::cuda::conv2d_backward(x, w, gy, g, r.x, r.w, r.b);
     return r;

@@ -15,6 +15,7 @@
 #include "kernels/math/activation.h"
 #include "kernels/math/norm.h"
 #include "kernels/reduce.h"
+#include "kernels/relu_bits.h"
 
 namespace hg::kernels {
 
@@ -629,9 +630,13 @@ NormGradients batch_norm_backward(const Tensor& x, const Tensor& grad, const Ten
   if (residual) {
     // The residual's gradient is the masked gradient itself (the activation's own backward
     // kernel, on its output), and batch_norm's backward reads it instead of masking again.
-    const auto masked_by = [&](auto rule) { return map_to_new<2>(x.shape(), {activation_output, detail::dense(grad)}, rule); };
-    const Tensor masked = activation == NormActivation::Relu    ? masked_by(math::BackwardFromInput<math::Relu>{})
-                          : activation == NormActivation::Relu6 ? masked_by(math::BackwardFromInput<math::Hardtanh>{{0.0, 6.0}})
+    // (f16 and bf16 on the CPU: selected as bits, kernels/relu_bits.h.)
+    const auto masked_by = [&](auto rule, double max) {
+      return relu_bits_apply(x) ? relu_backward_bits(activation_output, grad, max)
+                                : map_to_new<2>(x.shape(), {activation_output, detail::dense(grad)}, rule);
+    };
+    const Tensor masked = activation == NormActivation::Relu    ? masked_by(math::BackwardFromInput<math::Relu>{}, INFINITY)
+                          : activation == NormActivation::Relu6 ? masked_by(math::BackwardFromInput<math::Hardtanh>{{0.0, 6.0}}, 6.0)
                                                                 : detail::dense(grad);
     out = batch_norm_backward(x, masked, weight, stats, training);
     out.dresidual = masked;

@@ -11,6 +11,7 @@
 #include "kernels/vectorised_activation.h"
 #include "kernels/math/activation.h"
 #include "kernels/reduce.h"
+#include "kernels/relu_bits.h"
 #include "ops/elementwise.h"  // check_same_device
 #include "ops/record.h"
 
@@ -19,19 +20,24 @@ namespace hg {
 
 namespace {
 
-// An activation whose backward needs its input x. `formula` carries the activation's parameters
-// (leaky_relu's slope) into the forward kernel and the backward.
+// An activation whose backward needs its input x (x already through amp::prepare). `formula`
+// carries the activation's parameters (leaky_relu's slope) into the forward kernel and the
+// backward.
 template <class Math>
-Tensor activation_from_input(amp::Op op, const Tensor& input, Math formula = {}) {
-  const std::string_view name = amp::op_name(op);
-  auto [x] = amp::prepare(op, input);
-  HG_CHECK(is_floating(x.dtype()), name, ": expected a floating tensor, got ", x.dtype());
+Tensor activation_of_prepared(amp::Op op, const Tensor& x, Math formula) {
+  HG_CHECK(is_floating(x.dtype()), amp::op_name(op), ": expected a floating tensor, got ", x.dtype());
   Tensor out = kernels::map_to_new<1>(x.shape(), {x}, kernels::math::Forward<Math>{formula});
   record(op, out, {x}, [sx = SavedTensor(x), formula](const Tensor& g) -> std::vector<Tensor> {
     const Tensor x = sx.get();
     return {kernels::map_to_new<2>(x.shape(), {x, g}, kernels::math::BackwardFromInput<Math>{formula})};
   });
   return out;
+}
+
+template <class Math>
+Tensor activation_from_input(amp::Op op, const Tensor& input, Math formula = {}) {
+  auto [x] = amp::prepare(op, input);
+  return activation_of_prepared(op, x, formula);
 }
 
 // An activation whose backward is cheapest from its output y.
@@ -65,11 +71,25 @@ Tensor vectorised_from_input(amp::Op op, const Tensor& input, Tensor (*forward)(
   return out;
 }
 
+// relu (max +inf) or relu6 (max 6): after autocast, the backward of f16 and bf16 CPU tensors
+// as a selection of bits (kernels/relu_bits.h: the same values as Math's, without widening
+// them), everything else as activation_from_input's.
+template <class Math>
+Tensor relu_family(amp::Op op, const Tensor& input, Math formula, double max) {
+  auto [x] = amp::prepare(op, input);
+  if (!kernels::relu_bits_apply(x)) return activation_of_prepared(op, x, formula);
+  Tensor out = kernels::map_to_new<1>(x.shape(), {x}, kernels::math::Forward<Math>{formula});
+  record(op, out, {x}, [sx = SavedTensor(x), max](const Tensor& g) -> std::vector<Tensor> {
+    return {kernels::relu_backward_bits(sx.get(), g, max)};
+  });
+  return out;
+}
+
 }  // namespace
 
 // ---- the ops ------------------------------------------------------------------------------------
 
-Tensor relu(const Tensor& x) { return activation_from_input<kernels::math::Relu>(amp::Op::Relu, x); }
+Tensor relu(const Tensor& x) { return relu_family(amp::Op::Relu, x, kernels::math::Relu{}, INFINITY); }
 Tensor leaky_relu(const Tensor& x, double negative_slope) {
   return activation_from_input(amp::Op::LeakyRelu, x, kernels::math::LeakyRelu{negative_slope});
 }
@@ -100,7 +120,7 @@ Tensor gelu(const Tensor& x, GeluOptions options) {
 
 namespace km = kernels::math;
 
-Tensor relu6(const Tensor& x) { return activation_from_input(amp::Op::Relu6, x, km::Hardtanh{0.0, 6.0}); }
+Tensor relu6(const Tensor& x) { return relu_family(amp::Op::Relu6, x, km::Hardtanh{0.0, 6.0}, 6.0); }
 Tensor hardtanh(const Tensor& x, double min_val, double max_val) {
   HG_CHECK(min_val <= max_val, "hardtanh: min_val (", min_val, ") must not be above max_val (", max_val, ")");
   return activation_from_input(amp::Op::Hardtanh, x, km::Hardtanh{min_val, max_val});

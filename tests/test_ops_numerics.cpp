@@ -121,6 +121,61 @@ TEST_CASE("ops.leaky_relu.nan_zero_and_slope_follow_pytorch") {
   CHECK(std::isnan(values(leaf.grad())[1]));
 }
 
+// ---- relu and relu6 on 16-bit values (kernels/relu_bits.h) -------------------------------------------
+
+namespace {
+
+// relu and relu6 of `inputs` in dtype against the f64 formula: forward x < 0 ? 0 : x (and
+// min(x, 6)), -0 kept; backward g where 0 < x < max (relu: +inf included).
+void check_relu_bits(hg::DType dtype, const std::vector<double>& inputs) {
+  const int64_t n = int64_t(inputs.size());
+  const Tensor x = hg::from_vector(inputs, {n}, {.dtype = dtype}).requires_grad_();
+  const Tensor g = hg::full({n}, 1.5, {.dtype = dtype});
+  for (const double max : {kInf, 6.0}) {
+    CAPTURE(max);
+    const Tensor y = std::isinf(max) ? hg::relu(x) : hg::relu6(x);
+    y.backward(g);
+    std::vector<double> forward(inputs.size()), backward(inputs.size());
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const double v = inputs[i];
+      forward[i] = v < 0 ? 0.0 : v > max ? max : v;
+      backward[i] = v > 0 && (v < max || std::isinf(max)) ? 1.5 : 0.0;
+    }
+    CHECK_IDENTICAL(y, hg::from_vector(forward, {n}, {.dtype = dtype}));
+    CHECK_IDENTICAL(x.grad(), hg::from_vector(backward, {n}, {.dtype = dtype}));
+    // The signs of the zeros (equal as values): -0 stays -0, a negative input gives +0.
+    const std::vector<double> out = values(y);
+    int64_t wrong_zeros = 0;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i] <= 0) wrong_zeros += std::signbit(out[i]) != (inputs[i] == 0.0 && std::signbit(inputs[i]));
+    CHECK(wrong_zeros == 0);
+    x.set_grad(Tensor());
+  }
+}
+
+}  // namespace
+
+// The CPU computes f16/bf16 relu and relu6 as compares of bit patterns, 32 values at a time and
+// the rest one by one: a few values alone (one by one), then every pattern that is not a NaN
+// (63490 in f16, 65282 in bf16) and a NaN of each sign.
+TEST_CASE("ops.relu_16bit_bit_patterns_match_the_formula") {
+  for (const hg::DType dtype : {hg::f16, hg::bf16}) {
+    CAPTURE(dtype);
+    const double tiny = dtype == hg::f16 ? 5.96e-8 : 9.2e-41;  // the smallest subnormal
+    check_relu_bits(dtype, {-1.0, -0.0, 0.0, tiny, -tiny, 1.0, 6.0, 7.0, kInf, -kInf, kNaN, -kNaN});
+    std::vector<double> all;
+    for (uint32_t b = 0; b < 65536; ++b) {
+      const double v = dtype == hg::f16 ? double(float(hg::half::from_bits(uint16_t(b))))
+                                        : double(float(hg::bfloat16::from_bits(uint16_t(b))));
+      if (!std::isnan(v)) all.push_back(v);
+    }
+    CHECK(all.size() == (dtype == hg::f16 ? 63490u : 65282u));
+    all.push_back(kNaN);
+    all.push_back(-kNaN);
+    check_relu_bits(dtype, all);
+  }
+}
+
 // ---- scenario 15: extreme logits --------------------------------------------------------------------
 
 TEST_CASE("ops.scenario15.extreme_logits_stay_finite_and_match_f64") {
