@@ -37,23 +37,23 @@ struct ChannelLayout {
   int64_t count() const { return N * S; }
 };
 
-// NOTE: the statistics take one pass over memory, and one over each value. Each row of S values is
-// cut into blocks of kBlock values (rows shorter than that: a block of as many whole rows of the
-// channel as fit, see Block), and a block's values are taken relative to a shift s close to the
-// channel's mean: the mean of the blocks before it, or for a channel's first block the mean of
-// its first few values. One pass sums d = x - s and d * d in Acc<T> lanes; the block's exact mean
-// is s + sum(d) / n and its sum of squared deviations sum(d * d) - sum(d)^2 / n (the shifted-data
-// formula: with s near the mean, sum(d) is small and nothing cancels; x - s stays exact for data
-// far from zero, e.g. 1e4 + noise). The blocks are merged in double, in row order (Chan et al.'s
-// pairwise update), so the result does not depend on the thread count. Per-element math is f32
-// for f32 and 16-bit inputs (one vector lane per value), f64 for f64.
+// NOTE: the statistics take one pass over memory. Each row of S values is cut into blocks of up to
+// kBlock values (rows shorter than that: a block of as many whole rows of the channel as fit,
+// see Block). In L1, one pass over a block finds its mean mb, a second sums d = x - mb and d * d
+// in Acc<T> lanes; the block's exact mean is mb + sum(d) / n and its sum of squared deviations
+// sum(d * d) - sum(d)^2 / n (the shifted-data formula: with the shift near the mean, sum(d) is
+// small and nothing cancels; x - mb stays exact for data far from zero, e.g. 1e4 + noise). The
+// blocks are merged in double, in row order (Chan et al.'s pairwise update), so the result does
+// not depend on the thread count. Per-element math is f32 for f32 and 16-bit inputs (one vector
+// lane per value), f64 for f64. (The running mean as the shift, in one pass, was 2.5e-5 off with
+// outliers first: docs/results.md section 26.)
 //
-// Blocks of 1024 values: each lane adds 64 values of d, small since s is near the mean, and the
-// merges (two divisions each) were 8% of the forward at 256. (The block's own mean as its shift,
-// found by a first pass, cost two more passes: each is a chain of vector adds. batch_norm's
-// forward on 128 x 16 x 28 x 28 went 1.19 -> 0.84 ms in f32, 1.41 -> 0.87 in bf16; on 128 x 64 x
-// 7 x 7 0.55 -> 0.28 ms; 1 thread, docs/results.md section 26.)
-constexpr int64_t kBlock = 1024;
+// Blocks of 4096 values: each of the 32 lanes adds 128 values of d, small since mb is the block's
+// mean. A block's fixed costs -- six 16-lane sums in double, each a chain of adds, and its merge
+// -- took more time than its values at 1024 (which left a 28x28 map one row per block):
+// batch_norm + ReLU forward on 128 x 16 x 28 x 28, 1 thread, 0.95 -> 0.71 ms in f32, 1.16 ->
+// 1.04 in bf16. The backward's blocks (two sums each) are the same.
+constexpr int64_t kBlock = 4096;
 constexpr int64_t kAccLanes = 16;
 
 // Count, mean and sum of squared deviations of the values seen so far, in double.

@@ -119,44 +119,49 @@ TEST_CASE("ops.scenario01.batch_norm_updates_running_statistics") {
 // batch_norm's statistics take one pass over memory (kernels/norm.cpp: blocks of a row in f32,
 // merged in double). Data far from zero -- 1e4 plus noise of 1e-2, a variance 1e12 times smaller
 // than the mean's square -- is where sum(x^2) - sum(x)^2 / n would lose every digit; the variance
-// must still match the f64 reference within T(f32), for 1 and 2 threads alike, bitwise.
+// must still match the f64 reference within T(f32), for 1 and 2 threads alike, bitwise. The same
+// shapes near zero check that every block's values count.
 TEST_CASE("ops.scenario01.batch_norm_statistics_of_data_far_from_zero") {
   hg::manual_seed(112);
-  // (Rows of 1024 values or more are cut into blocks; shorter rows are grouped, several images'
-  // rows of a channel per block: 49 values 20 rows a block, 120 values 8, one value 1024. The
-  // first block's values are taken relative to the mean of its first 16, later blocks' to the
-  // mean so far: {2100, 2} and {3, 2, 3000} have several blocks after a first one.)
-  for (const hg::Shape& shape : std::vector<hg::Shape>{
-           {8, 3, 37, 29}, {300, 2}, {2100, 2}, {5, 2, 257}, {3, 2, 3000}, {13, 3, 7, 7}, {45, 3, 7, 7}, {9, 2, 10, 12}}) {
-    CAPTURE(shape);
-    const int64_t C = shape[1];
-    const Tensor x = normal(shape, 1e-2) + 1e4;
-    std::vector<double> mean, var;
-    ref::channel_stats(ref::of(x), mean, var);
-    const double count = double(ref::numel(shape) / C);
-    std::vector<std::vector<double>> runs;
-    for (const int threads : {1, 2}) {
-      const int before = hg::get_num_threads();
-      hg::set_num_threads(threads);
-      const Tensor running_mean = hg::zeros({C}, {.dtype = hg::f64}), running_var = hg::zeros({C}, {.dtype = hg::f64});
-      hg::batch_norm(x, running_mean, running_var, {}, {}, true, 1.0, 1e-5);  // momentum 1: the batch's
-      hg::set_num_threads(before);
-      ref::Array expected_mean{{C}, mean}, expected_var{{C}, {}};
-      for (int64_t c = 0; c < C; ++c) expected_var.v.push_back(var[size_t(c)] * count / (count - 1));
-      CHECK_MATCHES_REF(running_mean, expected_mean, kF32);
-      CHECK_MATCHES_REF(running_var, expected_var, kF32);
-      runs.push_back(values(running_var));
+  // (Rows of 4096 values or more are cut into blocks, the last one shorter: {3, 2, 9000}; shorter
+  // rows are grouped, several images' rows of a channel per block: 1073 values 3 rows a block,
+  // 49 values 83, one value 4096. {8, 3, 37, 29}, {9000, 2} and {200, 3, 7, 7} have several blocks
+  // per channel, merged in order.)
+  for (const hg::Shape& shape : std::vector<hg::Shape>{{8, 3, 37, 29}, {300, 2}, {9000, 2}, {5, 2, 257}, {3, 2, 9000},
+                                                        {13, 3, 7, 7}, {200, 3, 7, 7}, {9, 2, 10, 12}}) {
+    for (const bool far : {true, false}) {  // (near zero, a value left out would show)
+      CAPTURE(shape);
+      CAPTURE(far);
+      const int64_t C = shape[1];
+      const Tensor x = far ? normal(shape, 1e-2) + 1e4 : normal(shape, 1.0);
+      std::vector<double> mean, var;
+      ref::channel_stats(ref::of(x), mean, var);
+      const double count = double(ref::numel(shape) / C);
+      std::vector<std::vector<double>> runs;
+      for (const int threads : {1, 2}) {
+        const int before = hg::get_num_threads();
+        hg::set_num_threads(threads);
+        const Tensor running_mean = hg::zeros({C}, {.dtype = hg::f64}), running_var = hg::zeros({C}, {.dtype = hg::f64});
+        hg::batch_norm(x, running_mean, running_var, {}, {}, true, 1.0, 1e-5);  // momentum 1: the batch's
+        hg::set_num_threads(before);
+        ref::Array expected_mean{{C}, mean}, expected_var{{C}, {}};
+        for (int64_t c = 0; c < C; ++c) expected_var.v.push_back(var[size_t(c)] * count / (count - 1));
+        CHECK_MATCHES_REF(running_mean, expected_mean, kF32);
+        CHECK_MATCHES_REF(running_var, expected_var, kF32);
+        runs.push_back(values(running_var));
+      }
+      CHECK(runs[0] == runs[1]);
     }
-    CHECK(runs[0] == runs[1]);
   }
 }
 
-// The first block's shift is the mean of its first 16 values. Where those are outliers -- 50
-// above the rest of a channel that sits at 1e4 with noise of 1e-2 -- every other value's x - s is
-// about -50, and the statistics must still match the f64 reference within T(f32).
+// A shift taken from a channel's first values (as a one-pass design would take it) is far from
+// the mean where those are outliers -- 50 above the rest of a channel that sits at 1e4 with noise
+// of 1e-2: every other value's x - s would be about -50. The statistics must still match the f64
+// reference within T(f32).
 TEST_CASE("ops.scenario01.batch_norm_statistics_when_the_first_values_are_outliers") {
   hg::manual_seed(113);
-  const int64_t N = 64, C = 2, S = 49;  // 7x7 maps: the first block is 20 images' rows
+  const int64_t N = 64, C = 2, S = 49;  // 7x7 maps: a channel is one block of 64 images' rows
   std::vector<float> v = (normal({N, C, S}, 1e-2) + 1e4).to_vector<float>();
   for (int64_t c = 0; c < C; ++c)
     for (int64_t i = 0; i < 16; ++i) v[size_t(c * S + i)] += 50.0f;
