@@ -21,6 +21,7 @@
 #include "kernels/conv.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
