@@ -1,7 +1,6 @@
 // kernels/relu_bits.h: integer compares on the 16-bit patterns, 8 at a time, chunks in parallel.
 #include "kernels/relu_bits.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -16,18 +15,11 @@ namespace hg::kernels {
 
 namespace {
 
-constexpr int64_t kChunk = 4096;
+constexpr int64_t kChunk = 4096;  // values per task of parallel_chunks
 
 // +inf's bits: every NaN's lie above them.
 template <class T>
 constexpr int16_t kInfinityBits = std::is_same_v<T, bfloat16> ? 0x7f80 : 0x7c00;
-
-template <class Body>
-void over_chunks(int64_t n, const Body& body) {
-  parallel_for(0, (n + kChunk - 1) / kChunk, std::max<int64_t>(1, grain_for(16) / kChunk), [&](int64_t lo, int64_t hi) {
-    for (int64_t c = lo; c < hi; ++c) body(c * kChunk, std::min(kChunk, n - c * kChunk));
-  });
-}
 
 // max's bits in T: +inf's, or those of a positive value T holds exactly.
 template <class T>
@@ -68,16 +60,16 @@ int16_t bits(const T& v) {
 // `below`: the first bits that pass no gradient (max's, or +inf's + 1 for relu).
 template <class T>
 void backward(const T* x, const T* g, T* dx, int64_t n, int16_t below) {
-  over_chunks(n, [&](int64_t first, int64_t m) {
+  parallel_chunks(n, kChunk, [&](int64_t, int64_t first, int64_t end) {
     int64_t i = first;
-    for (; i + kLanes <= first + m; i += kLanes) {
+    for (; i + kLanes <= end; i += kLanes) {
       Bits s, gradient, out;
       load(x + i, s);
       load(g + i, gradient);
       pass_bits(s, gradient, below, out);
       store(out, dx + i);
     }
-    for (; i < first + m; ++i) dx[i].bits = uint16_t(pass_bits(bits(x[i]), bits(g[i]), below));
+    for (; i < end; ++i) dx[i].bits = uint16_t(pass_bits(bits(x[i]), bits(g[i]), below));
   });
 }
 
