@@ -5,10 +5,12 @@
 // 3x3 stride-1 convolutions of ResNet-20 on the CPU algorithms: im2col + GEMM, Winograd, the
 // direct convolution on wide rows, and for the input gradient also the convolution of dy with the
 // flipped weight; and their weight gradient (im2col + GEMM, wide rows). --dropout: the cost of
-// dropout's mask, per element.
+// dropout's mask, per element. --math: the vectorised math (kernels/cpu/vector_math.h) at the
+// CPU level in use, ns per value, next to libm's scalar function where libm has one.
 //
-//   build/bench/ops_bench [--threads N] [--conv3x3 | --dropout]   HG_CPU_ISA=avx2 build/bench/ops_bench
-//   (--conv3x3, --dropout: that table alone)
+//   build/bench/ops_bench [--threads N] [--conv3x3 | --dropout | --math]   HG_CPU_ISA=avx2 build/bench/ops_bench
+//   (--conv3x3, --dropout, --math: that table alone)
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "core/simd_target.h"
 #include "halfgrad.h"
 #include "kernels/cpu/conv_wide_rows.h"
+#include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/winograd_conv.h"
 #include "kernels/dropout.h"
 
@@ -258,6 +261,46 @@ void conv3x3_table() {
 }
 
 
+// The vectorised math, ns per value (the best of the runs) on 4096 values in L1, spread over the
+// range where the functions do their work; libm's scalar function beside it where there is one.
+// A level whose loops did not vectorise shows here as libm's speed or slower.
+void math_table() {
+  constexpr int64_t n = 4096;
+  std::vector<float> x(n), positive(n), g(n, 1.0f), y(n);
+  for (int64_t i = 0; i < n; ++i) {
+    x[size_t(i)] = -8.0f + 16.0f * float(i) / float(n);
+    positive[size_t(i)] = std::exp2(-10.0f + 20.0f * float(i) / float(n));
+  }
+  namespace cpu = hg::kernels::cpu;
+  const auto ns = [&](const std::function<void()>& run) { return 1e9 * hg_bench::time_runs(run).best / double(n); };
+  const auto libm = [&](float (*f)(float), const std::vector<float>& in) {
+    return ns([&] {
+      for (int64_t i = 0; i < n; ++i) y[size_t(i)] = f(in[size_t(i)]);
+    });
+  };
+  struct Row {
+    const char* name;
+    double vectorised, scalar;  // scalar < 0: libm has no such function
+  };
+  const Row rows[] = {
+      {"exp", ns([&] { cpu::exp_f32(x.data(), y.data(), n); }), libm(std::exp, x)},
+      {"erf", ns([&] { cpu::erf_f32(x.data(), y.data(), n); }), libm(std::erf, x)},
+      {"log", ns([&] { cpu::log_f32(positive.data(), y.data(), n); }), libm(std::log, positive)},
+      {"tanh", ns([&] { cpu::tanh_f32(x.data(), y.data(), n); }), libm(std::tanh, x)},
+      {"sigmoid", ns([&] { cpu::sigmoid_f32(x.data(), y.data(), n); }), -1},
+      {"silu", ns([&] { cpu::silu_f32(x.data(), y.data(), n); }), -1},
+      {"softplus", ns([&] { cpu::softplus_f32(x.data(), y.data(), n); }), -1},
+      {"gelu", ns([&] { cpu::gelu_f32(x.data(), y.data(), n); }), -1},
+      {"gelu backward", ns([&] { cpu::gelu_backward_f32(x.data(), g.data(), y.data(), n); }), -1},
+  };
+  std::printf("\n| function (f32) | vectorised ns/value | libm scalar ns/value |\n|---|---|---|\n");
+  for (const Row& row : rows) {
+    std::printf("| %s | %.3f |", row.name, row.vectorised);
+    if (row.scalar >= 0) std::printf(" %.3f |\n", row.scalar);
+    else std::printf(" - |\n");
+  }
+}
+
 // Dropout's cost per element, the best of the runs: the kernel (x -> x * mask / (1 - p), the mask
 // drawn from Philox), and attention's dropout on the probabilities, as the difference between
 // the attention forward with and without it, per probability (GPT-sized: 4 heads, 128 x 128).
@@ -287,11 +330,17 @@ void dropout_table() {
 }  // namespace
 
 int main(int argc, char** argv) try {
-  bool conv3x3_only = false, dropout_only = false;
+  bool conv3x3_only = false, dropout_only = false, math_only = false;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--threads") == 0 && i + 1 < argc) hg::set_num_threads(std::atoi(argv[i + 1]));
     if (std::strcmp(argv[i], "--conv3x3") == 0) conv3x3_only = true;
     if (std::strcmp(argv[i], "--dropout") == 0) dropout_only = true;
+    if (std::strcmp(argv[i], "--math") == 0) math_only = true;
+  }
+  if (math_only) {
+    std::printf("ops_bench: CPU level %s, %d thread(s)\n", hg::cpu::isa_summary().c_str(), hg::get_num_threads());
+    math_table();
+    return 0;
   }
   if (dropout_only) {
     std::printf("ops_bench: CPU level %s, %d thread(s)\n", hg::cpu::isa_summary().c_str(), hg::get_num_threads());

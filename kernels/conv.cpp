@@ -562,8 +562,8 @@ bool f32_panels(DType dtype) { return dtype == f32 || dtype == f16 || (dtype == 
 // so: at the AVX-512 levels, for every kernel larger than 1x1 (with 32 registers a block holds 24
 // sums, the kernel alone at 70-80% of the FMA peak, while Winograd's transforms and 16 small GEMMs
 // cost more than its 2.25x fewer products save; 256x14x14 -> 256: 237 against im2col's 295 ms); at
-// AVX2 (12 sums in 16 registers), except where Winograd would take a 3x3 layer with at least 32
-// channels in and out. 1x1 convolutions stay on the GEMM: their columns are the image itself,
+// AVX2 (12 sums in 16 registers), except where Winograd takes a 3x3 layer (the Zen 3 table
+// below says which). 1x1 convolutions stay on the GEMM: their columns are the image itself,
 // nothing to save (MobileNet's 144x14x14 -> 24: 3.4 against 2.2 ms). NOTE: the AVX-512 column is
 // Sapphire Rapids' (two 512-bit FMA ports); Zen 4 runs each 512-bit FMA as two 256-bit halves,
 // where the AVX2 column's balance may hold instead -- not measured (no Zen 4 in this sitting).
@@ -578,6 +578,18 @@ bool f32_panels(DType dtype) { return dtype == f32 || dtype == f16 || (dtype == 
 //   3x32x32 -> 16      0.93 -> 0.47        0.96 -> 0.61    0.98 -> 0.58            0.90 -> 0.69
 //
 // so the same rule at the AVX-512 levels; at AVX2, stride 2 only up to 16 input channels.
+//
+// On a real AVX2 CPU (AMD EPYC Zen 3, 1 thread, best of runs, ms of the wide rows / Winograd /
+// im2col; a harness over conv2d_with and conv2d_backward_with) the 32-channel 14x14 layer goes the
+// other way from Sapphire Rapids capped to AVX2 above:
+//
+//   layer                     forward                 input grad
+//   32x14x14 -> 32            6.46 / 7.86 / 9.07      6.42 / 8.11 / 14.50   (three runs alike)
+//   64x7x7   -> 64            8.06 / 7.11 / 8.05      8.21 / 7.07 / 10.03   (ops_bench --conv3x3)
+//   32x26x26 -> 64, pad 0     38.77 / 36.68 / 43.41   48.74 / 43.12 / 50.35 (PyTorch's MNIST Net)
+//
+// so at AVX2 Winograd takes the 32+-channel layers only on maps of at most 7 columns (the wide
+// rows' 9-column slots waste two in nine) or with 64+ output channels.
 bool use_wide_rows(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
   const bool possible = f32_panels(dtype) && cpu::wide_rows_apply(g);
   if (algorithm == cpu::ConvAlgorithm::WideRows)
@@ -585,8 +597,8 @@ bool use_wide_rows(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dt
              hg::cpu::isa_name(hg::cpu::isa()));
   if (algorithm != cpu::ConvAlgorithm::Auto) return possible && algorithm == cpu::ConvAlgorithm::WideRows;
   if (g.stride == 2 && !hg::cpu::supports(hg::cpu::Isa::Avx512)) return possible && g.kh * g.kw > 1 && g.C <= 16;
-  const bool winograd_wins =
-      !hg::cpu::supports(hg::cpu::Isa::Avx512) && cpu::winograd_applies(g, dtype) && g.C >= 32 && g.O >= 32;
+  const bool winograd_wins = !hg::cpu::supports(hg::cpu::Isa::Avx512) && cpu::winograd_applies(g, dtype) && g.C >= 32 &&
+                             g.O >= 32 && (g.OW <= 7 || g.O >= 64);
   return possible && g.kh * g.kw > 1 && !winograd_wins;
 }
 
@@ -712,6 +724,16 @@ bool use_wide_columns(cpu::ConvAlgorithm algorithm, DType dtype, const ConvGeome
 // registers, a little below the GEMM's tile) where the dropped columns between images add at most
 // 10% to the products -- not on 7x7 maps, whose 8-column slots add 14%. Stride 2 (phase planes)
 // follows the same rule, with the plane's slot (half the padded width): see use_wide_rows' table.
+//
+// On a real AVX2 CPU (AMD EPYC Zen 3, 1 thread, best of runs; a harness over
+// conv2d_backward_with; im2col ms against wide rows ms, two to five runs each) the GEMM wins
+// wherever dW has 16 rows or more:
+//
+//   16x28x28 -> 16   11.0-11.4 against 13.2-14.2     16x28x28 -> 32, stride 2   6.9-7.2 against 7.9-9.9
+//   3x28x28  -> 16    2.4-2.5  against  2.7-3.1      8x28x28  -> 8              4.2-5.6 against 3.1-4.4
+//
+// so at AVX2 the wide rows keep only the layers with at most 8 output channels (the GEMM's
+// 6-row tiles fit 8 rows badly).
 bool use_wide_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, DType dtype) {
   const bool possible = f32_panels(dtype) && !cpu::is_depthwise(g) && cpu::wide_weight_grad_applies(g);
   if (algorithm == cpu::ConvAlgorithm::WideRows) {
@@ -721,7 +743,7 @@ bool use_wide_weight_grad(cpu::ConvAlgorithm algorithm, const ConvGeometry& g, D
   }
   if (algorithm != cpu::ConvAlgorithm::Auto || !possible) return false;
   if (g.kh * g.kw == 1 || g.O > 64 || g.ckk() > 576) return false;
-  return hg::cpu::supports(hg::cpu::Isa::Avx512) || cpu::wide_plane(g, 1).slot * 10 <= g.OW * 11;
+  return hg::cpu::supports(hg::cpu::Isa::Avx512) || (g.O <= 8 && cpu::wide_plane(g, 1).slot * 10 <= g.OW * 11);
 }
 
 // Whether a bf16 convolution's weight (and bias) gradient comes from the wide-columns plane

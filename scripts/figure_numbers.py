@@ -272,6 +272,12 @@ def speed_numbers(n, data):
         [f"| {l} | {best[l, 'f32']:.0f} | " + " | ".join(f"{best[l, p]:.0f} ({ratio(best[l, p], best[l, 'f32']):.2f}×)"
                                                       for p in PRECISIONS[1:]) + " |" for l in levels]),
         "figure's table: best samples/s per level and precision")
+    # The highest level run is this machine's own: pages quote it under a name that every machine
+    # produces (an avx512bf16 key would be missing wherever the CPU has no AVX512-BF16).
+    native = levels[-1]
+    n.add("speed.native.level", native, "s", "the highest CPU level run: this machine's")
+    n.add("speed.native.bf16_ratio", ratio(best[native, "bf16"], best[native, "f32"]), ".2f",
+          f"{native} (this machine's level): bf16 / f32")
     simd = [ratio(best[l, p], best[l, "f32"]) for l in levels if l != "generic" for p in PRECISIONS[1:]]
     n.add("speed.simd_ratio_min", min(simd), ".2f", "above generic: the smallest 16-bit / f32 ratio")
     n.add("speed.simd_ratio_max", max(simd), ".2f", "above generic: the largest 16-bit / f32 ratio")
