@@ -260,7 +260,7 @@ TEST_CASE("attention.four_d_output_merges_heads_without_a_copy") {
 // as a block, P without dropout row by row).
 TEST_CASE("attention.16_bit_inputs_are_within_the_rounding_of_their_16_bit_operands") {
   for (const hg::DType dtype : {hg::bf16, hg::f16}) {
-    for (const std::pair<bool, double> setting : {std::pair{false, 0.0}, std::pair{true, 0.0}, std::pair{true, 0.3}}) {
+    for (const std::pair<bool, double>& setting : {std::pair{false, 0.0}, std::pair{true, 0.0}, std::pair{true, 0.3}}) {
       // (named copies, not structured bindings: Clang 14 cannot capture those in CAPTURE's lambda)
       const bool causal = setting.first;
       const double dropout_p = setting.second;

@@ -82,12 +82,21 @@ void map_run(const std::array<char*, N + 1>& p, int64_t n, const std::array<int6
   }
 }
 
-template <class T, size_t N, class F>
-void map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f) {
+// One 1-d run of map_elementwise behind a plain function pointer. The walk over the index space
+// and the split over threads (walk_elementwise) do not depend on the element type or the functor,
+// so they are compiled once per operand count instead of once per (type, functor) pair: those
+// copies were half of an op file's object code and of its compile time.
+template <size_t N>
+using ElementwiseRun = void (*)(const std::array<char*, N + 1>& p, int64_t n, const std::array<int64_t, N + 1>& step,
+                                const void* f);
+
+template <size_t N>
+void walk_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, int64_t element_size,
+                      ElementwiseRun<N> run, const void* f) {
   std::array<char*, N + 1> base{static_cast<char*>(out.raw_data())};
   std::array<Shape, N + 1> strides{out.strides()};
   std::array<int64_t, N + 1> sizes;
-  sizes.fill(int64_t(sizeof(T)));
+  sizes.fill(element_size);
   for (size_t k = 0; k < N; ++k) {
     base[k + 1] = static_cast<char*>(inputs[k].raw_data());
     strides[k + 1] = detail::broadcast_strides(inputs[k], out.shape());
@@ -95,9 +104,16 @@ void map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, con
   const detail::StridedWalk<N + 1> walk(out.shape(), base, strides, sizes);
   parallel_for(0, walk.numel(), detail::kElementwiseGrain, [&](int64_t begin, int64_t end) {
     walk.walk(begin, end, [&](const std::array<char*, N + 1>& p, int64_t n, const std::array<int64_t, N + 1>& s) {
-      map_run<T, N>(p, n, s, f);
+      run(p, n, s, f);
     });
   });
+}
+
+template <class T, size_t N, class F>
+void map_elementwise(const Tensor& out, const std::array<Tensor, N>& inputs, const F& f) {
+  const ElementwiseRun<N> run = [](const std::array<char*, N + 1>& p, int64_t n, const std::array<int64_t, N + 1>& step,
+                                   const void* fn) { map_run<T, N>(p, n, step, *static_cast<const F*>(fn)); };
+  walk_elementwise<N>(out, inputs, int64_t(sizeof(T)), run, &f);
 }
 
 }  // namespace hg::kernels
