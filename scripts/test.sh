@@ -7,8 +7,8 @@
 #
 # The Release build is the portable one (-DHG_NATIVE=OFF: baseline x86-64 / aarch64 plus the SIMD
 # kernels picked at run time), as a binary package would be; the sanitizer build is -march=native.
-# About 41 minutes on 2 cores from a clean clone (docs/results.md sections 8, 18 and 19 have each
-# stage's time); CI must stay under 45.
+# 35-39 minutes on 2 cores of Sapphire Rapids or Zen 4 from a clean clone, 49 on Zen 3 (docs/results.md
+# sections 8, 18, 19 and 30 have each stage's time); CI must stay under 45.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/deps.sh
